@@ -1,0 +1,39 @@
+"""The `lake` command: composed from each wing's command module.
+
+Every wing module exposes `register(app)` and imports its heavy dependencies inside the command bodies,
+so `lake sql` never pays for fastapi or torch.
+"""
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+app = typer.Typer(
+    name="lake",
+    help="Lachesis: the event lake for agent trajectories and skills. Lake root: --lake, $LAKE_ROOT or ./data/lake.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Wing command modules, in the order their commands appear in --help. A module that is not written yet is skipped.
+WING_MODULES = ["lachesis.lake_cli", "lachesis.ingest_cli", "lachesis.rollout_cli", "lachesis.views_cli"]
+
+
+def _register_wings() -> None:
+    for name in WING_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        module.register(app)
+
+
+_register_wings()
+
+
+def main() -> None:
+    app()
