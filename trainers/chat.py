@@ -1,0 +1,120 @@
+"""The Hermes-style ChatML chat template and message normalisation shared by training and evaluation.
+
+Format (Hermes-3): `<|im_start|>role\\n...<|im_end|>\\n`; tools listed as JSON inside `<tools></tools>` in the
+system prompt; assistant tool calls as `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`; tool
+results as a `tool` turn wrapped in `<tool_response>`. `{% generation %}` markers cover everything the assistant
+produces, including its closing `<|im_end|>`, so `return_assistant_tokens_mask` (and trl's assistant_only_loss)
+give labels on exactly the assistant's tokens.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+TOOLS_PREAMBLE = (
+    "You are a function calling AI model. You may call one or more functions to assist with the user query. "
+    "Function signatures are within <tools></tools> XML tags:\\n<tools>"
+)
+TOOLS_POSTAMBLE = (
+    "\\n</tools>\\nFor each function call return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\\n<tool_call>\\n{\"name\": <function-name>, \"arguments\": <args-dict>}\\n</tool_call>"
+)
+
+CHATML_TEMPLATE = (
+    "{%- if tools %}{{- '<|im_start|>system\\n' }}"
+    "{%- if messages[0].role == 'system' and messages[0].content %}{{- messages[0].content + '\\n\\n' }}{%- endif %}"
+    "{{- '" + TOOLS_PREAMBLE + "' }}"
+    "{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}"
+    "{{- '" + TOOLS_POSTAMBLE + "<|im_end|>\\n' }}"
+    "{%- elif messages[0].role == 'system' %}{{- '<|im_start|>system\\n' + (messages[0].content or '') + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'assistant' %}{{- '<|im_start|>assistant\\n' }}{%- generation %}"
+    "{%- if message.reasoning %}{{- '<think>\\n' + message.reasoning + '\\n</think>\\n' }}{%- endif %}"
+    "{%- if message.content %}{{- message.content }}{%- endif %}"
+    "{%- for tc in message.tool_calls or [] %}{%- if tc.function is defined %}{%- set tc = tc.function %}{%- endif %}"
+    "{%- if message.content or not loop.first %}{{- '\\n' }}{%- endif %}"
+    "{{- '<tool_call>\\n{\"name\": ' + (tc.name | tojson) + ', \"arguments\": ' }}"
+    "{%- if tc.arguments is string %}{{- tc.arguments }}{%- else %}{{- tc.arguments | tojson }}{%- endif %}"
+    "{{- '}\\n</tool_call>' }}"
+    "{%- endfor %}{{- '<|im_end|>' }}{%- endgeneration %}{{- '\\n' }}"
+    "{%- elif message.role == 'tool' %}"
+    "{{- '<|im_start|>tool\\n<tool_response>\\n' + (message.content or '') + '\\n</tool_response><|im_end|>\\n' }}"
+    "{%- endif %}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+SPECIAL_TOKENS = ["<|begin_of_text|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
+TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+
+_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+
+
+def _canon_args(args: Any) -> Any:
+    """Tool-call arguments as a dict where they parse (the lake stores them as JSON text)."""
+    if isinstance(args, str):
+        try:
+            return json.loads(args) if args.strip() else {}
+        except ValueError:
+            return args
+    return {} if args is None else args
+
+
+def normalize_message(m: dict) -> dict:
+    """One message in the template's shape: role, content (str), tool_calls [{name, arguments}], reasoning."""
+    if not isinstance(m, dict):
+        raise ValueError(f"a message must be an object, got {type(m).__name__}")
+    role = m.get("role") or m.get("from")
+    role = {"human": "user", "gpt": "assistant", "function_call": "assistant", "observation": "tool"}.get(role, role)
+    if role not in ("system", "user", "assistant", "tool"):
+        raise ValueError(f"unknown message role {role!r}")
+    content = m.get("content", m.get("value"))
+    out: dict = {"role": role, "content": "" if content is None else str(content)}
+    calls = []
+    for tc in m.get("tool_calls") or []:
+        if isinstance(tc, dict) and isinstance(tc.get("function"), dict):
+            tc = tc["function"]
+        if not isinstance(tc, dict) or not tc.get("name"):
+            continue
+        calls.append({"name": str(tc["name"]), "arguments": _canon_args(tc.get("arguments"))})
+    if calls:
+        out["tool_calls"] = calls
+    if m.get("reasoning"):
+        out["reasoning"] = str(m["reasoning"])
+    if role == "tool" and m.get("tool_call_id"):
+        out["tool_call_id"] = str(m["tool_call_id"])
+    return out
+
+
+def normalize_messages(messages: Any) -> list[dict]:
+    if isinstance(messages, str):
+        messages = json.loads(messages)
+    return [normalize_message(m) for m in (messages or [])]
+
+
+def normalize_tools(tools: Any) -> list[dict] | None:
+    if tools is None:
+        return None
+    if isinstance(tools, str):
+        tools = json.loads(tools) if tools.strip() else None
+    return list(tools) if tools else None
+
+
+def parse_tool_calls(text: str) -> list[dict]:
+    """The `<tool_call>{json}</tool_call>` blocks of a generated reply, as [{name, arguments}] (invalid ones skipped)."""
+    calls = []
+    for body in _CALL_RE.findall(text):
+        try:
+            obj = json.loads(body)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("name"), str):
+            calls.append({"name": obj["name"], "arguments": _canon_args(obj.get("arguments"))})
+    return calls
+
+
+def has_generation_markers(template: str | None) -> bool:
+    return bool(template) and "generation" in template and "endgeneration" in template
