@@ -1,0 +1,67 @@
+"""Group commit: concurrent callers' small batches become one Delta version.
+
+One committer thread per table drains everything queued while the previous commit ran and commits it as a
+single version. Each caller's future resolves only after its rows are committed (or with the commit's error).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Callable
+
+import pyarrow as pa
+
+
+@dataclass
+class Batch:
+    data: pa.Table
+    writer_id: str
+    seq: int | None  # None: the writer assigns the next sequence at commit time
+    future: Future
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    table: str
+    version: int | None  # None for a duplicate that wrote nothing
+    rows: int
+    duplicate: bool = False
+    seq: int | None = None
+
+
+CommitFn = Callable[[list[Batch]], None]
+
+
+class GroupCommitter:
+    """Serialises commits of one table in this process, merging whatever queued up meanwhile."""
+
+    def __init__(self, commit: CommitFn, max_rows: int = 200_000):
+        self._commit = commit
+        self._max_rows = max_rows
+        self._queue: queue.Queue[Batch] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="lake-group-commit")
+        self._thread.start()
+
+    def submit(self, batch: Batch) -> Future:
+        self._queue.put(batch)
+        return batch.future
+
+    def _run(self) -> None:
+        while True:
+            group = [self._queue.get()]
+            rows = group[0].data.num_rows
+            while rows < self._max_rows:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                group.append(nxt)
+                rows += nxt.data.num_rows
+            try:
+                self._commit(group)
+            except BaseException as exc:  # every waiter must hear about the failure
+                for b in group:
+                    if not b.future.done():
+                        b.future.set_exception(exc)

@@ -1,0 +1,226 @@
+"""The lake: a directory of Delta tables, one per event stream, plus a small registry of consumers."""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import orjson
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from lake import delta
+from lake.commit import AppendResult, Batch, GroupCommitter
+from lake.envelope import add_envelope
+from lake.records import validate_records
+from lake.schemas import DEFAULT_EVENT_TYPES, SCHEMA_VERSIONS, TABLES, payload_schema
+
+DEFAULT_ROOT = "data/lake"
+MARKER = "_lachesis"
+
+
+class LakeError(RuntimeError):
+    """A lake-level problem a user can act on (missing lake, unknown table, bad version)."""
+
+
+def resolve_root(path: str | os.PathLike | None) -> Path:
+    """--lake PATH, else $LAKE_ROOT, else ./data/lake."""
+    return Path(path or os.environ.get("LAKE_ROOT") or DEFAULT_ROOT)
+
+
+def process_writer_id(name: str = "lake") -> str:
+    # Unique per process: two processes must never share an app id (check-then-write is not atomic).
+    return f"{name}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class Lake:
+    def __init__(self, root: str | os.PathLike, views_dir: str | os.PathLike | None = None):
+        self.root = Path(root)
+        if not (self.root / MARKER).is_dir():
+            raise LakeError(f"no lake at {self.root} (create one with `lake init --lake {self.root}`)")
+        self.views_dir = Path(views_dir) if views_dir else default_views_dir()
+        self._lock = threading.Lock()
+        self._tables: dict[str, DeltaTable] = {}
+        self._committers: dict[str, GroupCommitter] = {}
+        self._writers: dict[str, Writer] = {}
+        self._default_writer: Writer | None = None
+
+    # -- layout -----------------------------------------------------------------------------------------
+    @classmethod
+    def init(cls, root: str | os.PathLike, views_dir: str | os.PathLike | None = None) -> "Lake":
+        root = Path(root)
+        (root / MARKER / "consumers").mkdir(parents=True, exist_ok=True)
+        for table in TABLES:
+            delta.create_table(root / table, table)
+        return cls(root, views_dir)
+
+    def tables(self) -> list[str]:
+        return [t for t in TABLES if (self.root / t / "_delta_log").is_dir()]
+
+    def table_path(self, table: str) -> Path:
+        if table not in TABLES:
+            raise LakeError(f"unknown table '{table}'; tables: {', '.join(TABLES)}")
+        return self.root / table
+
+    def delta_table(self, table: str, version: int | None = None) -> DeltaTable:
+        path = self.table_path(table)
+        if not (path / "_delta_log").is_dir():
+            raise LakeError(f"table '{table}' does not exist in {self.root}; run `lake init`")
+        if version is None:
+            return DeltaTable(str(path))
+        try:
+            return DeltaTable(str(path), version=version)
+        except Exception as exc:
+            raise LakeError(f"table '{table}' has no version {version}: {exc}") from None
+
+    def version(self, table: str) -> int:
+        return self.delta_table(table).version()
+
+    # -- writing ----------------------------------------------------------------------------------------
+    def writer(self, writer_id: str) -> "Writer":
+        with self._lock:
+            if writer_id not in self._writers:
+                self._writers[writer_id] = Writer(self, writer_id)
+            return self._writers[writer_id]
+
+    @property
+    def default_writer(self) -> "Writer":
+        with self._lock:
+            if self._default_writer is None:
+                self._default_writer = Writer(self, process_writer_id())
+            return self._default_writer
+
+    def append(self, table: str, records: Iterable[Mapping[str, Any]], *, writer_id: str | None = None,
+               seq: int | None = None) -> AppendResult:
+        w = self.writer(writer_id) if writer_id else self.default_writer
+        return w.append(table, records, seq=seq)
+
+    def append_arrow(self, table: str, payload: pa.Table, *, writer_id: str | None = None,
+                     seq: int | None = None, event_type: str | None = None) -> AppendResult:
+        w = self.writer(writer_id) if writer_id else self.default_writer
+        return w.append_arrow(table, payload, seq=seq, event_type=event_type)
+
+    def _committer(self, table: str) -> GroupCommitter:
+        with self._lock:
+            if table not in self._committers:
+                self._tables[table] = self.delta_table(table)
+                self._committers[table] = GroupCommitter(lambda group, t=table: self._commit_group(t, group))
+            return self._committers[table]
+
+    def _commit_group(self, table: str, group: list[Batch]) -> None:
+        """Commit one group as one version; skip batches whose (writer, seq) the log already holds."""
+        dt = self._tables[table]
+        dt.update_incremental()
+        committed: dict[str, int] = {}
+        keep: list[Batch] = []
+        txns: dict[str, int] = {}
+        for b in group:
+            if b.writer_id not in committed:
+                last = dt.transaction_version(b.writer_id)
+                committed[b.writer_id] = -1 if last is None else last
+            floor = max(committed[b.writer_id], txns.get(b.writer_id, -1))
+            seq = b.seq if b.seq is not None else floor + 1
+            if seq <= floor:
+                b.future.set_result(AppendResult(table, None, 0, duplicate=True, seq=seq))
+                continue
+            txns[b.writer_id] = seq
+            b.seq = seq
+            keep.append(b)
+        if not keep:
+            return
+        data = pa.concat_tables([b.data for b in keep], promote_options="default")
+        version = delta.append(dt, data, txns)
+        for b in keep:
+            b.future.set_result(AppendResult(table, version, b.data.num_rows, seq=b.seq))
+
+    # -- reading ----------------------------------------------------------------------------------------
+    def snapshot(self, as_of: Any = None):
+        from lake.snapshot import Snapshot
+
+        return Snapshot(self, self.resolve_versions(as_of))
+
+    def resolve_versions(self, as_of: Any = None) -> dict[str, int]:
+        """Pin every table: None = latest; int N = min(N, latest); {table: N} = those, others latest."""
+        latest = {t: self.version(t) for t in self.tables()}
+        if as_of is None:
+            return latest
+        if isinstance(as_of, int):
+            if as_of < 0:
+                raise LakeError(f"version must be >= 0, got {as_of}")
+            return {t: min(as_of, v) for t, v in latest.items()}
+        if isinstance(as_of, Mapping):
+            out = dict(latest)
+            for t, v in as_of.items():
+                if t not in latest:
+                    raise LakeError(f"unknown table '{t}' in as-of; tables: {', '.join(latest)}")
+                if not 0 <= int(v) <= latest[t]:
+                    raise LakeError(f"table '{t}' has versions 0..{latest[t]}, not {v}")
+                out[t] = int(v)
+            return out
+        raise LakeError(f"cannot read a version from {as_of!r}")
+
+    def changes(self, table: str, after_version: int, upto_version: int | None = None) -> pa.Table:
+        from lake.changes import read_changes
+
+        return read_changes(self, table, after_version, upto_version)
+
+    # -- consumers --------------------------------------------------------------------------------------
+    def register_consumer(self, name: str, offsets: Mapping[str, int]) -> None:
+        """Record how far consumer `name` has read each table, so vacuum keeps what it still needs."""
+        from lake.atomic import write_json_atomic
+
+        if not name or "/" in name or name.startswith("."):
+            raise LakeError(f"bad consumer name {name!r}")
+        write_json_atomic(self.root / MARKER / "consumers" / f"{name}.json", {"name": name, "offsets": dict(offsets)})
+
+    def consumers(self) -> dict[str, dict[str, int]]:
+        out = {}
+        for p in sorted((self.root / MARKER / "consumers").glob("*.json")):
+            out[p.stem] = orjson.loads(p.read_bytes())["offsets"]
+        return out
+
+
+class Writer:
+    """One writer id with a monotonic batch sequence per table, recorded as Delta app transactions."""
+
+    def __init__(self, lake: Lake, writer_id: str):
+        self.lake, self.writer_id = lake, writer_id
+
+    def submit_arrow(self, table: str, payload: pa.Table, *, seq: int | None = None,
+                     event_type: str | pa.Array | None = None, occurred_at: pa.Array | None = None) -> Future:
+        data = add_envelope(table, payload, source=self.writer_id, schema_version=SCHEMA_VERSIONS[table],
+                            event_types=event_type or DEFAULT_EVENT_TYPES[table], occurred_at=occurred_at)
+        return self.lake._committer(table).submit(Batch(data, self.writer_id, seq, Future()))
+
+    def append_arrow(self, table: str, payload: pa.Table, *, seq: int | None = None,
+                     event_type: str | None = None) -> AppendResult:
+        self.lake.table_path(table)
+        missing = [f.name for f in payload_schema(table) if f.name not in payload.column_names]
+        cols = {f.name: (payload.column(f.name) if f.name not in missing else pa.nulls(payload.num_rows, f.type))
+                for f in payload_schema(table)}
+        return self.submit_arrow(table, pa.table(cols, schema=payload_schema(table)), seq=seq,
+                                 event_type=event_type).result()
+
+    def submit(self, table: str, records: Iterable[Mapping[str, Any]], *, seq: int | None = None) -> Future:
+        """Validate (raises RecordError, writes nothing) and queue the batch; the future gives AppendResult."""
+        self.lake.table_path(table)
+        rows = validate_records(table, list(records))
+        payload = pa.Table.from_pylist([r.payload for r in rows], schema=payload_schema(table))
+        event_types = pa.array([r.event_type for r in rows], pa.string())
+        occurred = pa.array([r.occurred_at for r in rows], pa.timestamp("us", tz="UTC"))
+        return self.submit_arrow(table, payload, seq=seq, event_type=event_types, occurred_at=occurred)
+
+    def append(self, table: str, records: Iterable[Mapping[str, Any]], *, seq: int | None = None) -> AppendResult:
+        return self.submit(table, records, seq=seq).result()
+
+    def committed_seq(self, table: str) -> int | None:
+        return self.lake.delta_table(table).transaction_version(self.writer_id)
+
+
+def default_views_dir() -> Path:
+    env = os.environ.get("LACHESIS_VIEWS_DIR")
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "views"

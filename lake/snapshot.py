@@ -1,0 +1,102 @@
+"""A pinned, read-only view of the lake in DuckDB.
+
+Each table is a view over the data files of its pinned Delta version (the snapshot's file list, never a
+glob: a glob sees duplicates during compaction). Then every `views/*.sql` file becomes a view; a file holds
+one SELECT and its name is the view's name.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+import pyarrow as pa
+
+from lake.schemas import table_schema
+
+if TYPE_CHECKING:
+    from lake.lake import Lake
+
+
+class ViewError(RuntimeError):
+    pass
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+class Snapshot:
+    def __init__(self, lake: "Lake", versions: dict[str, int]):
+        self.lake = lake
+        self.versions = dict(versions)
+        self.con = duckdb.connect()
+        self.files: dict[str, list[str]] = {}
+        self.view_errors: dict[str, str] = {}
+        for table, version in self.versions.items():
+            self._register_table(table, version)
+        self.views = self._register_views(lake.views_dir)
+
+    def _register_table(self, table: str, version: int) -> None:
+        dt = self.lake.delta_table(table, version)
+        files = dt.file_uris()
+        self.files[table] = files
+        schema = table_schema(table)
+        # Columns added later (schema evolution) are in the Delta schema of this version, maybe in no file yet.
+        known = {f.name for f in schema} | set(dt.schema().to_arrow().names)
+        if not files:
+            empty = pa.schema(list(schema) + [f for f in dt.schema().to_arrow() if f.name not in schema.names])
+            self.con.register(f"__empty_{table}", empty.empty_table())
+            self.con.execute(f'CREATE VIEW "{table}" AS SELECT * FROM "__empty_{table}"')
+            return
+        source = (f"read_parquet([{', '.join(_quote(f) for f in files)}], hive_partitioning=true, "
+                  f"hive_types_autocast=false, union_by_name=true)")
+        present = {r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+        delta_fields = {f.name: f for f in dt.schema().to_arrow()}
+        cols = []
+        for name in [f.name for f in schema] + [n for n in delta_fields if n not in schema.names]:
+            if name not in known:
+                continue
+            if name in present:
+                cols.append(f'"{name}"')
+            else:
+                typ = self.con.from_arrow(pa.schema([delta_fields.get(name) or schema.field(name)]).empty_table())
+                duck_type = typ.types[0]
+                cols.append(f'CAST(NULL AS {duck_type}) AS "{name}"')
+        self.con.execute(f'CREATE VIEW "{table}" AS SELECT {", ".join(cols)} FROM {source}')
+
+    def _register_views(self, views_dir: Path) -> list[str]:
+        """Register every views/*.sql; retry until dependencies between views resolve."""
+        pending = {p.stem: p.read_text() for p in sorted(Path(views_dir).glob("*.sql"))} if views_dir else {}
+        done: list[str] = []
+        while pending:
+            progressed = False
+            for name, sql in list(pending.items()):
+                try:
+                    self.con.execute(f'CREATE VIEW "{name}" AS {sql.strip().rstrip(";")}')
+                except duckdb.Error as exc:
+                    self.view_errors[name] = str(exc)
+                    continue
+                self.view_errors.pop(name, None)
+                done.append(name)
+                del pending[name]
+                progressed = True
+            if not progressed:
+                break
+        return done
+
+    def sql(self, query: str) -> duckdb.DuckDBPyRelation:
+        return self.con.sql(query)
+
+    def arrow(self, query: str) -> pa.Table:
+        rel = self.con.sql(query)
+        return rel.to_arrow_table() if rel is not None else pa.table({})
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Snapshot":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
