@@ -175,7 +175,10 @@ class Lake:
 
         if not name or "/" in name or name.startswith("."):
             raise LakeError(f"bad consumer name {name!r}")
-        write_json_atomic(self.root / MARKER / "consumers" / f"{name}.json", {"name": name, "offsets": dict(offsets)})
+        path = self.root / MARKER / "consumers" / f"{name}.json"
+        with self._lock:
+            merged = {**(orjson.loads(path.read_bytes())["offsets"] if path.exists() else {}), **offsets}
+            write_json_atomic(path, {"name": name, "offsets": merged})
 
     def consumers(self) -> dict[str, dict[str, int]]:
         out = {}

@@ -1,0 +1,68 @@
+"""Shared pieces of every command: the lake option, one-line errors, tables and JSON on stdout."""
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import sys
+from pathlib import Path
+from typing import Any, NoReturn, Optional
+
+import orjson
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+
+LakeOption = typer.Option(None, "--lake", help="Lake root (default: $LAKE_ROOT or ./data/lake).", show_default=False)
+JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """A user-facing error: one line on stderr, no traceback."""
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def open_lake(path: Optional[Path]):
+    from lake import Lake, LakeError, resolve_root
+
+    try:
+        return Lake(resolve_root(path))
+    except LakeError as exc:
+        fail(str(exc))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    return value
+
+
+def dumps(obj: Any) -> str:
+    return orjson.dumps(obj, default=str, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(dumps(obj) + "\n")
+
+
+def print_rows(rows: list[dict[str, Any]], title: str | None = None, columns: list[str] | None = None) -> None:
+    columns = columns or (list(rows[0]) if rows else [])
+    table = Table(title=title, show_lines=False)
+    for c in columns:
+        table.add_column(c, overflow="fold")
+    for r in rows:
+        table.add_row(*["" if r.get(c) is None else str(_plain(r.get(c))) for c in columns])
+    console.print(table)
+
+
+def rows_to_csv(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (dumps(v) if isinstance(v, (list, dict)) else _plain(v)) for k, v in r.items()})
+    return buf.getvalue()

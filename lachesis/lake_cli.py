@@ -1,0 +1,186 @@
+"""`lake` commands of the lake core: init, tables, append, sql, log, compact, vacuum, consumers."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from lachesis.console import JsonOption, LakeOption, console, fail, open_lake, print_json, print_rows, rows_to_csv
+
+
+def parse_as_of(text: Optional[str]):
+    """`7` pins every table at min(7, latest); `trajectories=7,skills=2` pins those tables."""
+    if text is None:
+        return None
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    pins = {}
+    for part in text.split(","):
+        table, _, version = part.partition("=")
+        if not version.strip().isdigit():
+            fail(f"--as-of takes VERSION or TABLE=VERSION[,TABLE=VERSION], got {text!r}")
+        pins[table.strip()] = int(version)
+    return pins
+
+
+def init(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
+    """Create a lake (every table, empty) at the lake root; safe to run again."""
+    from lake import Lake, resolve_root
+
+    lk = Lake.init(resolve_root(lake))
+    info = {"root": str(lk.root), "tables": {t: lk.version(t) for t in lk.tables()}}
+    if json:
+        print_json(info)
+    else:
+        console.print(f"lake ready at [bold]{lk.root}[/] with tables: {', '.join(info['tables'])}")
+
+
+def tables(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
+    """List tables with their latest version, row count and data files."""
+    lk = open_lake(lake)
+    snap = lk.snapshot()
+    rows = []
+    for t in lk.tables():
+        count = snap.sql(f'SELECT count(*) FROM "{t}"').fetchall()[0][0]
+        rows.append({"table": t, "version": snap.versions[t], "rows": count, "files": len(snap.files[t])})
+    print_json(rows) if json else print_rows(rows, title=f"lake {lk.root}")
+
+
+def append(
+    table: str = typer.Argument(..., help="Table to append to (e.g. trajectories, skills)."),
+    file: Path = typer.Argument(..., help="JSON Lines file of native records, one per line.", exists=False),
+    lake: Optional[Path] = LakeOption,
+    writer_id: Optional[str] = typer.Option(None, help="Stable writer id, for idempotent retries with --seq."),
+    seq: Optional[int] = typer.Option(None, help="Batch sequence of this writer; a replayed sequence adds nothing."),
+    json: bool = JsonOption,
+) -> None:
+    """Append every record of FILE as one commit, or nothing if any line is bad."""
+    from lake import RecordError
+    from lake.jsonl import JsonlError, read_jsonl
+
+    lk = open_lake(lake)
+    lk.table_path(table) if table in lk.tables() else fail(f"unknown table '{table}'; tables: {', '.join(lk.tables())}")
+    if not file.is_file():
+        fail(f"{file}: no such file")
+    try:
+        records, lines = read_jsonl(file)
+        if not records:
+            fail(f"{file}: no records")
+        result = lk.append(table, records, writer_id=writer_id, seq=seq)
+    except JsonlError as exc:
+        fail(f"{exc}; nothing was written")
+    except RecordError as exc:
+        fail(f"{file}:{lines[exc.index]}: field '{exc.field}': {exc.message}; nothing was written")
+    info = {"table": table, "rows": result.rows, "version": result.version, "duplicate": result.duplicate,
+            "writer_id": writer_id, "seq": result.seq}
+    if json:
+        print_json(info)
+    elif result.duplicate:
+        console.print(f"batch {seq} of writer {writer_id} is already committed: nothing written")
+    else:
+        console.print(f"appended {result.rows} rows to {table} (version {result.version})")
+
+
+def sql(
+    query: str = typer.Argument(..., help="DuckDB SQL over the tables and views of the lake."),
+    lake: Optional[Path] = LakeOption,
+    as_of: Optional[str] = typer.Option(None, "--as-of", help="VERSION (every table) or TABLE=VERSION,..."),
+    fmt: str = typer.Option("table", "--format", help="table, json or csv."),
+    limit: int = typer.Option(1000, help="Most rows printed as a table (json/csv print all)."),
+) -> None:
+    """Run a SQL query on a snapshot of the lake (the latest, or --as-of a version)."""
+    import duckdb
+
+    from lake import LakeError
+
+    if fmt not in ("table", "json", "csv"):
+        fail(f"--format must be table, json or csv, not {fmt!r}")
+    lk = open_lake(lake)
+    try:
+        snap = lk.snapshot(parse_as_of(as_of))
+        rel = snap.sql(query)
+    except LakeError as exc:
+        fail(str(exc))
+    except duckdb.Error as exc:
+        fail(str(exc).strip(), code=1)
+    if rel is None:
+        return
+    try:
+        columns = list(rel.columns)
+        data = [dict(zip(columns, r)) for r in rel.fetchall()]
+    except duckdb.Error as exc:
+        fail(str(exc).strip(), code=1)
+    if fmt == "json":
+        print_json(data)
+    elif fmt == "csv":
+        typer.echo(rows_to_csv(data, columns), nl=False)
+    else:
+        print_rows(data[:limit], columns=columns)
+        if len(data) > limit:
+            console.print(f"[dim]{len(data) - limit} more rows not shown (--limit, or --format json)[/]")
+
+
+def log(
+    table: Optional[str] = typer.Argument(None, help="One table; default all."),
+    lake: Optional[Path] = LakeOption,
+    limit: Optional[int] = typer.Option(20, help="Most recent commits per table."),
+    json: bool = JsonOption,
+) -> None:
+    """Commit history: version, time, operation, rows and files added."""
+    from lake.maintenance import history
+
+    lk = open_lake(lake)
+    names = [table] if table else lk.tables()
+    if table and table not in lk.tables():
+        fail(f"unknown table '{table}'; tables: {', '.join(lk.tables())}")
+    rows = [r for t in names for r in history(lk, t, limit)]
+    print_json(rows) if json else print_rows(rows, title="lake log")
+
+
+def compact(
+    table: Optional[str] = typer.Argument(None, help="One table; default all."),
+    day: Optional[str] = typer.Option(None, help="Only this day partition (YYYY-MM-DD)."),
+    lake: Optional[Path] = LakeOption,
+    json: bool = JsonOption,
+) -> None:
+    """Merge small files of each day partition (readers and consumers are unaffected)."""
+    from lake.maintenance import compact as do_compact
+
+    lk = open_lake(lake)
+    rows = [do_compact(lk, t, day) for t in ([table] if table else lk.tables())]
+    print_json(rows) if json else print_rows(rows, title="compaction")
+
+
+def vacuum(
+    table: Optional[str] = typer.Argument(None, help="One table; default all."),
+    retention_hours: int = typer.Option(168, help="Keep removed files younger than this (time travel, readers)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be deleted."),
+    lake: Optional[Path] = LakeOption,
+    json: bool = JsonOption,
+) -> None:
+    """Delete files compaction replaced, except those registered consumers still need."""
+    from lake.maintenance import vacuum as do_vacuum
+
+    lk = open_lake(lake)
+    rows = [do_vacuum(lk, t, retention_hours, dry_run) for t in ([table] if table else lk.tables())]
+    if json:
+        print_json(rows)
+    else:
+        print_rows([{k: v for k, v in r.items() if k != "files"} for r in rows], title="vacuum")
+
+
+def consumers(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
+    """Registered consumers, their offset per table and how many versions they lag."""
+    lk = open_lake(lake)
+    rows = []
+    for name, offsets in lk.consumers().items():
+        for t, v in offsets.items():
+            rows.append({"consumer": name, "table": t, "offset": v, "latest": lk.version(t), "lag": lk.version(t) - v})
+    print_json(rows) if json else print_rows(rows, title="consumers", columns=["consumer", "table", "offset", "latest", "lag"])
+
+
+def register(app: typer.Typer) -> None:
+    for fn in (init, tables, append, sql, log, compact, vacuum, consumers):
+        app.command(fn.__name__)(fn)
