@@ -1,0 +1,198 @@
+"""Training data: an export folder (parquet or jsonl + manifest.json), a .jsonl/.parquet file, or a lake view name.
+
+Rows are chat conversations (`messages`, optionally `tools` and `split`). A view name is exported from the lake
+through the views wing first, so the run trains on a pinned, manifested snapshot.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from .chat import normalize_messages, normalize_tools
+from .errors import TrainerInputError
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    with path.open(encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise TrainerInputError(f"{path}:{i}: not valid JSON ({exc.msg}): fix or remove that line") from None
+            if not isinstance(obj, dict):
+                raise TrainerInputError(f"{path}:{i}: each line must be a JSON object, got {type(obj).__name__}")
+            rows.append(obj)
+    return rows
+
+
+def _read_parquet(paths: list[Path]) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    rows: list[dict] = []
+    for p in paths:
+        rows.extend(pq.read_table(p).to_pylist())
+    return rows
+
+
+def _file_manifest(files: list[Path], rows: int, source: str) -> dict:
+    return {"source": source, "rows": rows, "files": [{"path": str(p), "sha256": _sha256(p)} for p in files]}
+
+
+def load_rows(data: str, lake_root: str | None = None, work_dir: Path | None = None) -> tuple[list[dict], dict, str]:
+    """(rows, manifest, resolved source path) for a folder, a file or a view name."""
+    if not data:
+        raise TrainerInputError("no dataset given: pass --data FOLDER (an export), FILE.jsonl or a lake view name such as sft")
+    p = Path(data).expanduser()
+    if p.is_dir():
+        parquet = sorted(p.rglob("*.parquet"))
+        jsonl = sorted(p.rglob("*.jsonl"))
+        if parquet:
+            rows = _read_parquet(parquet)
+            files = parquet
+        elif jsonl:
+            rows = [r for f in jsonl for r in _read_jsonl(f)]
+            files = jsonl
+        else:
+            raise TrainerInputError(f"dataset folder {p} has no .parquet or .jsonl files: export one with `lake export sft --output {p}`")
+        mpath = p / "manifest.json"
+        if mpath.exists():
+            try:
+                manifest = json.loads(mpath.read_text())
+            except ValueError:
+                raise TrainerInputError(f"{mpath} is not valid JSON: re-export the dataset") from None
+            manifest = {"source": str(p), "export_manifest": manifest,
+                        "files": [{"path": str(f), "sha256": _sha256(f)} for f in files], "rows": len(rows)}
+        else:
+            manifest = _file_manifest(files, len(rows), str(p))
+        return rows, manifest, str(p)
+    if p.is_file():
+        if p.suffix == ".parquet":
+            rows = _read_parquet([p])
+        elif p.suffix in (".jsonl", ".json", ".ndjson"):
+            rows = _read_jsonl(p)
+        else:
+            raise TrainerInputError(f"{p}: unknown dataset format {p.suffix!r}: use .jsonl, .parquet or an export folder")
+        return rows, _file_manifest([p], len(rows), str(p)), str(p)
+    if "/" in data or data.endswith((".jsonl", ".parquet", ".json")):
+        raise TrainerInputError(f"dataset {data} does not exist: pass an export folder, a .jsonl file or a lake view name")
+    return _rows_from_view(data, lake_root, work_dir)
+
+
+def _rows_from_view(view: str, lake_root: str | None, work_dir: Path | None) -> tuple[list[dict], dict, str]:
+    """Export a lake view (views wing) into the run folder, then load that export."""
+    import os
+
+    root = lake_root or os.environ.get("LAKE_ROOT") or "data/lake"
+    if not Path(root).exists():
+        raise TrainerInputError(f"--data {view} is neither a file nor a folder, and there is no lake at {root} to read "
+                                "it as a view from: pass --lake ROOT or an export folder")
+    out = (work_dir or Path(".")) / "dataset"
+    try:
+        from views import export as views_export  # the views wing's exporter
+    except ImportError:
+        views_export = None
+    fn = None
+    for mod in filter(None, [views_export, _try_import("views")]):
+        for name in ("export_view", "export"):
+            if callable(getattr(mod, name, None)):
+                fn = getattr(mod, name)
+                break
+        if fn:
+            break
+    if fn is None:
+        raise TrainerInputError(f"cannot export view {view}: the views wing is not installed; "
+                                f"run `lake export {view} --output DIR` and pass --data DIR")
+    try:
+        fn(_open_lake(root), view, out, format="parquet")
+    except TrainerInputError:
+        raise
+    except Exception as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise TrainerInputError(f"cannot export view {view!r} from the lake at {root}: {msg}") from None
+    rows, manifest, _ = load_rows(str(out))
+    manifest["view"] = view
+    manifest["lake_root"] = str(root)
+    return rows, manifest, str(out)
+
+
+def _try_import(name: str):
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
+def _open_lake(root: str):
+    from lake import Lake
+
+    return Lake(root)
+
+
+def conversations(rows: list[dict], source: str, split: str | None = "train") -> tuple[list[dict], dict]:
+    """Rows -> [{messages, tools}] for training; checks the dataset is usable. `split`: keep only that split
+    when the rows carry a `split` column (None or "all" keeps every row)."""
+    if not rows:
+        raise TrainerInputError(f"dataset {source} is empty (0 rows): fill the lake (e.g. `lake rollout ...`) and export again")
+    if not any("messages" in r for r in rows):
+        if any("prompt" in r and "chosen" in r for r in rows):
+            raise TrainerInputError(f"dataset {source} is a preference dataset (prompt/chosen/rejected), not chats: use --method dpo")
+        if any(("prompt" in r and ("completion" in r or "response" in r)) or ("instruction" in r and ("output" in r or "response" in r)) for r in rows):
+            rows = [_pair_to_messages(r) for r in rows]
+        else:
+            cols = sorted({k for r in rows[:50] for k in r})
+            raise TrainerInputError(f"dataset {source} has no `messages` column (columns: {', '.join(cols[:12])}): "
+                                    "export the sft view, or give rows with messages [{role, content, tool_calls}]")
+    stats = {"rows": len(rows), "dropped_split": 0, "dropped_invalid": 0}
+    keep_split = None if split in (None, "all") else split
+    out = []
+    for i, r in enumerate(rows):
+        if keep_split and r.get("split") not in (None, keep_split):
+            stats["dropped_split"] += 1
+            continue
+        try:
+            msgs = normalize_messages(r.get("messages"))
+            tools = normalize_tools(r.get("tools"))
+        except (ValueError, TypeError) as exc:
+            raise TrainerInputError(f"dataset {source}, row {i}: bad messages ({exc}): each message needs a role and content") from None
+        if not any(m["role"] == "assistant" for m in msgs):
+            stats["dropped_invalid"] += 1
+            continue
+        out.append({"messages": msgs, "tools": tools})
+    if not out:
+        why = (f"no row has split={keep_split!r}" if stats["dropped_split"] else "no conversation has an assistant message")
+        raise TrainerInputError(f"dataset {source} has nothing to train on: {why}; pass --split all or export more data")
+    stats["conversations"] = len(out)
+    return out, stats
+
+
+def _pair_to_messages(r: dict) -> dict:
+    prompt = r.get("prompt", r.get("instruction"))
+    if r.get("input"):
+        prompt = f"{prompt}\n\n{r['input']}"
+    answer = r.get("completion", r.get("response", r.get("output")))
+    msgs: list[dict[str, Any]] = []
+    if r.get("system"):
+        msgs.append({"role": "system", "content": r["system"]})
+    if isinstance(prompt, list):
+        msgs.extend(prompt)
+    else:
+        msgs.append({"role": "user", "content": str(prompt)})
+    if isinstance(answer, list):
+        msgs.extend(answer)
+    else:
+        msgs.append({"role": "assistant", "content": str(answer)})
+    return {**r, "messages": msgs}
