@@ -26,17 +26,19 @@ _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 def uuid7_array(n: int, now_ms: int | None = None) -> pa.Array:
     """n UUIDv7 strings (RFC 9562): 48-bit ms timestamp, version 7, variant 10, random tail.
 
-    Within one call the 12-bit `rand_a` field counts up, so ids generated together sort in creation order.
+    Within one call a 26-bit counter (rand_a and the top of rand_b) counts up, so ids generated together sort
+    in creation order (RFC 9562, method 1 of section 6.2).
     """
     if n == 0:
         return pa.array([], pa.string())
     ms = int(time.time() * 1000) if now_ms is None else now_ms
     raw = np.frombuffer(os.urandom(16 * n), dtype=np.uint8).reshape(n, 16).copy()
     raw[:, 0:6] = np.frombuffer(ms.to_bytes(6, "big"), dtype=np.uint8)
-    seq = np.arange(n, dtype=np.uint32) & 0x0FFF
-    raw[:, 6] = 0x70 | ((seq >> 8) & 0x0F).astype(np.uint8)
-    raw[:, 7] = (seq & 0xFF).astype(np.uint8)
-    raw[:, 8] = (raw[:, 8] & 0x3F) | 0x80
+    seq = np.arange(n, dtype=np.uint32) & 0x3FFFFFF
+    raw[:, 6] = 0x70 | ((seq >> 22) & 0x0F).astype(np.uint8)
+    raw[:, 7] = ((seq >> 14) & 0xFF).astype(np.uint8)
+    raw[:, 8] = 0x80 | ((seq >> 8) & 0x3F).astype(np.uint8)
+    raw[:, 9] = (seq & 0xFF).astype(np.uint8)
     hexed = np.empty((n, 32), dtype=np.uint8)
     hexed[:, 0::2] = _HEX[raw >> 4]
     hexed[:, 1::2] = _HEX[raw & 0x0F]

@@ -48,10 +48,12 @@ def vacuum(lake: "Lake", table: str, retention_hours: int = DEFAULT_RETENTION_HO
     deleted, kept = [], []
     for rel in candidates:
         full = os.path.normpath(str(root / unquote(rel)))
+        if not os.path.exists(full):  # deleted by an earlier vacuum; Delta still lists its tombstone
+            continue
         if full in keep:
             kept.append(rel)
             continue
-        if not dry_run and os.path.exists(full):
+        if not dry_run:
             os.unlink(full)
         deleted.append(rel)
     return {"table": table, "deleted": len(deleted), "kept_for_consumers": len(kept), "dry_run": dry_run,
