@@ -219,8 +219,7 @@ def resolve_model(spec: str) -> str:
         if not any((p / w).exists() for w in WEIGHT_FILES):
             raise TrainerInputError(
                 f"model folder {p} has no weights (model.safetensors or pytorch_model.bin): save them with "
-                "model.save_pretrained(folder) or download them with `hf download <repo> --local-dir` "
-                f"{p}")
+                f"model.save_pretrained(folder) or download them with `hf download <repo> --local-dir {p}`")
         return str(p)
     if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
         raise TrainerInputError(f"model path {spec} does not exist: pass an existing folder, a hub id or `tiny`")
