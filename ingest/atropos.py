@@ -1,0 +1,576 @@
+"""Atropos wire contract: request models, ScoredDataGroup <-> trajectory rows, and the batch packer.
+
+The models mirror atroposlib 0.4.0 `api/server.py` field for field, so validation errors (422, loc, msg)
+have the same shape. The packing functions follow `api/utils.py` (same algorithm, same order), operating on
+light queue entries (`QGroup`) that carry the group's pre-encoded JSON so /batch never re-encodes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import orjson
+from pydantic import BaseModel, ValidationError, field_validator
+
+from ingest.errors import BadInput
+from ingest.messages import normalize_messages
+
+GROUP_KEYS = ("tokens", "masks", "scores", "advantages", "ref_logprobs", "messages", "generation_params",
+              "inference_logprobs", "overrides", "group_overrides", "images", "env_id", "distill_token_ids",
+              "distill_logprobs")
+PER_SEQ_KEYS = ("tokens", "masks", "advantages", "ref_logprobs", "messages", "inference_logprobs", "overrides",
+                "distill_token_ids", "distill_logprobs")
+GROUP_LEVEL_KEYS = ("generation_params", "group_overrides", "images", "env_id")
+
+
+class Registration(BaseModel):
+    wandb_group: str
+    wandb_project: str
+    batch_size: int
+    max_token_len: int
+    checkpoint_dir: str
+    save_checkpoint_interval: int
+    starting_step: int
+    num_steps: int
+
+
+class RegisterEnv(BaseModel):
+    max_token_length: int
+    desired_name: str
+    weight: float
+    group_size: int
+    min_batch_allocation: Optional[float] = None
+
+
+class EnvIdentifier(BaseModel):
+    env_id: int
+
+
+class ScoredData(BaseModel):
+    tokens: List[List[int]]
+    masks: List[List[int]]
+    scores: List[float]
+    advantages: Optional[List[List[float]]] = None
+    ref_logprobs: Optional[List[List[float]]] = None
+    messages: Optional[List[List[Dict[str, Any]]]] = None
+    generation_params: Optional[Dict[str, Any]] = None
+    inference_logprobs: Optional[List[List[float]]] = None
+    overrides: Optional[List[dict]] = None
+    group_overrides: Optional[dict] = None
+    images: Optional[Any] = None
+    env_id: Optional[int] = None
+    distill_token_ids: Optional[List[List[List[int]]]] = None
+    distill_logprobs: Optional[List[List[List[float]]]] = None
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def validate_messages(cls, v):
+        if v is None:
+            return None
+        for message_list in v:
+            for msg in message_list:
+                if "role" not in msg or "content" not in msg:
+                    raise ValueError("Message must have 'role' and 'content' fields")
+        return v
+
+
+def validation_detail(exc: ValidationError, prefix=("body",)) -> list[dict]:
+    """pydantic errors -> FastAPI's 422 detail list (loc prefixed with 'body')."""
+    out = []
+    for e in exc.errors(include_url=False):
+        d = {"type": e["type"], "loc": list(prefix) + list(e["loc"]), "msg": e["msg"]}
+        inp = e.get("input")
+        if isinstance(inp, (str, int, float, bool)) or inp is None:
+            d["input"] = inp
+        else:
+            d["input"] = _short(inp)
+        if e.get("ctx"):
+            d["ctx"] = {k: str(v) for k, v in e["ctx"].items()}
+        out.append(d)
+    return out
+
+
+def _short(v):
+    s = orjson.dumps(v, default=str)
+    if len(s) <= 200:
+        return orjson.loads(s)
+    return s[:200].decode("utf-8", "replace") + "…"
+
+
+def validate_group(obj, index: int | None = None) -> ScoredData:
+    """Validate one ScoredData; raise ValidationError (caller maps to 422)."""
+    if not isinstance(obj, dict):
+        return ScoredData.model_validate(obj)  # raises a model_type error with the right shape
+    return ScoredData.model_validate(obj)
+
+
+def served_dict(sd: ScoredData) -> dict:
+    """The 14 keys exactly as run-api serves them (every key present, missing optionals null)."""
+    return {k: getattr(sd, k) for k in GROUP_KEYS}
+
+
+def _present(v) -> bool:
+    return v is not None and not (isinstance(v, (list, dict)) and len(v) == 0)
+
+
+def group_to_rows(sd: ScoredData, original: dict, *, group_id: str, env_name: str | None, qseq: str,
+                  source_path: str | None = None, event_type: str = "atropos.group") -> list[dict]:
+    """One trajectory row per sequence. Enough is kept (columns + raw) to rebuild the served group exactly."""
+    n = len(sd.tokens)
+    shapes = {}
+    group_raw = {}
+    for key in PER_SEQ_KEYS:
+        v = getattr(sd, key)
+        if v is None:
+            shapes[key] = "null"
+        elif isinstance(v, list) and len(v) == 0:
+            shapes[key] = "empty"
+        elif isinstance(v, list) and len(v) == n:
+            shapes[key] = "seq"
+        else:
+            shapes[key] = "group"  # a length that does not match the group: kept whole on row 0
+            group_raw[key] = v
+    for key in GROUP_LEVEL_KEYS:
+        group_raw[key] = getattr(sd, key)
+    extra = {k: v for k, v in original.items() if k not in GROUP_KEYS} if isinstance(original, dict) else {}
+    msgs_norm = []
+    msgs_lossy = []
+    if shapes["messages"] == "seq":
+        for i, conv in enumerate(sd.messages):
+            try:
+                nm, lossy = normalize_messages(conv, ["messages", i], require_content=False)
+            except BadInput:
+                nm, lossy = [], True
+            msgs_norm.append(nm)
+            msgs_lossy.append(lossy)
+    scores = sd.scores
+    meta_common = {"group_size": n, "env_id": sd.env_id, "qseq": qseq, "format": "atropos"}
+    if sd.generation_params:
+        meta_common["generation_params"] = sd.generation_params
+    if sd.group_overrides:
+        meta_common["group_overrides"] = sd.group_overrides
+    if source_path:
+        meta_common["source_path"] = source_path
+    rows = []
+    for i in range(n):
+        raw: dict[str, Any] = {"i": i}
+        if i == 0:
+            raw["shapes"] = shapes
+            raw["group"] = group_raw
+            if len(scores) != n:
+                raw["scores"] = scores
+            if extra:
+                raw["extra"] = extra
+        for key in ("ref_logprobs", "distill_token_ids", "distill_logprobs"):
+            if shapes[key] == "seq":
+                raw[key] = getattr(sd, key)[i]
+        if shapes["messages"] == "seq" and msgs_lossy[i]:
+            raw["messages"] = sd.messages[i]
+        row = {
+            "trajectory_id": f"{group_id}:{i}",
+            "group_id": group_id,
+            "event_type": event_type,
+            "env": env_name,
+            "messages": msgs_norm[i] if shapes["messages"] == "seq" else [],
+            "reward": float(scores[i]) if i < len(scores) else None,
+            "tokens": sd.tokens[i],
+            "masks": sd.masks[i] if shapes["masks"] == "seq" else None,
+            "inference_logprobs": sd.inference_logprobs[i] if shapes["inference_logprobs"] == "seq" else None,
+            "advantages": sd.advantages[i] if shapes["advantages"] == "seq" else None,
+            "overrides": orjson.dumps(sd.overrides[i]).decode() if shapes["overrides"] == "seq" else None,
+            "metadata": orjson.dumps({"atropos": {**meta_common, "index": i}}).decode(),
+            "raw": orjson.dumps(raw, default=str).decode(),
+        }
+        if shapes["masks"] == "group" and i == 0:
+            pass
+        rows.append(row)
+    return rows
+
+
+def _denorm_message(m: dict) -> dict:
+    out = {"role": m["role"], "content": m["content"]}
+    if m.get("reasoning") is not None:
+        out["reasoning"] = m["reasoning"]
+    if m.get("tool_calls"):
+        out["tool_calls"] = [{"id": t["id"], "type": "function",
+                              "function": {"name": t["name"], "arguments": t["arguments"]}} for t in m["tool_calls"]]
+    if m.get("tool_call_id") is not None:
+        out["tool_call_id"] = m["tool_call_id"]
+    if m.get("name") is not None:
+        out["name"] = m["name"]
+    return out
+
+
+def rows_to_group(rows: list[dict]) -> dict:
+    """Inverse of group_to_rows: rows of one group (any order) -> the 14-key served dict."""
+    rows = sorted(rows, key=lambda r: orjson.loads(r["raw"])["i"])
+    raws = [orjson.loads(r["raw"]) for r in rows]
+    head = raws[0]
+    shapes = head["shapes"]
+    group = head["group"]
+    out: dict[str, Any] = {}
+    cols = {"tokens": "tokens", "masks": "masks", "inference_logprobs": "inference_logprobs",
+            "advantages": "advantages"}
+    for key in PER_SEQ_KEYS:
+        shp = shapes.get(key, "null")
+        if shp == "null":
+            out[key] = None
+        elif shp == "empty":
+            out[key] = []
+        elif shp == "group":
+            out[key] = group[key]
+        elif key in cols:
+            out[key] = [list(r[cols[key]]) for r in rows]
+        elif key == "overrides":
+            out[key] = [orjson.loads(r["overrides"]) for r in rows]
+        elif key == "messages":
+            out[key] = [raw["messages"] if "messages" in raw else [_denorm_message(m) for m in (r["messages"] or [])]
+                        for r, raw in zip(rows, raws)]
+        else:
+            out[key] = [raw.get(key) for raw in raws]
+    out["scores"] = head["scores"] if "scores" in head else [r["reward"] for r in rows]
+    for key in GROUP_LEVEL_KEYS:
+        out[key] = group.get(key)
+    return {k: out[k] for k in GROUP_KEYS}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# queue entries and packing (atroposlib api/utils.py, same algorithm on QGroup)
+# ----------------------------------------------------------------------------------------------------------
+@dataclass(eq=False)
+class QGroup:
+    group_id: str
+    size: int
+    env_id: Optional[int]
+    body: bytes  # orjson of the 14-key dict
+    qseq: str = ""
+
+    def get(self, key, default=None):  # dict-like access used by the ported functions
+        if key == "env_id":
+            return self.env_id
+        return default
+
+
+def find_groups_summing_to_target(buffer: List[QGroup], target_size: int) -> List[int]:
+    if not buffer:
+        return []
+    current_sum = 0
+    indices = []
+    for i, group in enumerate(buffer):
+        size = group.size
+        if current_sum + size <= target_size:
+            indices.append(i)
+            current_sum += size
+            if current_sum == target_size:
+                return indices
+    n = len(buffer)
+    sizes = [g.size for g in buffer]
+    if target_size < 0:
+        return []
+    dp = [[False] * (target_size + 1) for _ in range(n + 1)]
+    dp[0][0] = True
+    for i in range(1, n + 1):
+        for j in range(target_size + 1):
+            dp[i][j] = dp[i - 1][j]
+            if j >= sizes[i - 1]:
+                dp[i][j] = dp[i][j] or dp[i - 1][j - sizes[i - 1]]
+    if not dp[n][target_size]:
+        return []
+    indices = []
+    j = target_size
+    for i in range(n, 0, -1):
+        if j >= sizes[i - 1] and dp[i - 1][j - sizes[i - 1]]:
+            indices.append(i - 1)
+            j -= sizes[i - 1]
+    return sorted(indices)
+
+
+def grab_exact_from_heterogeneous_queue(queue: List[QGroup], batch_size: int):
+    if not queue:
+        return None, queue
+    lengths = [g.size for g in queue]
+    total = sum(lengths)
+    max_group_size = max(lengths)
+    if total < batch_size:
+        return None, queue
+    storage: Dict[int, List[int]] = {s: [] for s in set(lengths)}
+    potential = []
+    for i, gs in enumerate(lengths):
+        storage[gs].append(i)
+        if len(storage[gs]) * gs == max_group_size:
+            potential.extend(storage[gs])
+            storage[gs].clear()
+    if sum(lengths[i] for i in potential) < batch_size:
+        return None, queue
+    batch, idxs, running = [], [], 0
+    for idx in potential:
+        batch.append(queue[idx])
+        idxs.append(idx)
+        running += lengths[idx]
+        if running == batch_size:
+            break
+        elif running > batch_size:
+            return None, queue
+    if running != batch_size:
+        return None, queue
+    s = set(idxs)
+    return batch, [g for i, g in enumerate(queue) if i not in s]
+
+
+def grab_batch_with_minimum_allocations(queue: List[QGroup], batch_size: int, env_configs: List[dict]):
+    if not queue:
+        return None, queue
+    env_min = {}
+    for env in env_configs:
+        if env.get("connected", False) and env.get("min_batch_allocation") is not None:
+            env_min[env["registered_id"]] = env["min_batch_allocation"]
+    if not env_min:
+        return grab_exact_from_heterogeneous_queue(queue, batch_size)
+    max_group_size = max(g.size for g in queue)
+    items_by_env: Dict[Any, Dict[int, list]] = {}
+    packable: Dict[Any, list] = {}
+    for i, item in enumerate(queue):
+        env_id, gs = item.env_id, item.size
+        if env_id is not None:
+            if env_id not in items_by_env:
+                items_by_env[env_id] = {}
+                packable[env_id] = []
+            items_by_env[env_id].setdefault(gs, []).append((i, item, gs))
+            if len(items_by_env[env_id][gs]) * gs == max_group_size:
+                packable[env_id].extend(items_by_env[env_id][gs])
+                items_by_env[env_id][gs] = []
+    min_seq = {}
+    total_min = 0
+    for env_id, prop in env_min.items():
+        m = int(batch_size * prop)
+        if m > 0:
+            if env_id not in items_by_env:
+                return None, queue
+            if not packable.get(env_id):
+                return None, queue
+            min_seq[env_id] = m
+            total_min += m
+    if total_min > batch_size:
+        scale = batch_size / total_min
+        for env_id in min_seq:
+            if packable.get(env_id):
+                mg = min(g[2] for g in packable[env_id])
+                min_seq[env_id] = max(mg, int(min_seq[env_id] * scale))
+    batch, idxs = [], []
+    taken = {e: 0 for e in packable}
+    total = 0
+    for env_id, m in min_seq.items():
+        if env_id in packable:
+            for idx, item, gs in packable[env_id]:
+                if taken[env_id] >= m:
+                    break
+                if total + gs <= batch_size:
+                    batch.append(item)
+                    idxs.append(idx)
+                    taken[env_id] += gs
+                    total += gs
+    if total < batch_size:
+        chosen = set(idxs)
+        pack_idx = {idx: (item, gs) for lst in packable.values() for idx, item, gs in lst}
+        for i in range(len(queue)):
+            if i in chosen or i not in pack_idx:
+                continue
+            item, gs = pack_idx[i]
+            if total + gs <= batch_size:
+                batch.append(item)
+                idxs.append(i)
+                total += gs
+            if total == batch_size:
+                break
+    if total != batch_size:
+        return None, queue
+    s = set(idxs)
+    return batch, [g for i, g in enumerate(queue) if i not in s]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the run-api state machine (pure, in memory; the server persists the events it reports)
+# ----------------------------------------------------------------------------------------------------------
+MIN_ENV_WEIGHT = 0.01
+
+
+@dataclass
+class AtroposState:
+    registered: bool = False
+    group: Optional[str] = None
+    project: Optional[str] = None
+    batch_size: int = -1
+    max_token_len: int = -1
+    step: int = 0
+    checkpoint_dir: str = ""
+    save_checkpoint_interval: int = 0
+    num_steps: int = -1
+    started: bool = False
+    queue_broken: bool = False  # after /reset_data run-api answers /batch with 500 until /register
+    envs: List[dict] = field(default_factory=list)
+    buffer: Dict[int, List[QGroup]] = field(default_factory=dict)
+    queue: List[QGroup] = field(default_factory=list)
+    curr_batch: List[List[QGroup]] = field(default_factory=list)
+    latest: Optional[QGroup] = None
+    requesters: List[int] = field(default_factory=list)
+
+    # -- registration ----------------------------------------------------------------------------------
+    def register(self, reg: Registration) -> bool:
+        """Returns True when this call created the run (the first after start or reset)."""
+        created = False
+        if not self.registered:
+            self.registered = True
+            self.queue_broken = False
+            self.group, self.project = reg.wandb_group, reg.wandb_project
+            self.batch_size, self.max_token_len = int(reg.batch_size), int(reg.max_token_len)
+            self.step = reg.starting_step
+            self.checkpoint_dir = reg.checkpoint_dir
+            self.save_checkpoint_interval = reg.save_checkpoint_interval
+            self.num_steps = reg.num_steps
+            self.curr_batch = []
+            self.started = False
+            self.envs = []
+            self.buffer = {}
+            created = True
+        return created
+
+    def register_env(self, re: RegisterEnv) -> dict:
+        k = len([x for x in self.envs if x["desired_name"] == re.desired_name])
+        real = f"{re.desired_name}_{k}"
+        rid = len(self.envs)
+        self.envs.append({"max_context_len": re.max_token_length, "weight": re.weight if re.weight is not None else 1.0,
+                          "desired_name": re.desired_name, "real_name": real, "registered_id": rid,
+                          "connected": True, "min_batch_allocation": re.min_batch_allocation,
+                          "group_size": re.group_size})
+        return {"status": "success", "env_id": rid, "wandb_name": real, "checkpoint_dir": self.checkpoint_dir,
+                "starting_step": self.step, "checkpoint_interval": self.save_checkpoint_interval,
+                "num_steps": self.num_steps}
+
+    def disconnect_env(self, env_id: int) -> dict:
+        if 0 <= env_id < len(self.envs) or -len(self.envs) <= env_id < 0:
+            self.envs[env_id]["connected"] = False
+            return {"status": "success"}
+        return {"status": "failure", "error": "list index out of range"}
+
+    def env_name(self, env_id) -> Optional[str]:
+        if isinstance(env_id, int) and 0 <= env_id < len(self.envs):
+            return self.envs[env_id]["desired_name"]
+        return None
+
+    # -- ingest ----------------------------------------------------------------------------------------
+    def add_group(self, g: QGroup) -> dict:
+        env_id = g.env_id
+        if env_id is not None and 0 <= env_id < len(self.envs):
+            expected = self.envs[env_id].get("group_size", 1)
+            if g.size != expected:
+                buf = self.buffer.setdefault(env_id, [])
+                buf.append(g)
+                idx = find_groups_summing_to_target(buf, expected)
+                if idx:
+                    moved = [buf.pop(i) for i in sorted(idx, reverse=True)]
+                    for mg in reversed(moved):
+                        self.queue.append(mg)
+                        self.latest = mg
+                return {"status": "buffered", "buffer_size": sum(x.size for x in self.buffer.get(env_id, []))}
+        self.queue.append(g)
+        self.latest = g
+        return {"status": "received"}
+
+    # -- batches ---------------------------------------------------------------------------------------
+    def form_batches(self) -> List[List[QGroup]]:
+        """All batches that can be formed now (run-api forms them at once); step += count."""
+        has_min = any(e.get("min_batch_allocation") is not None for e in self.envs)
+        new = []
+        while True:
+            if has_min:
+                b, self.queue = grab_batch_with_minimum_allocations(self.queue, self.batch_size, self.envs)
+            else:
+                b, self.queue = grab_exact_from_heterogeneous_queue(self.queue, self.batch_size)
+            if b is None:
+                break
+            new.append(b)
+        self.step += len(new)
+        self.curr_batch.extend(new)
+        return new
+
+    def pop_batch(self) -> Optional[List[QGroup]]:
+        if not self.curr_batch:
+            self.form_batches()
+        if self.curr_batch:
+            return self.curr_batch.pop()
+        return None
+
+    def unpop_batch(self, b: List[QGroup]) -> None:
+        self.curr_batch.append(b)
+
+    def status(self) -> dict:
+        if not self.registered:
+            return {"current_step": 0, "queue_size": 0}
+        return {"current_step": self.step, "queue_size": len(self.queue)}
+
+    def status_env(self, env_id: int) -> dict:
+        """run-api's /status-env arithmetic, without its PR #488 bug (other envs counted at group size 1)."""
+        import math
+
+        envs = self.envs
+        if not (0 <= env_id < len(envs)):
+            raise IndexError("list index out of range")
+        total = sum(x["max_context_len"] * max(0.0, x["weight"]) for x in envs if x["connected"])
+        me = envs[env_id]
+        env_group_size = me["group_size"]
+        env_weight = me["max_context_len"] * me["weight"] / total if total else 1.0
+        env_weight = max(MIN_ENV_WEIGHT, env_weight)
+        total_min = sum(e["min_batch_allocation"] for e in envs
+                        if e.get("connected") and e.get("min_batch_allocation") is not None)
+        unallocated = 1.0 - min(total_min, 1.0)
+        max_group_size = 1
+        self_seqs = 0
+        for item in self.queue:
+            if item.size > max_group_size:
+                max_group_size = item.size
+            if item.env_id == env_id:
+                env_group_size = max(env_group_size, item.size)
+                self_seqs += item.size
+        me["group_size"] = env_group_size
+        min_by_env = {e["registered_id"]: int(self.batch_size * e["min_batch_allocation"]) for e in envs
+                      if e.get("connected") and e.get("min_batch_allocation") is not None}
+        by_env: Dict[Any, int] = {}
+        cur = 0
+        for item in self.queue:
+            if item.env_id == env_id:
+                cur += item.size
+            else:
+                by_env[item.env_id] = by_env.get(item.env_id, 0) + item.size
+        available = 0
+        for eid, n in by_env.items():
+            packed = math.ceil(n / max_group_size) * max_group_size
+            available += max(0, packed - min_by_env.get(eid, 0))
+        gs = env_group_size or 1
+        return {"current_step": self.step, "queue_size": (cur + available) // gs,
+                "unallocated_fraction": unallocated, "self_queue_size": self_seqs // gs,
+                "max_group_size": max_group_size, "env_weight": env_weight}
+
+    def reset(self) -> List[str]:
+        """/reset_data: wipe everything but max_token_len. Returns the ids of the groups dropped."""
+        dropped = [g.group_id for g in self.queue]
+        dropped += [g.group_id for b in self.curr_batch for g in b]
+        dropped += [g.group_id for buf in self.buffer.values() for g in buf]
+        self.queue = []
+        self.registered = False
+        self.queue_broken = True
+        self.group = self.project = None
+        self.batch_size = -1
+        self.num_steps = -1
+        self.step = 0
+        self.curr_batch = []
+        self.started = False
+        self.requesters = []
+        self.envs = []
+        self.buffer = {}
+        return dropped
+
+    def latest_example(self) -> bytes:
+        if self.latest is not None:
+            return self.latest.body
+        return orjson.dumps({"tokens": [], "masks": [], "scores": [], "advantages": [], "ref_logprobs": [],
+                             "generation_params": [], "inference_logprobs": [], "messages": [], "images": []})

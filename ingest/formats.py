@@ -1,0 +1,231 @@
+"""Trajectory files and bodies: reading (.jsonl, multi-member .jsonl.gz, .json), format detection, parsing.
+
+Formats: `hermes` (ShareGPT `conversations`, CLI and batch-runner shapes), `atropos` (ScoredDataGroup JSONL
+as written by `--env.data_path_to_save_groups`), `native` (lake trajectory records; OpenAI-style `messages`
+are accepted). Everything is parsed before anything is written, so a bad line rejects the whole file.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import orjson
+from pydantic import ValidationError
+
+from ingest import atropos as A
+from ingest.errors import BadInput, TooLarge
+from ingest.hermes import hermes_to_record, is_hermes_record
+from ingest.messages import normalize_messages
+from ingest.util import excerpt, loads, stable_hash, uuid7
+
+FORMATS = ("auto", "hermes", "atropos", "native")
+TRAJECTORY_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".json.gz")
+
+
+def detect_record(rec) -> str:
+    if not isinstance(rec, dict):
+        raise BadInput("a record must be a JSON object", kind="model_type")
+    if is_hermes_record(rec):
+        return "hermes"
+    if "tokens" in rec and ("scores" in rec or "masks" in rec):
+        return "atropos"
+    if "messages" in rec or "trajectory_id" in rec:
+        return "native"
+    raise BadInput("unknown record format: expected Hermes 'conversations', an Atropos group "
+                   "('tokens', 'masks', 'scores') or a native record ('trajectory_id', 'messages')",
+                   kind="unknown_format")
+
+
+def native_to_record(rec: dict, *, source_path: str | None = None) -> dict:
+    """A native (or OpenAI-messages) record -> a lake trajectory record; messages normalised."""
+    if not isinstance(rec, dict):
+        raise BadInput("a record must be a JSON object", kind="model_type")
+    if "messages" not in rec:
+        raise BadInput("field required", field=["messages"], kind="missing")
+    msgs, lossy = normalize_messages(rec["messages"], ["messages"])
+    out = dict(rec)
+    out["messages"] = msgs
+    tid = rec.get("trajectory_id")
+    if tid is None:
+        out["trajectory_id"] = "native-" + stable_hash(rec)
+    elif not isinstance(tid, str) or not tid.strip():
+        raise BadInput("trajectory_id must be a non-empty string", field=["trajectory_id"])
+    elif len(tid) > 512:
+        raise BadInput("trajectory_id is longer than 512 characters", field=["trajectory_id"])
+    if lossy and "raw" not in rec:
+        out["raw"] = {"messages": rec["messages"]}
+    if source_path:
+        meta = rec.get("metadata")
+        if meta is None or isinstance(meta, dict):
+            out["metadata"] = {**(meta or {}), "source_path": source_path}
+    return out
+
+
+def atropos_to_records(obj, *, group_id: str | None = None, source_path: str | None = None,
+                       env_name: str | None = None) -> tuple[A.ScoredData, list[dict]]:
+    try:
+        sd = A.validate_group(obj)
+    except ValidationError as exc:
+        d = A.validation_detail(exc, prefix=())[0]
+        raise BadInput(d["msg"], field=d["loc"], kind=d["type"]) from None
+    if not sd.tokens:
+        raise BadInput("a group needs at least one sequence", field=["tokens"])
+    gid = group_id or uuid7()
+    return sd, A.group_to_rows(sd, obj, group_id=gid, env_name=env_name, qseq=uuid7(), source_path=source_path)
+
+
+def to_records(rec, fmt: str, *, source_path: str | None = None, line: int | None = None) -> list[dict]:
+    if fmt == "auto":
+        fmt = detect_record(rec)
+    if fmt == "hermes":
+        return [hermes_to_record(rec, source_path=source_path)]
+    if fmt == "atropos":
+        gid = None
+        if source_path is not None:
+            gid = "atropos-" + stable_hash({"line": line, "group": rec})
+        return atropos_to_records(rec, source_path=source_path, group_id=gid)[1]
+    if fmt == "native":
+        return [native_to_record(rec, source_path=source_path)]
+    raise BadInput(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# reading files
+# ----------------------------------------------------------------------------------------------------------
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def iter_lines(path: str | os.PathLike, *, max_bytes: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of each non-empty line; gzip (multi-member) detected by magic bytes.
+
+    A truncated gzip member, a binary (NUL) line or (for .json) a document that is not JSON raise BadInput
+    naming the line.
+    """
+    path = Path(path)
+    total = 0
+    if _is_gzip(path):
+        raw = gzip.open(path, "rb")
+    else:
+        raw = open(path, "rb")
+    lineno = 0
+    try:
+        with raw as fh:
+            while True:
+                try:
+                    line = fh.readline()
+                except EOFError:
+                    raise BadInput("truncated gzip stream (the last member is incomplete)",
+                                   line=lineno + 1, kind="bad_gzip") from None
+                except (OSError, zlib.error) as exc:
+                    raise BadInput(f"corrupt gzip data: {exc}", line=lineno + 1, kind="bad_gzip") from None
+                if not line:
+                    break
+                lineno += 1
+                total += len(line)
+                if max_bytes is not None and total > max_bytes:
+                    raise TooLarge(f"file inflates past the limit of {max_bytes} bytes", line=lineno)
+                if b"\x00" in line:
+                    raise BadInput("binary data (NUL bytes): not a JSON lines file", line=lineno,
+                                   kind="binary", excerpt=excerpt(line))
+                if line.strip():
+                    yield lineno, line
+    except BadInput:
+        raise
+
+
+@dataclass
+class ParsedFile:
+    path: str
+    fmt: str
+    records: list[dict] = field(default_factory=list)
+    lines: int = 0
+
+
+def parse_file(path: str | os.PathLike, fmt: str = "auto", *, max_bytes: int | None = None,
+               progress=None) -> ParsedFile:
+    """Parse a whole trajectory file into native records (all or nothing: BadInput names the line)."""
+    if fmt not in FORMATS:
+        raise BadInput(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    p = Path(path)
+    name = p.name.lower()
+    out = ParsedFile(str(p), fmt)
+    detected = None if fmt == "auto" else fmt
+    whole_json = name.endswith((".json", ".json.gz"))
+    if whole_json:
+        data = b"".join(line for _, line in iter_lines(p, max_bytes=max_bytes))
+        doc = loads(data, line=1)
+        items = doc if isinstance(doc, list) else [doc]
+        enum = [(1, it) for it in items]
+    else:
+        enum = None
+    source = str(p)
+
+    def handle(lineno, rec):
+        nonlocal detected
+        try:
+            f = detect_record(rec) if detected is None else detected
+            if detected is None:
+                detected = f
+            elif fmt == "auto":
+                f2 = detect_record(rec)
+                if f2 != detected:
+                    raise BadInput(f"record format {f2} differs from the file's format {detected}")
+            out.records.extend(to_records(rec, f, source_path=source, line=lineno))
+        except BadInput as exc:
+            raise exc.with_line(lineno) from None
+
+    if enum is not None:
+        for k, (lineno, rec) in enumerate(enum):
+            handle(k + 1, rec)
+            out.lines += 1
+    else:
+        for lineno, line in iter_lines(p, max_bytes=max_bytes):
+            rec = loads(line, line=lineno)
+            handle(lineno, rec)
+            out.lines = lineno
+            if progress is not None:
+                progress(len(line))
+    if not out.records:
+        raise BadInput("the file holds no records", line=out.lines or None, kind="empty")
+    out.fmt = detected or fmt
+    return out
+
+
+def parse_body(data: bytes, content_type: str | None = None) -> list:
+    """A request body: one JSON object, a JSON array, or NDJSON -> list of (line, object)."""
+    stripped = data.strip()
+    if not stripped:
+        raise BadInput("empty body", kind="missing")
+    if b"\x00" in data:
+        raise BadInput("binary data (NUL bytes) in a JSON body", kind="binary")
+    ct = (content_type or "").lower()
+    if "ndjson" in ct or "jsonl" in ct or (stripped[:1] == b"{" and b"\n" in stripped and _looks_ndjson(stripped)):
+        out = []
+        for i, line in enumerate(io.BytesIO(data), 1):
+            if line.strip():
+                out.append((i, loads(line, line=i)))
+        return out
+    doc = loads(stripped)
+    if isinstance(doc, list):
+        return [(None, d) for d in doc]
+    return [(None, doc)]
+
+
+def _looks_ndjson(data: bytes) -> bool:
+    try:
+        orjson.loads(data)
+        return False
+    except orjson.JSONDecodeError:
+        first = data.split(b"\n", 1)[0]
+        try:
+            orjson.loads(first)
+            return True
+        except orjson.JSONDecodeError:
+            return False

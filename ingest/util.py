@@ -1,0 +1,118 @@
+"""Small shared helpers: JSON decoding with good errors, stable hashes, ids, bounded gunzip."""
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+import zlib
+
+import orjson
+
+from ingest.errors import BadInput, TooLarge
+
+
+def loads(data: bytes | str, *, line: int | None = None):
+    """orjson.loads with a BadInput naming the problem (invalid JSON / not UTF-8)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        msg = str(exc)
+        if "utf-8" in msg.lower() or "surrogate" in msg.lower():
+            raise BadInput(f"not valid UTF-8: {msg}", line=line, kind="bad_encoding") from None
+        raise BadInput(f"malformed JSON: {msg}", line=line, kind="json_invalid") from None
+
+
+def dumps(obj) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
+
+
+def canonical(obj) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+
+
+def stable_hash(obj, n: int = 16) -> str:
+    """blake2b hex of canonical JSON (n bytes)."""
+    data = obj if isinstance(obj, (bytes, bytearray)) else canonical(obj)
+    return hashlib.blake2b(data, digest_size=n).hexdigest()
+
+
+def text_hash(text: str | bytes, n: int = 16) -> str:
+    if isinstance(text, str):
+        text = text.encode("utf-8")
+    return hashlib.blake2b(text, digest_size=n).hexdigest()
+
+
+_uuid_lock = threading.Lock()
+_last_ms = 0
+_seq = 0
+
+
+def uuid7() -> str:
+    """A UUIDv7 string, monotonic within the process."""
+    global _last_ms, _seq
+    with _uuid_lock:
+        ms = time.time_ns() // 1_000_000
+        if ms <= _last_ms:
+            _seq += 1
+            ms = _last_ms
+            if _seq > 0xFFF:
+                ms += 1
+                _seq = 0
+        else:
+            _seq = 0
+        _last_ms = ms
+        seq = _seq
+    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    value = (ms << 80) | (0x7 << 76) | (seq << 64) | (0b10 << 62) | rand
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def gunzip_bounded(data: bytes, limit: int) -> bytes:
+    """Inflate a (possibly multi-member) gzip body, refusing more than `limit` bytes of output.
+
+    Raises BadInput('Invalid gzip payload') for data that is not gzip or is truncated, TooLarge for a
+    body that inflates past the limit (a gzip bomb), without ever holding more than limit+64 KiB.
+    """
+    out = []
+    total = 0
+    buf = memoryview(data)
+    if not data:
+        return b""
+    while True:
+        d = zlib.decompressobj(wbits=31)
+        try:
+            while True:
+                chunk = d.decompress(buf, 65536)
+                total += len(chunk)
+                if total > limit:
+                    raise TooLarge(f"gzip body inflates past the limit of {limit} bytes")
+                out.append(chunk)
+                buf = d.unconsumed_tail
+                if d.eof or not buf:
+                    break
+            if not d.eof:
+                # flush what is left; an incomplete stream is an error
+                rest = d.flush()
+                total += len(rest)
+                if total > limit:
+                    raise TooLarge(f"gzip body inflates past the limit of {limit} bytes")
+                out.append(rest)
+                if not d.eof:
+                    raise BadInput("Invalid gzip payload: truncated gzip stream", kind="bad_gzip")
+        except zlib.error as exc:
+            raise BadInput(f"Invalid gzip payload: {exc}", kind="bad_gzip") from None
+        rest = d.unused_data
+        if not rest or not rest.strip(b"\x00"):
+            break
+        buf = memoryview(rest)
+    return b"".join(out)
+
+
+def excerpt(data, n: int = 200) -> str:
+    if isinstance(data, (bytes, bytearray)):
+        data = bytes(data[:n]).decode("utf-8", "replace")
+    else:
+        data = str(data)[:n]
+    return data
