@@ -1,0 +1,381 @@
+"""Materialise a view on a pinned lake snapshot into a dataset folder with a lineage manifest.
+
+A dataset folder holds parquet (or jsonl) files named the way `datasets.load_dataset("parquet", data_dir=...)`
+infers splits from (`train-00000-of-00001.parquet`, `test-...`; `data-...` for views without a `split`
+column) plus `manifest.json`: the lake version of every table, the hash of the view's SQL (and of the views it
+uses), the row count, and the hash of the event ids behind the rows. The same lake version gives
+byte-identical files and the same manifest: rows are sorted by the view's declared order, the writer
+settings are fixed, and the manifest holds no clock time and no absolute path.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from views import view_order
+from views.registry import view_sql_hash
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_VERSION = 1
+FORMATS = ("parquet", "jsonl")
+
+# Fixed writer settings: part of the manifest, so a change shows up as a different dataset.
+PARQUET_SETTINGS = {
+    "compression": "zstd",
+    "compression_level": 3,
+    "row_group_size": 50_000,
+    "data_page_size": 1 << 20,
+    "use_dictionary": True,
+    "write_statistics": True,
+    "version": "2.6",
+}
+ROWS_PER_FILE = 500_000
+
+_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ExportError(RuntimeError):
+    """A user-facing export failure (bad view name, bad --where, refused output folder)."""
+
+
+class UnknownViewError(ExportError):
+    def __init__(self, view: str, available: list[str]):
+        self.view = view
+        self.available = available
+        super().__init__(f"unknown view {view!r}; available views: {', '.join(available) or '(none)'}")
+
+
+def available_views(con: duckdb.DuckDBPyConnection) -> list[str]:
+    rows = con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name").fetchall()
+    return [r[0] for r in rows]
+
+
+def set_variables(con: duckdb.DuckDBPyConnection, variables: Mapping[str, Any] | None) -> dict[str, Any]:
+    """SET VARIABLE for each item; returns the variables as recorded in a manifest."""
+    out: dict[str, Any] = {}
+    for name, value in sorted((variables or {}).items()):
+        if not _VAR_NAME.match(name):
+            raise ExportError(f"bad variable name {name!r}: use letters, digits and _")
+        value = _coerce(value)
+        con.execute(f"SET VARIABLE {name} = ?", [value])
+        out[name] = value
+    return out
+
+
+def _coerce(value: Any) -> Any:
+    """'0.8' -> 0.8, '5' -> 5, 'true' -> True; anything else unchanged (CLI values arrive as text)."""
+    if not isinstance(value, str):
+        return value
+    low = value.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+def parse_as_of(as_of: Any) -> Any:
+    """--as-of: None, an int version, a JSON object {table: version}, or a manifest.json path (its versions)."""
+    if as_of is None or isinstance(as_of, (int, dict)):
+        return as_of
+    text = str(as_of).strip()
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if text.startswith("{"):
+        try:
+            obj = json.loads(text)
+        except ValueError as exc:
+            raise ExportError(f"--as-of {text!r} is not valid JSON: {exc}") from None
+        return {str(k): int(v) for k, v in obj.items()}
+    p = Path(text)
+    if p.is_dir():
+        p = p / MANIFEST_NAME
+    if p.is_file():
+        try:
+            manifest = json.loads(p.read_text(encoding="utf-8"))
+            return {str(k): int(v) for k, v in manifest["lake_versions"].items()}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ExportError(f"--as-of {text}: not a dataset manifest ({exc})") from None
+    raise ExportError(f"--as-of {text!r}: give a version number, a JSON object {{table: version}} or a manifest.json")
+
+
+def export_view(lake_or_snapshot: Any, view: str, output: str | os.PathLike, *, format: str = "parquet",
+                as_of: Any = None, where: str | None = None, overwrite: bool = False,
+                variables: Mapping[str, Any] | None = None, rows_per_file: int = ROWS_PER_FILE) -> dict:
+    """Export `view` into the folder `output`; returns the manifest (also written as manifest.json).
+
+    `lake_or_snapshot`: a `lake.Lake` (a snapshot at `as_of` is taken and closed here) or an open snapshot
+    (anything with `.con` and `.versions`).
+    """
+    if hasattr(lake_or_snapshot, "snapshot") and not hasattr(lake_or_snapshot, "con"):
+        snap = lake_or_snapshot.snapshot(parse_as_of(as_of))
+        try:
+            return export_snapshot(snap.con, snap.versions, view, output, format=format, where=where,
+                                   overwrite=overwrite, variables=variables, rows_per_file=rows_per_file,
+                                   views_dir=getattr(lake_or_snapshot, "views_dir", None))
+        finally:
+            snap.close()
+    if as_of is not None:
+        raise ExportError("as_of applies to a Lake, not to an open snapshot")
+    snap = lake_or_snapshot
+    return export_snapshot(snap.con, snap.versions, view, output, format=format, where=where,
+                           overwrite=overwrite, variables=variables, rows_per_file=rows_per_file,
+                           views_dir=getattr(getattr(snap, "lake", None), "views_dir", None))
+
+
+# The trainers wing looks for `export` or `export_view`.
+export = export_view
+
+
+def query_view(con: duckdb.DuckDBPyConnection, view: str, where: str | None = None,
+               views_dir: str | os.PathLike | None = None) -> pa.Table:
+    """The view's rows (after --where) in their deterministic order, as Arrow (JSON columns as arrow.json)."""
+    views = available_views(con)
+    if view not in views:
+        raise UnknownViewError(view, views)
+    described = con.execute(f'DESCRIBE SELECT * FROM "{view}"').fetchall()
+    cols = [r[0] for r in described]
+    json_cols = {r[0] for r in described if r[1] == "JSON"}
+    order = _order_columns(view, cols, views_dir)
+    sql = f'SELECT * FROM "{view}"'
+    if where and where.strip():
+        sql += f" WHERE ({where})"
+    if order:
+        sql += " ORDER BY " + ", ".join(f'"{c}" NULLS FIRST' for c in order)
+    else:
+        sql += " ORDER BY ALL"
+    try:
+        table = con.sql(sql).to_arrow_table()
+    except duckdb.Error as exc:
+        if where:
+            raise ExportError(f"--where {where!r} failed: {exc}") from None
+        raise ExportError(f"view {view!r} failed: {exc}") from None
+    return _mark_json(table, json_cols)
+
+
+def _mark_json(table: pa.Table, json_cols: set[str]) -> pa.Table:
+    """Top-level JSON columns as Arrow's json extension type, so `datasets` decodes them (Json feature)."""
+    for i, f in enumerate(table.schema):
+        if f.name in json_cols and pa.types.is_string(f.type):
+            col = table.column(i).combine_chunks()
+            table = table.set_column(i, pa.field(f.name, pa.json_()), pa.ExtensionArray.from_storage(pa.json_(), col))
+    return table
+
+
+def _order_columns(view: str, cols: list[str], views_dir: str | os.PathLike | None) -> list[str]:
+    try:
+        declared = view_order(view, views_dir)
+    except OSError:
+        declared = []
+    order = [c for c in declared if c in cols]
+    for extra in ("event_id",):
+        if extra in cols and extra not in order:
+            order.append(extra)
+    return order
+
+
+def export_snapshot(con: duckdb.DuckDBPyConnection, versions: Mapping[str, int], view: str,
+                    output: str | os.PathLike, *, format: str = "parquet", where: str | None = None,
+                    overwrite: bool = False, variables: Mapping[str, Any] | None = None,
+                    rows_per_file: int = ROWS_PER_FILE, views_dir: str | os.PathLike | None = None) -> dict:
+    if format not in FORMATS:
+        raise ExportError(f"unknown format {format!r}; use one of: {', '.join(FORMATS)}")
+    out = Path(output)
+    _check_output(out, overwrite)
+    recorded_vars = set_variables(con, variables)
+    table = query_view(con, view, where, views_dir)
+    event_hash, event_count = _event_ids_hash(con, table)
+
+    parent = out.resolve().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
+    try:
+        files = _write_files(con, table, tmp, format, rows_per_file)
+        writer = _writer_info(format)
+        writer["rows_per_file"] = rows_per_file
+        try:
+            sql_hash = view_sql_hash(view, views_dir)
+        except OSError:  # a view the lake has but this folder does not define
+            sql_hash = {"sha256": None, "files": {}}
+        manifest = {
+            "manifest_version": MANIFEST_VERSION,
+            "view": view,
+            "format": format,
+            "lake_versions": {k: int(v) for k, v in sorted(versions.items())},
+            "view_sql_sha256": sql_hash["sha256"],
+            "view_sql_files": sql_hash["files"],
+            "where": where or None,
+            "variables": recorded_vars,
+            "row_count": table.num_rows,
+            "splits": _split_counts(table),
+            "event_ids_sha256": event_hash,
+            "event_id_count": event_count,
+            "columns": [{"name": f.name, "type": str(f.type)} for f in table.schema],
+            "files": files,
+            "writer": writer,
+        }
+        (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        _install(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return manifest
+
+
+def _check_output(out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"output {out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise ExportError(f"output folder {out} is not empty; pass --overwrite to replace its dataset")
+    if out.is_dir() and overwrite:
+        stray = [p.name for p in out.iterdir() if not _is_dataset_file(p)]
+        if stray:
+            raise ExportError(f"refusing to overwrite {out}: it holds files that are not part of a dataset export "
+                              f"({', '.join(sorted(stray)[:5])}); choose an empty or new folder")
+
+
+def _is_dataset_file(p: Path) -> bool:
+    return p.is_file() and (p.name == MANIFEST_NAME or p.suffix in (".parquet", ".jsonl"))
+
+
+def _install(tmp: Path, out: Path) -> None:
+    if out.is_dir():
+        for p in out.iterdir():
+            if _is_dataset_file(p):
+                p.unlink()
+        for p in sorted(tmp.iterdir()):
+            os.replace(p, out / p.name)
+        return
+    os.replace(tmp, out)
+
+
+def _split_counts(table: pa.Table) -> dict[str, int] | None:
+    if "split" not in table.column_names:
+        return None
+    counts: dict[str, int] = {}
+    for v in table.column("split").to_pylist():
+        counts[str(v)] = counts.get(str(v), 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _event_id_columns(schema: pa.Schema) -> list[str]:
+    return [f.name for f in schema if (f.name == "event_id" or f.name.endswith("_event_id"))
+            and pa.types.is_string(f.type)]
+
+
+def _event_ids_hash(con: duckdb.DuckDBPyConnection, table: pa.Table) -> tuple[str, int]:
+    """sha256 of the sorted distinct event ids behind the rows (every *event_id column), and their count."""
+    cols = _event_id_columns(table.schema)
+    if not cols:
+        return hashlib.sha256(b"").hexdigest(), 0
+    ids = pa.table({c: table.column(c) for c in cols})
+    con.register("__export_event_ids", ids)
+    try:
+        union = " UNION ".join(f'SELECT "{c}" AS e FROM __export_event_ids WHERE "{c}" IS NOT NULL' for c in cols)
+        row = con.execute(f"SELECT count(*), coalesce(string_agg(e, chr(10) ORDER BY e), '') FROM ({union})").fetchall()[0]
+    finally:
+        con.unregister("__export_event_ids")
+    return hashlib.sha256(row[1].encode("utf-8")).hexdigest(), int(row[0])
+
+
+def _groups(table: pa.Table) -> list[tuple[str, pa.Table]]:
+    """(file prefix, rows) per split; one group named after the split, or 'data' without a split column."""
+    if "split" not in table.column_names:
+        return [("data", table)]
+    if table.num_rows == 0:
+        return [("train", table)]
+    import pyarrow.compute as pc
+
+    values = sorted({str(v) for v in table.column("split").to_pylist()})
+    groups = []
+    for v in values:
+        mask = pc.equal(pc.cast(table.column("split"), pa.string()), v)
+        name = re.sub(r"[^A-Za-z0-9_.]+", "_", v) or "none"
+        groups.append((name, table.filter(mask)))
+    return groups
+
+
+def _write_files(con: duckdb.DuckDBPyConnection, table: pa.Table, folder: Path, fmt: str,
+                 rows_per_file: int) -> list[dict]:
+    files = []
+    for prefix, rows in _groups(table):
+        n = max(1, -(-rows.num_rows // rows_per_file))
+        for i in range(n):
+            part = rows.slice(i * rows_per_file, rows_per_file)
+            name = f"{prefix}-{i:05d}-of-{n:05d}.{fmt}"
+            path = folder / name
+            if fmt == "parquet":
+                _write_parquet(part, path)
+            else:
+                _write_jsonl(part, path)
+            files.append({"path": name, "rows": part.num_rows, "sha256": _sha256(path)})
+    return files
+
+
+def _write_parquet(table: pa.Table, path: Path) -> None:
+    s = PARQUET_SETTINGS
+    pq.write_table(table.combine_chunks(), path, compression=s["compression"],
+                   compression_level=s["compression_level"], row_group_size=s["row_group_size"],
+                   data_page_size=s["data_page_size"], use_dictionary=s["use_dictionary"],
+                   write_statistics=s["write_statistics"], version=s["version"])
+
+
+def _write_jsonl(table: pa.Table, path: Path) -> None:
+    """One JSON object per line, keys in column order; JSON-typed columns are embedded as JSON values."""
+    convs = [_converter(f.type) for f in table.schema]
+    names = table.column_names
+    with path.open("w", encoding="utf-8", newline="\n") as f:
+        for batch in table.to_batches(max_chunksize=10_000):
+            cols = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+            for r in range(batch.num_rows):
+                row = {names[i]: convs[i](cols[i][r]) for i in range(len(names))}
+                f.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+def _converter(typ: pa.DataType):
+    if isinstance(typ, pa.JsonType) or (isinstance(typ, pa.ExtensionType) and typ.extension_name == "arrow.json"):
+        return lambda v: None if v is None else json.loads(v)
+    if pa.types.is_timestamp(typ) or pa.types.is_date(typ) or pa.types.is_time(typ):
+        return lambda v: None if v is None else v.isoformat()
+    if pa.types.is_decimal(typ):
+        return lambda v: None if v is None else float(v)
+    if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
+        return lambda v: None if v is None else v.hex()
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
+        inner = _converter(typ.value_type)
+        return lambda v: None if v is None else [inner(x) for x in v]
+    if pa.types.is_struct(typ):
+        fields = [(typ.field(i).name, _converter(typ.field(i).type)) for i in range(typ.num_fields)]
+        return lambda v: None if v is None else {k: c(v.get(k)) for k, c in fields}
+    return lambda v: v
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _writer_info(fmt: str) -> dict:
+    info: dict[str, Any] = {"duckdb": duckdb.__version__, "pyarrow": pa.__version__}
+    if fmt == "parquet":
+        info["parquet"] = dict(PARQUET_SETTINGS)
+    return info
+
+
+def read_manifest(folder: str | os.PathLike) -> dict:
+    return json.loads((Path(folder) / MANIFEST_NAME).read_text(encoding="utf-8"))

@@ -1,0 +1,54 @@
+-- Helper for sft and dpo: every current trajectory with its chat in the form chat templates and TRL take
+-- (a list of messages {role, content, reasoning, tool_calls, tool_call_id, name}; tool calls in OpenAI form
+-- {id, type: 'function', function: {name, arguments: JSON text}}; roles human/gpt become user/assistant;
+-- absent fields are NULL), its task key and its dataset split.
+-- Split: per task, never per trajectory, so a task is in exactly one split. With the default
+-- `sft_split_source = 'auto'` a task that any trajectory marks as a held-out split (test/eval/validation) is
+-- test, one marked train is train, and the rest are split by md5(task_id) with `sft_test_fraction` (0.1) as test.
+-- `SET VARIABLE sft_split_source = 'hash'` ignores the trajectories' own split column.
+-- order: trajectory_id
+WITH params AS (
+    SELECT
+        coalesce(getvariable('sft_test_fraction'), 0.1)::DOUBLE AS test_fraction,
+        coalesce(getvariable('sft_split_source'), 'auto')::VARCHAR AS split_source
+),
+task_flags AS (
+    SELECT
+        coalesce(task_id, trajectory_id) AS task_key,
+        bool_or(lower(split) IN ('test', 'eval', 'evaluation', 'validation', 'valid', 'val', 'heldout', 'held_out', 'held-out')) AS marked_test,
+        bool_or(lower(split) = 'train') AS marked_train
+    FROM trajectories_current
+    GROUP BY 1
+),
+tasks AS (
+    SELECT
+        task_key,
+        CASE
+            WHEN params.split_source <> 'hash' AND marked_test THEN 'test'
+            WHEN params.split_source <> 'hash' AND marked_train THEN 'train'
+            WHEN (md5_number(task_key) % 1000000)::DOUBLE < params.test_fraction * 1000000 THEN 'test'
+            ELSE 'train'
+        END AS dataset_split
+    FROM task_flags, params
+)
+SELECT
+    t.*,
+    coalesce(t.task_id, t.trajectory_id) AS task_key,
+    tasks.dataset_split,
+    coalesce(t.reward, CASE WHEN t.success THEN 1.0 WHEN NOT t.success THEN 0.0 END) AS score,
+    list_position(list_transform(t.messages, lambda m: m.role IN ('assistant', 'gpt')), true) AS first_assistant,
+    list_transform(t.messages, lambda m: {
+        'role': CASE m.role WHEN 'human' THEN 'user' WHEN 'gpt' THEN 'assistant' ELSE m.role END,
+        'content': coalesce(m.content, ''),
+        'reasoning': nullif(m.reasoning, ''),
+        'tool_calls': CASE WHEN len(m.tool_calls) > 0 THEN list_transform(m.tool_calls, lambda c: {
+            'id': c.id,
+            'type': 'function',
+            'function': {'name': c.name, 'arguments': coalesce(nullif(trim(c.arguments), ''), '{}')}
+        }) END,
+        'tool_call_id': m.tool_call_id,
+        'name': m.name
+    }) AS chat,
+    CASE WHEN json_valid(t.metadata) THEN json_extract(t.metadata, '$.tools') END AS tools
+FROM trajectories_current t
+JOIN tasks ON tasks.task_key = coalesce(t.task_id, t.trajectory_id)
