@@ -1,0 +1,89 @@
+"""The tiny model: cached build, save/load round trip, the Hermes ChatML template, model resolution errors."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import train_helpers as th
+from train_helpers import tiny_dir  # noqa: F401  (session fixture)
+
+
+def test_tiny_is_cached_and_loads_through_from_pretrained(tiny_dir):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainers.models import resolve_model, tiny_model_path
+
+    assert resolve_model("tiny") == str(tiny_dir)
+    mtime = (tiny_dir / "model.safetensors").stat().st_mtime
+    assert tiny_model_path() == tiny_dir and (tiny_dir / "model.safetensors").stat().st_mtime == mtime  # no rebuild
+    cfg = json.loads((tiny_dir / "config.json").read_text())
+    assert (cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]) == (2, 128, 4, 2)
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    assert 900 <= len(tok) <= 1100
+    assert tok.padding_side == "left"
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    assert next(model.parameters()).dtype == torch.float32
+    meta = json.loads((tiny_dir / "lachesis_tiny.json").read_text())
+    assert meta["splits"] == ["train"]
+
+
+def test_tokenizer_splits_digits_and_keeps_tool_tokens_atomic(tiny_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    pieces = tok.tokenize("file2048.txt")
+    assert [p for p in pieces if p.isdigit()] == ["2", "0", "4", "8"]
+    assert tok.tokenize("<tool_call>") == ["<tool_call>"]
+    ids = tok.encode("<tool_call>x</tool_call>", add_special_tokens=False)
+    assert tok.decode(ids, skip_special_tokens=True) == "<tool_call>x</tool_call>"
+
+
+def test_template_renders_tools_and_tool_calls_hermes_style(tiny_dir):
+    from trainers.models import load_tokenizer
+
+    tok = load_tokenizer(str(tiny_dir))
+    row = th.tool_chats(1)[0]
+    from trainers.chat import normalize_messages
+
+    text = tok.apply_chat_template(normalize_messages(row["messages"]), tools=row["tools"], tokenize=False)
+    assert text.startswith("<|im_start|>system\nYou operate a shell workspace.\n\n")
+    assert "<tools>\n" + json.dumps(th.TOOLS[0], ensure_ascii=False) in text
+    assert '<|im_start|>assistant\n<tool_call>\n{"name": "run", "arguments": {"command": ' in text
+    assert "<|im_start|>tool\n<tool_response>\n" in text
+    assert text.endswith('Done.\n<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call><|im_end|>\n')
+
+
+def test_hermes3_alias_offline_is_a_one_line_error(tiny_dir, tmp_path):
+    r = th.run_cli("rl_finetune_supervised", "--model", "hermes-3", "--data",
+                   str(th.write_jsonl(tmp_path / "d.jsonl", th.tool_chats(4))), "--no-lake",
+                   env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "NousResearch/Hermes-3-Llama-3.1-8B" in r.stderr and "hf download" in r.stderr
+
+
+def test_model_folder_without_weights_is_a_one_line_error(tiny_dir, tmp_path):
+    bad = tmp_path / "noweights"
+    shutil.copytree(tiny_dir, bad)
+    (bad / "model.safetensors").unlink()
+    r = th.run_cli("rl_finetune_supervised", "--model", str(bad), "--data",
+                   str(th.write_jsonl(tmp_path / "d.jsonl", th.tool_chats(4))), "--no-lake")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "no weights" in r.stderr
+
+
+def test_tokenizer_without_chat_template_is_a_one_line_error(tiny_dir, tmp_path):
+    bad = tmp_path / "notemplate"
+    shutil.copytree(tiny_dir, bad)
+    (bad / "chat_template.jinja").unlink()
+    cfg = json.loads((bad / "tokenizer_config.json").read_text())
+    cfg.pop("chat_template", None)
+    (bad / "tokenizer_config.json").write_text(json.dumps(cfg))
+    r = th.run_cli("rl_finetune_supervised", "--model", str(bad), "--data",
+                   str(th.write_jsonl(tmp_path / "d.jsonl", th.tool_chats(4))), "--no-lake")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "no chat template" in r.stderr
+    assert "--chat-template chatml" in r.stderr

@@ -1,0 +1,140 @@
+"""SFT: assistant-only labels, learning, adapter round trip, run folder, lake event, bad input."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import train_helpers as th
+from train_helpers import tiny_dir  # noqa: F401  (session fixture)
+
+
+def _assistant_char_spans(text: str) -> list[tuple[int, int]]:
+    spans, pos = [], 0
+    head = "<|im_start|>assistant\n"
+    while (i := text.find(head, pos)) >= 0:
+        start = i + len(head)
+        end = text.index("<|im_end|>", start) + len("<|im_end|>")
+        spans.append((start, end))
+        pos = end
+    return spans
+
+
+def test_labels_cover_exactly_the_assistant_tokens(tiny_dir):
+    from trainers.chat import normalize_messages
+    from trainers.models import load_tokenizer
+    from trainers.sft import IGNORE, encode_conversation
+
+    tok = load_tokenizer(str(tiny_dir))
+    row = th.tool_chats(1, seed=3)[0]
+    conv = {"messages": normalize_messages(row["messages"]), "tools": row["tools"]}
+    ids, labels = encode_conversation(tok, conv)
+    # independent expectation: character spans of the assistant turns in the rendered text -> tokens by offsets
+    text = tok.apply_chat_template(conv["messages"], tools=conv["tools"], tokenize=False)
+    enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    assert enc["input_ids"] == ids
+    spans = _assistant_char_spans(text)
+    assert len(spans) == 2
+    expected = [any(s <= a and b <= e for s, e in spans) for a, b in enc["offset_mapping"]]
+    got = [l != IGNORE for l in labels]
+    assert got == expected
+    assert all(l == t for l, t in zip(labels, ids) if l != IGNORE)
+    cmd = json.loads(row["messages"][2]["tool_calls"][0]["arguments"])["command"]
+    want = ('<tool_call>\n{"name": "run", "arguments": {"command": ' + json.dumps(cmd) + '}}\n</tool_call><|im_end|>'
+            'Done.\n<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call><|im_end|>')
+    assert tok.decode([t for t, l in zip(ids, labels) if l != IGNORE]) == want
+    # nothing of the system prompt, the tools block, the user turn or the tool result is trained on
+    assert "<tools>" not in tok.decode([t for t, l in zip(ids, labels) if l != IGNORE])
+
+
+def test_sft_lowers_loss_saves_adapter_that_reproduces_logits(tiny_dir, tmp_path):
+    import torch
+
+    from trainers.models import load_model, load_tokenizer
+    from trainers.sft import SFTSettings, run_sft
+
+    data = th.write_jsonl(tmp_path / "chats.jsonl", th.tool_chats(64))
+    lake = tmp_path / "lake"
+    s = SFTSettings(model=str(tiny_dir), data=str(data), output=str(tmp_path / "run"), max_steps=30, batch_size=8,
+                    lr=3e-3, warmup_steps=3, lake_root=str(lake), progress=False, log_every=5)
+    summary = run_sft(s)
+    run = tmp_path / "run"
+    log = [json.loads(l) for l in (run / "train_log.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in log if "step" in r]
+    assert losses[-1] < 0.8 * losses[0], losses
+    for f in ("adapter/adapter_config.json", "adapter/adapter_model.safetensors", "manifest.json", "loss.png", "config.json"):
+        assert (run / f).exists(), f
+    assert json.loads((run / "manifest.json").read_text())["rows"] == 64
+    tok = load_tokenizer(str(run / "adapter"))
+    x = tok("<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n", return_tensors="pt", add_special_tokens=False)
+    reloaded = load_model(str(tiny_dir), str(run / "adapter")).eval()
+    base = load_model(str(tiny_dir)).eval()
+    with torch.no_grad():
+        l_re, l_base = reloaded(**x).logits, base(**x).logits
+    assert not torch.allclose(l_re, l_base, atol=1e-4)  # the adapter changed the model
+    # runs event in the lake
+    from lake import Lake
+
+    tbl = Lake(str(lake)).snapshot().arrow("SELECT run_id, kind, adapter_path FROM runs")
+    assert tbl.num_rows == 1 and tbl.column("kind")[0].as_py() == "train"
+    assert tbl.column("run_id")[0].as_py() == summary["run_id"]
+
+
+def test_reloaded_adapter_reproduces_trained_model_logits(tiny_dir, tmp_path):
+    import torch
+
+    from trainers.chat import normalize_messages
+    from trainers.models import load_model, load_tokenizer
+    from trainers.sft import SFTSettings, encode_all, prepare_model, train_loop
+
+    tok = load_tokenizer(str(tiny_dir))
+    convs = [{"messages": normalize_messages(r["messages"]), "tools": r["tools"]} for r in th.tool_chats(16)]
+    examples, _ = encode_all(tok, convs, 512)
+    s = SFTSettings(max_steps=6, batch_size=8, lr=3e-3, warmup_steps=1, seed=1)
+    model, n = prepare_model(load_model(str(tiny_dir)), s)
+    assert 0 < n < 200_000  # LoRA: a small fraction of the 0.56 M parameters
+    train_loop(model, examples, s, tok.pad_token_id)
+    model.save_pretrained(tmp_path / "adapter")
+    ids = torch.tensor([examples[0][0]])
+    reloaded = load_model(str(tiny_dir), str(tmp_path / "adapter")).eval()
+    with torch.no_grad():
+        a, b = model.eval()(input_ids=ids).logits, reloaded(input_ids=ids).logits
+    assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_full_finetune_writes_a_complete_model(tiny_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    data = th.write_jsonl(tmp_path / "chats.jsonl", th.tool_chats(16))
+    r = th.run_cli("rl_finetune_supervised", "--model", str(tiny_dir), "--data", str(data), "--full", "--max-steps", "3",
+                   "--batch-size", "8", "--output", str(tmp_path / "run"), "--no-lake", "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["full"] and summary["steps"] == 3
+    AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "model")
+
+
+@pytest.mark.parametrize("case", ["empty", "no_messages", "test_split_only", "missing_file"])
+def test_bad_datasets_are_one_line_errors(tiny_dir, tmp_path, case):
+    path = tmp_path / "d.jsonl"
+    if case == "empty":
+        path.write_text("")
+    elif case == "no_messages":
+        th.write_jsonl(path, [{"text": "hello"}, {"text": "world"}])
+    elif case == "test_split_only":
+        th.write_jsonl(path, [{**r, "split": "test"} for r in th.tool_chats(3)])
+    else:
+        path = tmp_path / "missing.jsonl"
+    r = th.run_cli("rl_finetune_supervised", "--model", str(tiny_dir), "--data", str(path), "--no-lake",
+                   "--output", str(tmp_path / "run"))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert {"empty": "empty", "no_messages": "no `messages`", "test_split_only": "split='train'",
+            "missing_file": "does not exist"}[case] in r.stderr
+    assert not (tmp_path / "run").exists()  # no half-made run folder
+
+
+def test_empty_export_folder_is_a_one_line_error(tiny_dir, tmp_path):
+    (tmp_path / "export").mkdir()
+    r = th.run_cli("rl_finetune_supervised", "--model", str(tiny_dir), "--data", str(tmp_path / "export"), "--no-lake")
+    assert r.returncode == 2 and "no .parquet or .jsonl" in r.stderr and "Traceback" not in r.stderr
