@@ -99,7 +99,7 @@ def sql(
         fail(f"--format must be table, json or csv, not {fmt!r}")
     lk = open_lake(lake)
     try:
-        snap = lk.snapshot(parse_as_of(as_of))
+        snap = lk.snapshot(parse_as_of(as_of), for_query=query)
         rel = snap.sql(query)
     except LakeError as exc:
         fail(str(exc))

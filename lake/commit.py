@@ -16,7 +16,9 @@ import pyarrow as pa
 
 @dataclass
 class Batch:
-    data: pa.Table
+    payload: pa.Table  # complete payload columns; the committer adds the envelope for the whole group at once
+    event_types: pa.Array
+    occurred_at: pa.Array
     writer_id: str
     seq: int | None  # None: the writer assigns the next sequence at commit time
     future: Future
@@ -37,9 +39,11 @@ CommitFn = Callable[[list[Batch]], None]
 class GroupCommitter:
     """Serialises commits of one table in this process, merging whatever queued up meanwhile."""
 
-    def __init__(self, commit: CommitFn, max_rows: int = 200_000):
+    def __init__(self, commit: CommitFn, max_rows: int = 200_000, linger_s: float = 0.002):
         self._commit = commit
         self._max_rows = max_rows
+        # A short wait for company: a commit costs tens of ms, so 2 ms more gathers callers arriving together.
+        self._linger_s = linger_s
         self._queue: queue.Queue[Batch] = queue.Queue()
         self._thread = threading.Thread(target=self._run, daemon=True, name="lake-group-commit")
         self._thread.start()
@@ -51,14 +55,14 @@ class GroupCommitter:
     def _run(self) -> None:
         while True:
             group = [self._queue.get()]
-            rows = group[0].data.num_rows
+            rows = group[0].payload.num_rows
             while rows < self._max_rows:
                 try:
-                    nxt = self._queue.get_nowait()
+                    nxt = self._queue.get(timeout=self._linger_s)
                 except queue.Empty:
                     break
                 group.append(nxt)
-                rows += nxt.data.num_rows
+                rows += nxt.payload.num_rows
             try:
                 self._commit(group)
             except BaseException as exc:  # every waiter must hear about the failure

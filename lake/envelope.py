@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import threading
 import time
 
 import duckdb
@@ -14,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lake.schemas import table_schema
+from lake.schemas import payload_schema, table_schema
 
 # Columns that identify an event rather than describe it, so they stay out of the content hash: the same
 # episode sent twice under two ids hashes the same and the sft view can drop the copy.
@@ -50,46 +51,83 @@ def uuid7_array(n: int, now_ms: int | None = None) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(out.tobytes()))
 
 
+_HASH_LOCK = threading.Lock()
+_hash_con: duckdb.DuckDBPyConnection | None = None
+
+
 def content_hashes(payload: pa.Table) -> pa.Array:
+    global _hash_con
     content = [c for c in payload.column_names if c not in IDENTITY_COLUMNS]
-    con = duckdb.connect()
-    try:
-        con.register("payload", payload.select(content))
-        cols = ", ".join(f'"{c}" := "{c}"' for c in content)
-        result = con.sql(f"SELECT md5(to_json(struct_pack({cols}))) AS h FROM payload").to_arrow_table()
-    finally:
-        con.close()
+    # Record batches of 8k rows let DuckDB hash on every core; insertion order is preserved.
+    data = pa.Table.from_batches(payload.select(content).to_batches(max_chunksize=8192), payload.select(content).schema)
+    cols = ", ".join(f'"{c}" := "{c}"' for c in content)
+    with _HASH_LOCK:  # one connection for the process: opening one costs ~15 ms, more than hashing a batch
+        if _hash_con is None:
+            _hash_con = duckdb.connect()
+        _hash_con.register("payload", data)
+        try:
+            result = _hash_con.sql(f"SELECT md5(to_json(struct_pack({cols}))) AS h FROM payload").to_arrow_table()
+        finally:
+            _hash_con.unregister("payload")
     return result.column("h").combine_chunks()
+
+
+def complete_payload(table: str, payload: pa.Table) -> pa.Table:
+    """The payload with every column of the table's payload schema, missing ones as nulls, in schema order."""
+    schema = payload_schema(table)
+    unknown = [c for c in payload.column_names if c not in schema.names]
+    if unknown:
+        raise ValueError(f"columns not in the {table} schema: {', '.join(unknown)}")
+    missing = [f for f in schema if f.name not in payload.column_names]
+    for f in missing:
+        if not f.nullable:
+            raise ValueError(f"required column '{f.name}' is missing")
+    cols = [payload.column(f.name) if f.name in payload.column_names else pa.nulls(payload.num_rows, f.type)
+            for f in schema]
+    return pa.Table.from_arrays([c.cast(f.type) if c.type != f.type else c for c, f in zip(cols, schema)],
+                                schema=schema)
+
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+def _repeat(value: str, n: int) -> pa.Array:
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([value])).cast(pa.string())
 
 
 def add_envelope(
     table: str,
     payload: pa.Table,
     *,
-    source: str,
+    sources: str | list[tuple[str, int]],
     schema_version: int,
     event_types: pa.Array | str,
     occurred_at: pa.Array | None = None,
 ) -> pa.Table:
-    """Return `payload` with every envelope column and `day`, in the table's column order and types."""
+    """Return `payload` with every envelope column and `day`, in the table's column order and types.
+
+    `sources` is one writer id for all rows, or (writer id, row count) runs for a group of batches.
+    """
+    payload = complete_payload(table, payload)
     n = payload.num_rows
     now = dt.datetime.now(dt.timezone.utc)
-    ts_type = pa.timestamp("us", tz="UTC")
-    ingested = pa.array(np.full(n, int(now.timestamp() * 1_000_000), dtype=np.int64), pa.int64()).cast(ts_type)
+    ingested = pa.array(np.full(n, int(now.timestamp() * 1_000_000), dtype=np.int64), pa.int64()).cast(TIMESTAMP)
     if occurred_at is None:
         occurred = ingested
     else:
-        occurred = pc.if_else(pc.is_null(occurred_at), ingested, occurred_at.cast(ts_type))
+        occurred = pc.if_else(pc.is_null(occurred_at), ingested, occurred_at.cast(TIMESTAMP))
     day = pc.strftime(occurred, format="%Y-%m-%d")
     if isinstance(event_types, str):
-        event_types = pa.array(np.full(n, event_types, dtype=object), pa.string())
+        event_types = _repeat(event_types, n)
+    if isinstance(sources, str):
+        sources = [(sources, n)]
     env = {
         "event_id": uuid7_array(n, int(now.timestamp() * 1000)),
         "event_type": event_types,
         "schema_version": pa.array(np.full(n, schema_version, dtype=np.int32)),
         "occurred_at": occurred,
         "ingested_at": ingested,
-        "source": pa.array(np.full(n, source, dtype=object), pa.string()),
+        "source": pa.concat_arrays([_repeat(s, k) for s, k in sources]) if sources else pa.array([], pa.string()),
         "content_hash": content_hashes(payload),
         "day": day,
     }

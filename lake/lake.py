@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 
 from lake import delta
 from lake.commit import AppendResult, Batch, GroupCommitter
-from lake.envelope import add_envelope
+from lake.envelope import TIMESTAMP, add_envelope, complete_payload
 from lake.records import validate_records
 from lake.schemas import DEFAULT_EVENT_TYPES, SCHEMA_VERSIONS, TABLES, payload_schema
 
@@ -132,16 +132,24 @@ class Lake:
             keep.append(b)
         if not keep:
             return
-        data = pa.concat_tables([b.data for b in keep], promote_options="default")
+        data = add_envelope(
+            table,
+            pa.concat_tables([b.payload for b in keep]),
+            sources=[(b.writer_id, b.payload.num_rows) for b in keep],
+            schema_version=SCHEMA_VERSIONS[table],
+            event_types=pa.concat_arrays([b.event_types for b in keep]),
+            occurred_at=pa.concat_arrays([b.occurred_at for b in keep]),
+        )
         version = delta.append(dt, data, txns)
         for b in keep:
-            b.future.set_result(AppendResult(table, version, b.data.num_rows, seq=b.seq))
+            b.future.set_result(AppendResult(table, version, b.payload.num_rows, seq=b.seq))
 
     # -- reading ----------------------------------------------------------------------------------------
-    def snapshot(self, as_of: Any = None):
+    def snapshot(self, as_of: Any = None, for_query: str | None = None):
+        """A DuckDB view of the lake pinned at `as_of`; `for_query` registers only what that SQL reads."""
         from lake.snapshot import Snapshot
 
-        return Snapshot(self, self.resolve_versions(as_of))
+        return Snapshot(self, self.resolve_versions(as_of), for_query=for_query)
 
     def resolve_versions(self, as_of: Any = None) -> dict[str, int]:
         """Pin every table: None = latest; int N = min(N, latest); {table: N} = those, others latest."""
@@ -195,18 +203,19 @@ class Writer:
 
     def submit_arrow(self, table: str, payload: pa.Table, *, seq: int | None = None,
                      event_type: str | pa.Array | None = None, occurred_at: pa.Array | None = None) -> Future:
-        data = add_envelope(table, payload, source=self.writer_id, schema_version=SCHEMA_VERSIONS[table],
-                            event_types=event_type or DEFAULT_EVENT_TYPES[table], occurred_at=occurred_at)
-        return self.lake._committer(table).submit(Batch(data, self.writer_id, seq, Future()))
+        payload = complete_payload(table, payload)
+        n = payload.num_rows
+        if event_type is None or isinstance(event_type, str):
+            event_type = pa.array([event_type or DEFAULT_EVENT_TYPES[table]] * n, pa.string())
+        if occurred_at is None:
+            occurred_at = pa.nulls(n, TIMESTAMP)
+        batch = Batch(payload, event_type, occurred_at.cast(TIMESTAMP), self.writer_id, seq, Future())
+        return self.lake._committer(table).submit(batch)
 
     def append_arrow(self, table: str, payload: pa.Table, *, seq: int | None = None,
                      event_type: str | None = None) -> AppendResult:
         self.lake.table_path(table)
-        missing = [f.name for f in payload_schema(table) if f.name not in payload.column_names]
-        cols = {f.name: (payload.column(f.name) if f.name not in missing else pa.nulls(payload.num_rows, f.type))
-                for f in payload_schema(table)}
-        return self.submit_arrow(table, pa.table(cols, schema=payload_schema(table)), seq=seq,
-                                 event_type=event_type).result()
+        return self.submit_arrow(table, payload, seq=seq, event_type=event_type).result()
 
     def submit(self, table: str, records: Iterable[Mapping[str, Any]], *, seq: int | None = None) -> Future:
         """Validate (raises RecordError, writes nothing) and queue the batch; the future gives AppendResult."""
@@ -214,7 +223,7 @@ class Writer:
         rows = validate_records(table, list(records))
         payload = pa.Table.from_pylist([r.payload for r in rows], schema=payload_schema(table))
         event_types = pa.array([r.event_type for r in rows], pa.string())
-        occurred = pa.array([r.occurred_at for r in rows], pa.timestamp("us", tz="UTC"))
+        occurred = pa.array([r.occurred_at for r in rows], TIMESTAMP)
         return self.submit_arrow(table, payload, seq=seq, event_type=event_types, occurred_at=occurred)
 
     def append(self, table: str, records: Iterable[Mapping[str, Any]], *, seq: int | None = None) -> AppendResult:

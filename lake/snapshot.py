@@ -26,16 +26,31 @@ def _quote(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+def referenced_names(sql: str) -> set[str] | None:
+    """Tables and views a query reads, or None when DuckDB cannot tell (then everything is registered)."""
+    try:
+        return {n.split(".")[-1] for n in duckdb.get_table_names(sql)}
+    except duckdb.Error:
+        return None
+
+
 class Snapshot:
-    def __init__(self, lake: "Lake", versions: dict[str, int]):
+    """`for_query`: register only the tables and views that query needs (transitively), to open fast."""
+
+    def __init__(self, lake: "Lake", versions: dict[str, int], for_query: str | None = None):
         self.lake = lake
         self.versions = dict(versions)
         self.con = duckdb.connect()
         self.files: dict[str, list[str]] = {}
         self.view_errors: dict[str, str] = {}
+        view_sql = _read_views(lake.views_dir)
+        needed = _closure(for_query, view_sql) if for_query else None
         for table, version in self.versions.items():
-            self._register_table(table, version)
-        self.views = self._register_views(lake.views_dir)
+            if needed is None or table in needed:
+                self._register_table(table, version)
+        if needed is not None:
+            view_sql = {k: v for k, v in view_sql.items() if k in needed}
+        self.views = self._register_views(view_sql)
 
     def _register_table(self, table: str, version: int) -> None:
         dt = self.lake.delta_table(table, version)
@@ -65,9 +80,9 @@ class Snapshot:
                 cols.append(f'CAST(NULL AS {duck_type}) AS "{name}"')
         self.con.execute(f'CREATE VIEW "{table}" AS SELECT {", ".join(cols)} FROM {source}')
 
-    def _register_views(self, views_dir: Path) -> list[str]:
-        """Register every views/*.sql; retry until dependencies between views resolve."""
-        pending = {p.stem: p.read_text() for p in sorted(Path(views_dir).glob("*.sql"))} if views_dir else {}
+    def _register_views(self, view_sql: dict[str, str]) -> list[str]:
+        """Register views; retry until dependencies between views resolve."""
+        pending = dict(view_sql)
         done: list[str] = []
         while pending:
             progressed = False
@@ -85,6 +100,11 @@ class Snapshot:
                 break
         return done
 
+    def table_files(self, table: str) -> list[str]:
+        if table not in self.files:
+            self.files[table] = self.lake.delta_table(table, self.versions[table]).file_uris()
+        return self.files[table]
+
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
         return self.con.sql(query)
 
@@ -100,3 +120,27 @@ class Snapshot:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _read_views(views_dir: Path | None) -> dict[str, str]:
+    if not views_dir or not Path(views_dir).is_dir():
+        return {}
+    return {p.stem: p.read_text() for p in sorted(Path(views_dir).glob("*.sql"))}
+
+
+def _closure(query: str, view_sql: dict[str, str]) -> set[str] | None:
+    todo = referenced_names(query)
+    if todo is None:
+        return None
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in view_sql:
+            deps = referenced_names(view_sql[name].strip().rstrip(";"))
+            if deps is None:
+                return None
+            todo |= deps - seen
+    return seen

@@ -1,0 +1,167 @@
+"""Lake benchmarks, each a ratio against a baseline measured in the same run.
+
+1. group commit: 100 concurrent small batches through the lake vs one Delta commit per batch.
+2. bulk append: N trajectory-shaped rows through `Lake.append_arrow` vs pyarrow `write_table` (the ceiling).
+3. query: a typical aggregate through a lake snapshot vs plain DuckDB over one compacted Parquet file.
+
+    python bench/bench_lake.py [--rows 1000000] [--batches 100] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import write_deltalake
+
+from lake import Lake
+from lake.delta import ZSTD
+from lake.maintenance import compact
+
+QUERY = ("SELECT env, count(*) AS n, avg(reward) AS mean_reward, sum(CASE WHEN success THEN 1 ELSE 0 END) AS wins "
+         "FROM {src} GROUP BY env ORDER BY env")
+
+
+def trajectory_payload(n: int, seed: int = 0) -> pa.Table:
+    """Trajectory rows with realistic variety: 4 messages with tool calls, ids, rewards, 4 envs, 8 days."""
+    rng = np.random.default_rng(seed)
+    words = np.array(["alpha", "kemure", "rbmb8ud", "notes", "ledger", "zq1", "harbor", "vintage", "frost"])
+    w = words[rng.integers(0, len(words), size=(n, 3))]
+    num = rng.integers(0, 1_000_000, size=n)
+    users = [f"Count the lines of {a}_{b}{c}.txt in {x}/ and report" for a, b, c, x in zip(w[:, 0], w[:, 1], num, w[:, 2])]
+    cmds = [f'{{"command": "wc -l < {x}/{a}_{b}{c}.txt"}}' for a, b, c, x in zip(w[:, 0], w[:, 1], num, w[:, 2])]
+    results = [str(v) for v in rng.integers(0, 5000, size=n)]
+    call_ids = [f"call_{v:08x}" for v in rng.integers(0, 2**31, size=n)]
+    msg_type = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string()), ("reasoning", pa.string()),
+                                   ("tool_calls", pa.list_(pa.struct([("id", pa.string()), ("name", pa.string()),
+                                                                      ("arguments", pa.string())]))),
+                                   ("tool_call_id", pa.string()), ("name", pa.string())]))
+    messages = [[
+        {"role": "system", "content": "You are a shell agent. Use the run tool."},
+        {"role": "user", "content": u},
+        {"role": "assistant", "content": "", "reasoning": "I will count the lines with wc.",
+         "tool_calls": [{"id": i, "name": "run", "arguments": c}]},
+        {"role": "tool", "content": r, "tool_call_id": i},
+        {"role": "assistant", "content": f"The file has {r} lines."},
+    ] for u, c, r, i in zip(users, cmds, results, call_ids)]
+    envs = np.array(["bash_exec_env", "git_repo_env", "python_debug_env", "hermes"])
+    day0 = np.datetime64("2026-11-24T00:00:00", "us")
+    occurred = day0 + (rng.integers(0, 8 * 86400, size=n) * 1_000_000).astype("timedelta64[us]")
+    return pa.table({
+        "trajectory_id": [f"traj-{k:09d}" for k in range(n)],
+        "task_id": [f"task-{v}" for v in rng.integers(0, 5000, size=n)],
+        "env": envs[rng.integers(0, 4, size=n)],
+        "model": np.full(n, "hermes-3", dtype=object),
+        "messages": pa.array(messages, msg_type),
+        "reward": rng.random(n),
+        "success": rng.random(n) > 0.5,
+    }), pa.array(occurred, pa.timestamp("us", tz="UTC"))
+
+
+def timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
+def bench_group_commit(tmp: Path, batches: int) -> dict:
+    payload, _ = trajectory_payload(batches * 10, seed=1)
+    chunks = [payload.slice(i * 10, 10) for i in range(batches)]
+    # baseline: each small batch is its own Delta commit (what a naive per-request writer does)
+    lk = Lake.init(tmp / "per_batch")
+    enveloped = []
+    from lake.envelope import add_envelope
+    for c in chunks:
+        enveloped.append(add_envelope("trajectories", c, sources="bench", schema_version=1, event_types="trajectory"))
+    path = str(lk.table_path("trajectories"))
+    t_single, _ = timed(lambda: [write_deltalake(path, e, mode="append", partition_by=["day"],
+                                                 writer_properties=ZSTD) for e in enveloped])
+    # lake: 100 concurrent callers, group-committed
+    lk2 = Lake.init(tmp / "grouped")
+    lk2.append_arrow("trajectories", chunks[0])  # warm the committer
+    barrier = threading.Barrier(batches)
+    versions_before = lk2.version("trajectories")
+
+    def call(c):
+        barrier.wait()
+        lk2.append_arrow("trajectories", c)
+
+    def run():
+        ts = [threading.Thread(target=call, args=(c,)) for c in chunks]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+
+    t_group, _ = timed(run)
+    commits = lk2.version("trajectories") - versions_before
+    return {"name": "group commit, 100 concurrent small batches", "baseline_s": t_single, "lake_s": t_group,
+            "ratio": t_single / t_group, "target": ">= 10x", "commits": commits, "batches": batches}
+
+
+def bench_bulk(tmp: Path, rows: int) -> dict:
+    payload, occurred = trajectory_payload(rows)
+    t_ceiling, _ = timed(lambda: pq.write_table(payload, tmp / "ceiling.parquet", compression="zstd",
+                                                row_group_size=128 * 1024))
+    lk = Lake.init(tmp / "bulk")
+    w = lk.default_writer
+    t_lake, _ = timed(lambda: w.submit_arrow("trajectories", payload, occurred_at=occurred).result())
+    return {"name": f"bulk append {rows:,} trajectory rows", "baseline_s": t_ceiling, "lake_s": t_lake,
+            "ratio": t_ceiling / t_lake, "target": ">= 0.7x", "rows_per_s": rows / t_lake}, lk
+
+
+def bench_query(tmp: Path, lk: Lake) -> dict:
+    compact(lk, "trajectories")
+    snap = lk.snapshot()
+    single = tmp / "single.parquet"
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT * FROM read_parquet({snap.files['trajectories']!r})) TO '{single}' "
+                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 131072)")
+
+    def median(fn, k=5):
+        fn()
+        return sorted(timed(fn)[0] for _ in range(k))[k // 2]
+
+    t_base = median(lambda: con.sql(QUERY.format(src=f"read_parquet('{single}')")).fetchall())
+    q = QUERY.format(src="trajectories")
+    t_lake = median(lambda: lk.snapshot(for_query=q).sql(q).fetchall())
+    t_lake_open = median(lambda: snap.sql(q).fetchall())
+    same = [(e, n, round(m, 9), w) for e, n, m, w in con.sql(QUERY.format(src=f"read_parquet('{single}')")).fetchall()]
+    assert same == [(e, n, round(m, 9), w) for e, n, m, w in snap.sql(QUERY.format(src="trajectories")).fetchall()]
+    return {"name": "aggregate by env via lake snapshot (incl. opening it)", "baseline_s": t_base, "lake_s": t_lake,
+            "ratio": t_lake / t_base, "target": "<= 1.3x", "query_only_s": t_lake_open,
+            "query_only_ratio": t_lake_open / t_base}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--batches", type=int, default=100)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="lake-bench-"))
+    try:
+        results = [bench_group_commit(tmp, args.batches)]
+        bulk, lk = bench_bulk(tmp, args.rows)
+        results += [bulk, bench_query(tmp, lk)]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    for r in results:
+        print(f"{r['name']:<58} baseline {r['baseline_s']:8.3f}s  lake {r['lake_s']:8.3f}s  "
+              f"ratio {r['ratio']:6.2f}x  (target {r['target']})")
+        if "query_only_s" in r:
+            print(f"{'  same query on an open snapshot':<58} baseline {r['baseline_s']:8.3f}s  lake "
+                  f"{r['query_only_s']:8.3f}s  ratio {r['query_only_ratio']:6.2f}x")
+
+
+if __name__ == "__main__":
+    main()
