@@ -32,10 +32,6 @@ def _content_to_text(content, field):
             else:
                 raise BadInput("content parts must be strings or objects", field=field + [j])
         return "".join(parts), True
-    if isinstance(content, (int, float, bool)):
-        return str(content), True
-    if isinstance(content, dict):
-        return orjson.dumps(content).decode(), True
     raise BadInput("content must be a string, a list of content parts or null", field=field)
 
 

@@ -1,0 +1,341 @@
+"""`lake watch`: a skills folder -> `skills`/`skill_usage` events, an inbox folder -> trajectories.
+
+Each pass compares the folder with what the lake already says (loaded at start, so a restart reconciles
+whatever changed while the watcher was down) and writes only differences. watchdog events just wake the loop
+early; a file is acted on only once its size and mtime have been stable for `settle` seconds, so
+half-written files wait. Editor temp files and dot-files are ignored.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import orjson
+
+from ingest.errors import BadInput
+from ingest.importer import existing_ids, ingest_file, is_trajectory_file
+from ingest.skills import (iter_skill_files, parse_skill, provenance, read_bundled_manifest,
+                           read_category_descriptions, read_hub_lock, read_usage, skill_record, usage_record)
+from ingest.util import text_hash
+from lake import Lake
+
+log = logging.getLogger("lachesis.ingest.watch")
+
+TEMP_SUFFIXES = ("~", ".tmp", ".temp", ".part", ".partial", ".swp", ".swx", ".swo", ".crdownload", ".lock",
+                 ".download")
+
+
+def is_temp(name: str) -> bool:
+    n = name.lower()
+    return (n.startswith((".", "#", "~")) or n.endswith(TEMP_SUFFIXES) or n == "4913" or ".tmp" in n
+            or n.startswith(".~lock"))
+
+
+def _sig(p: Path):
+    try:
+        st = p.stat()
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+class Stability:
+    """Tracks file signatures; `stable(p)` is True once the signature held still for `settle` seconds."""
+
+    def __init__(self, settle: float):
+        self.settle = settle
+        self.first: dict[str, tuple] = {}
+        self.waiting = False
+
+    def stable(self, p: Path):
+        sig = _sig(p)
+        if sig is None:
+            self.first.pop(str(p), None)
+            return None
+        now = time.monotonic()
+        prev = self.first.get(str(p))
+        if prev is None or prev[0] != sig:
+            self.first[str(p)] = (sig, now)
+            if self.settle > 0:
+                self.waiting = True
+                return None
+            return sig
+        if now - prev[1] >= self.settle:
+            return sig
+        self.waiting = True
+        return None
+
+
+class Watcher:
+    def __init__(self, lake: Lake, *, skills_dir: Path | None = None, inbox_dir: Path | None = None,
+                 settle: float = 0.5, max_file_bytes: int | None = None, writer_name: str = "ingest-watch",
+                 echo=None):
+        from lake.lake import process_writer_id
+
+        self.lake = lake
+        self.skills_dir = Path(skills_dir).resolve() if skills_dir else None
+        self.inbox_dir = Path(inbox_dir).resolve() if inbox_dir else None
+        self.writer = lake.writer(process_writer_id(writer_name))
+        self.stab = Stability(settle)
+        self.max_file_bytes = max_file_bytes
+        self.echo = echo or (lambda msg: log.info(msg))
+        self.wake = threading.Event()
+        self.stats = {"skill_upserts": 0, "skill_deletes": 0, "usage_events": 0, "files_done": 0,
+                      "files_rejected": 0, "errors": 0, "passes": 0}
+        self._parsed: dict[str, tuple] = {}  # path -> (sig, doc | BadInput)
+        self._load_state()
+
+    # -- state from the lake ---------------------------------------------------------------------------
+    def _load_state(self):
+        self.skills: dict[str, dict] = {}
+        self.usage: dict[str, str] = {}
+        self.reported: set[str] = set()
+        with self.lake.snapshot() as snap:
+            rows = snap.arrow("SELECT name, category, path, provenance, deleted, metadata FROM skills "
+                              "ORDER BY ingested_at, event_id").to_pylist()
+            for r in rows:
+                meta = orjson.loads(r["metadata"]) if r["metadata"] else {}
+                if r["deleted"]:
+                    self.skills.pop(r["name"], None)
+                else:
+                    self.skills[r["name"]] = {"sha256": meta.get("sha256"), "provenance": r["provenance"],
+                                              "path": r["path"], "category": r["category"], "root": meta.get("root")}
+            for r in snap.arrow("SELECT name, usage FROM skill_usage ORDER BY ingested_at, event_id").to_pylist():
+                self.usage[r["name"]] = self._canon(r["usage"])
+            for r in snap.arrow("SELECT json_extract_string(metadata, '$.key') AS k FROM ingest_errors").to_pylist():
+                if r["k"]:
+                    self.reported.add(r["k"])
+            self.ids = set(snap.arrow("SELECT trajectory_id FROM trajectories").column(0).to_pylist())
+
+    @staticmethod
+    def _canon(v) -> str:
+        if v is None:
+            return ""
+        obj = orjson.loads(v) if isinstance(v, str) else v
+        return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()
+
+    def _error(self, path: str, exc: BadInput, key: str, extra: dict | None = None):
+        if key in self.reported:
+            return
+        rec = {"reason": exc.reason, "source_path": path, "line": exc.line, "field": exc.field_str(),
+               "excerpt": exc.excerpt, "metadata": {"kind": exc.kind, "key": key, "via": "watch", **(extra or {})}}
+        self.writer.append("ingest_errors", [rec])
+        self.reported.add(key)
+        self.stats["errors"] += 1
+        self.echo(f"[red]error[/] {path}: {exc.describe()}")
+
+    # -- skills ----------------------------------------------------------------------------------------
+    def scan_skills(self) -> int:
+        root = self.skills_dir
+        if root is None or not root.is_dir():
+            return 0
+        bundled = read_bundled_manifest(root)
+        hub = read_hub_lock(root)
+        cats = read_category_descriptions(root)
+        on_disk: dict[str, object] = {}  # name -> doc
+        present_paths = set()
+        unstable_paths = set()
+        events = []
+        for p in iter_skill_files(root):
+            rel = p.relative_to(root).as_posix()
+            present_paths.add(rel)
+            sig = self.stab.stable(p)
+            if sig is None:
+                unstable_paths.add(rel)
+                continue
+            cached = self._parsed.get(rel)
+            if cached is None or cached[0] != sig:
+                try:
+                    data = p.read_bytes()
+                except OSError as exc:
+                    log.warning("cannot read %s: %s", p, exc)
+                    unstable_paths.add(rel)
+                    continue
+                try:
+                    doc = parse_skill(data, rel)
+                except BadInput as exc:
+                    doc = exc
+                    exc.excerpt = data[:200].decode("utf-8", "replace")
+                    exc.sha = text_hash(data)
+                cached = (sig, doc)
+                self._parsed[rel] = cached
+            doc = cached[1]
+            if isinstance(doc, BadInput):
+                self._error(str(p), doc, f"skill:{rel}:{getattr(doc, 'sha', '')}")
+                continue
+            if doc.name in on_disk:
+                other = on_disk[doc.name]
+                self._error(str(p), BadInput(f"duplicate skill name {doc.name!r} (also at {other.rel_path})",
+                                             field="name", kind="duplicate_name"), f"dup:{rel}:{doc.sha256}")
+                continue
+            on_disk[doc.name] = doc
+        for name, doc in on_disk.items():
+            folder = Path(doc.rel_path).parent.name
+            prov, hub_entry = provenance(name, folder, bundled, hub)
+            cat_desc = cats.get(doc.category) if doc.category else None
+            cur = self.skills.get(name)
+            want = {"sha256": doc.sha256, "provenance": prov, "path": doc.rel_path, "category": doc.category,
+                    "root": str(root)}
+            if cur == want:
+                continue
+            events.append(skill_record(doc, root=root, prov=prov, hub_entry=hub_entry, category_description=cat_desc))
+        deletes = []
+        for name, cur in list(self.skills.items()):
+            if cur.get("root") != str(root) or name in on_disk:
+                continue
+            if cur["path"] in unstable_paths:
+                continue  # being rewritten: wait
+            if cur["path"] in present_paths:
+                # the file is still there but now invalid or renamed to another skill name
+                doc = self._parsed.get(cur["path"], (None, None))[1]
+                if isinstance(doc, BadInput):
+                    continue  # keep the last good version; the error is reported
+            deletes.append({"name": name, "event_type": "skill.delete", "category": cur.get("category"),
+                            "path": cur["path"], "provenance": cur.get("provenance"), "deleted": True,
+                            "metadata": {"root": str(root), "sha256": cur.get("sha256")}})
+        for rel in list(self._parsed):
+            if rel not in present_paths:
+                del self._parsed[rel]
+        if events or deletes:
+            self.writer.append("skills", events + deletes)
+            for e in events:
+                m = e["metadata"]
+                self.skills[e["name"]] = {"sha256": m["sha256"], "provenance": e["provenance"], "path": e["path"],
+                                          "category": e["category"], "root": m["root"]}
+                self.echo(f"skill [green]{e['name']}[/] ({e['provenance']}, {e['category'] or '-'})")
+            for d in deletes:
+                self.skills.pop(d["name"], None)
+                self.echo(f"skill [yellow]{d['name']}[/] deleted")
+            self.stats["skill_upserts"] += len(events)
+            self.stats["skill_deletes"] += len(deletes)
+        n = len(events) + len(deletes)
+        n += self.scan_usage(root)
+        return n
+
+    def scan_usage(self, root: Path) -> int:
+        p = root / ".usage.json"
+        sig = self.stab.stable(p)
+        if sig is None:
+            return 0
+        try:
+            usage = read_usage(root)
+        except BadInput as exc:
+            self._error(str(p), exc, f"usage:{sig}")
+            return 0
+        if not usage:
+            return 0
+        recs = []
+        for name, rec in sorted(usage.items()):
+            c = self._canon(rec)
+            if self.usage.get(name) == c:
+                continue
+            r = usage_record(name, rec)
+            r["metadata"] = {"root": str(root)}
+            recs.append((name, c, r))
+        if recs:
+            self.writer.append("skill_usage", [r for _, _, r in recs])
+            for name, c, _ in recs:
+                self.usage[name] = c
+            self.stats["usage_events"] += len(recs)
+            self.echo(f"usage: {len(recs)} skill(s) changed")
+        return len(recs)
+
+    # -- inbox -----------------------------------------------------------------------------------------
+    def scan_inbox(self) -> int:
+        inbox = self.inbox_dir
+        if inbox is None or not inbox.is_dir():
+            return 0
+        n = 0
+        for entry in sorted(os.scandir(inbox), key=lambda e: e.name):
+            if not entry.is_file(follow_symlinks=False) or is_temp(entry.name):
+                continue
+            p = Path(entry.path)
+            if self.stab.stable(p) is None:
+                continue
+            n += 1
+            if not is_trajectory_file(p):
+                self._reject(p, BadInput("unsupported file type (expected .jsonl, .jsonl.gz, .json or .ndjson)",
+                                         kind="unsupported_file"))
+                continue
+            try:
+                res = ingest_file(self.lake, self.writer, p, ids=self.ids, max_bytes=self.max_file_bytes)
+            except BadInput as exc:
+                self._reject(p, exc)
+                continue
+            except OSError as exc:  # transient (disk, lake): leave it, try again next pass
+                log.warning("cannot ingest %s now: %s", p, exc)
+                continue
+            self._move(p, inbox / ".done")
+            self.stats["files_done"] += 1
+            self.echo(f"inbox [green]{p.name}[/]: {res.appended} trajectories ({res.format}), "
+                      f"{res.duplicates} duplicate(s)")
+        return n
+
+    def _move(self, p: Path, dest_dir: Path) -> Path:
+        dest_dir.mkdir(exist_ok=True)
+        dest = dest_dir / p.name
+        k = 1
+        while dest.exists():
+            dest = dest_dir / f"{p.name}.{k}"
+            k += 1
+        shutil.move(str(p), str(dest))
+        self.stab.first.pop(str(p), None)
+        return dest
+
+    def _reject(self, p: Path, exc: BadInput):
+        dest = self._move(p, self.inbox_dir / ".rejected")
+        lines = [f"file: {p.name}", f"reason: {exc.reason}"]
+        if exc.line is not None:
+            lines.append(f"line: {exc.line}")
+        if exc.field is not None:
+            lines.append(f"field: {exc.field_str()}")
+        lines.append(f"error: {exc.describe()}")
+        Path(str(dest) + ".error.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        self.stats["files_rejected"] += 1
+        self._error(str(p), exc, f"inbox:{dest.name}:{time.time_ns()}", {"moved_to": str(dest)})
+
+    # -- loop ------------------------------------------------------------------------------------------
+    def scan(self) -> int:
+        self.stab.waiting = False
+        n = self.scan_skills() + self.scan_inbox()
+        self.stats["passes"] += 1
+        return n
+
+    def run(self, stop: threading.Event, interval: float = 2.0) -> None:
+        observer = None
+        try:
+            from watchdog.events import FileSystemEventHandler
+            from watchdog.observers import Observer
+
+            wake = self.wake
+
+            class H(FileSystemEventHandler):
+                def on_any_event(self, event):
+                    wake.set()
+
+            observer = Observer()
+            for d in (self.skills_dir, self.inbox_dir):
+                if d is not None:
+                    d.mkdir(parents=True, exist_ok=True)
+                    observer.schedule(H(), str(d), recursive=True)
+            observer.start()
+        except Exception as exc:  # fall back to polling only
+            log.warning("watchdog unavailable (%s); polling every %.1fs", exc, interval)
+            observer = None
+        try:
+            while not stop.is_set():
+                try:
+                    self.scan()
+                except Exception:  # never die on one bad pass (a lake hiccup): log and try again
+                    log.exception("watch pass failed")
+                timeout = min(self.stab.settle / 2 or 0.05, interval) if self.stab.waiting else interval
+                self.wake.wait(timeout)
+                self.wake.clear()
+        finally:
+            if observer is not None:
+                observer.stop()
+                observer.join(timeout=2)

@@ -1,0 +1,142 @@
+"""`lake serve`, `lake watch`, `lake import`: the ingest wing's commands.
+
+Heavy modules (fastapi, uvicorn, watchdog) are imported inside the command bodies so `lake sql` stays fast.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+_LAKE_HELP = "Lake root (default: $LAKE_ROOT, else ./data/lake)."
+
+
+def _root(lake: Optional[Path]) -> Path:
+    return Path(lake or os.environ.get("LAKE_ROOT") or "data/lake")
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Interface to bind (loopback by default)."),
+    port: int = typer.Option(8000, help="TCP port."),
+    token: Optional[str] = typer.Option(None, envvar="LAKE_TOKEN",
+                                        help="Bearer token required on every write route."),
+    lake: Optional[Path] = typer.Option(None, "--lake", help=_LAKE_HELP),
+    max_body_mb: float = typer.Option(64.0, help="Largest request body accepted (MiB, as sent)."),
+    max_inflated_mb: float = typer.Option(256.0, help="Largest body after gunzip (MiB): the gzip-bomb limit."),
+    log_level: str = typer.Option("warning", help="uvicorn log level."),
+) -> None:
+    """Serve the durable trajectory API: native /v1 routes and the Atropos run-api routes."""
+    from ingest.server import serve as _serve
+
+    root = _root(lake)
+    print(f"lake serve: http://{host}:{port} lake={root} auth={'on' if token else 'off'}", file=sys.stderr,
+          flush=True)
+    _serve(root, host=host, port=port, token=token, max_body=int(max_body_mb * (1 << 20)),
+           max_inflated=int(max_inflated_mb * (1 << 20)), log_level=log_level)
+
+
+def watch(
+    skills: Optional[Path] = typer.Option(None, "--skills", help="Hermes skills folder to mirror into the lake."),
+    inbox: Optional[Path] = typer.Option(None, "--inbox", help="Folder where trajectory files are dropped."),
+    lake: Optional[Path] = typer.Option(None, "--lake", help=_LAKE_HELP),
+    settle: float = typer.Option(0.5, help="Seconds a file must stay unchanged before it is read."),
+    once: bool = typer.Option(False, "--once", help="Reconcile once and exit (no watching)."),
+    interval: float = typer.Option(2.0, help="Rescan interval in seconds (watchdog wakes it earlier)."),
+) -> None:
+    """Watch a skills folder (SKILL.md, .usage.json) and an inbox of trajectory files."""
+    import signal
+    import threading
+
+    from rich.console import Console
+
+    from ingest.watch import Watcher
+    from lake import Lake
+
+    if skills is None and inbox is None:
+        raise typer.BadParameter("give --skills DIR and/or --inbox DIR")
+    console = Console(stderr=True)
+    lk = Lake.init(_root(lake))
+    for d in (skills, inbox):
+        if d is not None:
+            d.mkdir(parents=True, exist_ok=True)
+    w = Watcher(lk, skills_dir=skills, inbox_dir=inbox, settle=0 if once else settle,
+                echo=lambda m: console.print(m, highlight=False))
+    if once:
+        w.scan()
+        console.print(f"done: {w.stats}")
+        return
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: (stop.set(), w.wake.set()))
+    console.print(f"watching skills={skills} inbox={inbox} lake={lk.root}", highlight=False)
+    w.run(stop, interval=interval)
+
+
+def import_(
+    path: Path = typer.Argument(..., help="A trajectory file or a folder of them."),
+    format: str = typer.Option("auto", "--format", help="auto | hermes | atropos | native"),
+    lake: Optional[Path] = typer.Option(None, "--lake", help=_LAKE_HELP),
+    json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of the progress bar."),
+) -> None:
+    """Import trajectory files (Hermes ShareGPT, Atropos groups, native JSONL); each file is all or nothing."""
+    import orjson
+    from rich.console import Console
+
+    from ingest.formats import FORMATS
+    from ingest.importer import list_files, run_import
+    from lake import Lake
+
+    if format not in FORMATS:
+        raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}")
+    if not path.exists():
+        print(f"error: {path} does not exist", file=sys.stderr)
+        raise typer.Exit(2)
+    lk = Lake.init(_root(lake))
+    if json:
+        summary = run_import(lk, path, format)
+    else:
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+        files = list_files(path)
+        total = 0
+        for f in files:
+            try:
+                total += f.stat().st_size
+            except OSError:
+                pass
+        with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                      console=Console(stderr=True)) as prog:
+            task = prog.add_task("import", total=total or None)
+            sizes = {}
+
+            def start(p):
+                prog.update(task, description=f"import {p.name}")
+                if sizes:
+                    last, sz = sizes.popitem()
+                    prog.update(task, completed=sz)
+                sizes[p] = prog.tasks[0].completed + (p.stat().st_size if p.exists() else 0)
+
+            summary = run_import(lk, path, format, on_file_start=start)
+            prog.update(task, completed=total)
+    d = summary.to_dict()
+    if json:
+        sys.stdout.write(orjson.dumps(d).decode() + "\n")
+    else:
+        c = Console()
+        c.print(f"{d['appended']} trajectories appended, {d['duplicates']} duplicates, "
+                f"{d['rejected']} file(s) rejected, {len(d['files'])} file(s) in {d['seconds']}s")
+        for f in d["files"]:
+            if f["error"]:
+                where = f" line {f['line']}" if f["line"] else ""
+                c.print(f"[red]rejected[/] {f['path']}{where}: {f['error']}", highlight=False)
+    if summary.rejected:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+    app.command("watch")(watch)
+    app.command("import")(import_)
