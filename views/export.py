@@ -22,7 +22,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from views import view_order
+from views import list_views, view_order
 from views.registry import view_sql_hash
 
 MANIFEST_NAME = "manifest.json"
@@ -57,7 +57,7 @@ class UnknownViewError(ExportError):
 
 def available_views(con: duckdb.DuckDBPyConnection) -> list[str]:
     rows = con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name").fetchall()
-    return [r[0] for r in rows]
+    return [r[0] for r in rows if not r[0].startswith("__")]
 
 
 def set_variables(con: duckdb.DuckDBPyConnection, variables: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -121,7 +121,15 @@ def export_view(lake_or_snapshot: Any, view: str, output: str | os.PathLike, *, 
     (anything with `.con` and `.versions`).
     """
     if hasattr(lake_or_snapshot, "snapshot") and not hasattr(lake_or_snapshot, "con"):
-        snap = lake_or_snapshot.snapshot(parse_as_of(as_of))
+        lake = lake_or_snapshot
+        known = sorted(set(list_views(getattr(lake, "views_dir", None))) | set(lake.tables()))
+        if view not in known:
+            raise UnknownViewError(view, known)
+        query = f'SELECT * FROM "{view}"' + (f" WHERE ({where})" if where and where.strip() else "")
+        try:
+            snap = lake.snapshot(parse_as_of(as_of), for_query=query)
+        except TypeError:  # a lake without lazy registration
+            snap = lake.snapshot(parse_as_of(as_of))
         try:
             return export_snapshot(snap.con, snap.versions, view, output, format=format, where=where,
                                    overwrite=overwrite, variables=variables, rows_per_file=rows_per_file,

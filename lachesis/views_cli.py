@@ -1,0 +1,225 @@
+"""Commands of the views wing: `lake export`, `lake views`, and the guide's `atropos_trajectory_export` and
+`skill_to_instruction` console scripts.
+
+Heavy imports (duckdb, pyarrow, the views package) happen inside the command bodies.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from lachesis.console import JsonOption, LakeOption, console, fail, open_lake, print_json, print_rows
+
+FormatOption = typer.Option("parquet", "--format", help="parquet or jsonl.")
+AsOfOption = typer.Option(
+    None, "--as-of",
+    help="Pin the lake: VERSION (every table at min(VERSION, latest)), TABLE=V[,TABLE=V], or an earlier "
+         "export's manifest.json (or its folder) to reproduce it.", show_default=False)
+WhereOption = typer.Option(None, "--where", help="SQL condition on the view's columns, e.g. \"env = 'bash_exec'\".",
+                           show_default=False)
+OverwriteOption = typer.Option(False, "--overwrite", help="Replace the dataset in a non-empty output folder.")
+SetOption = typer.Option(
+    None, "--set",
+    help="View parameter NAME=VALUE (repeatable), e.g. sft_min_reward=0.8, sft_test_fraction=0.2, dpo_min_gap=0.3.",
+    show_default=False)
+
+
+def _as_of(text: Optional[str]):
+    if text is None:
+        return None
+    from views.export import ExportError, parse_as_of
+
+    text = text.strip()
+    if "=" in text and not text.startswith("{") and not Path(text).exists():
+        pins = {}
+        for part in text.split(","):
+            table, _, version = part.partition("=")
+            if not version.strip().isdigit():
+                fail(f"--as-of takes VERSION, TABLE=VERSION[,TABLE=VERSION] or a manifest.json, got {text!r}")
+            pins[table.strip()] = int(version)
+        return pins
+    try:
+        return parse_as_of(text)
+    except ExportError as exc:
+        fail(str(exc))
+
+
+def _variables(items: Optional[List[str]]) -> dict:
+    out = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            fail(f"--set takes NAME=VALUE, got {item!r}")
+        out[name.strip()] = value
+    return out
+
+
+def _export(lake: Optional[Path], view: str, output: Path, fmt: str, as_of: Optional[str], where: Optional[str],
+            overwrite: bool, sets: Optional[List[str]], as_json: bool) -> None:
+    from lake import LakeError
+    from views.export import ExportError, export_view
+
+    if fmt not in ("parquet", "jsonl"):
+        fail(f"unknown format {fmt!r}; use parquet or jsonl")
+    lk = open_lake(lake)
+    pins = _as_of(as_of)
+    try:
+        manifest = export_view(lk, view, output, format=fmt, as_of=pins, where=where, overwrite=overwrite,
+                               variables=_variables(sets))
+    except (ExportError, LakeError) as exc:
+        fail(str(exc))
+    if as_json:
+        print_json({"output": str(output), **manifest})
+        return
+    splits = manifest.get("splits")
+    split_text = f" ({', '.join(f'{k} {v}' for k, v in splits.items())})" if splits else ""
+    versions = ", ".join(f"{t}@{v}" for t, v in manifest["lake_versions"].items())
+    console.print(f"exported [bold]{manifest['row_count']}[/] rows of view [bold]{view}[/]{split_text} "
+                  f"to {output} as {fmt} ({len(manifest['files'])} files)", highlight=False)
+    console.print(f"lake versions: {versions}; event ids sha256 {manifest['event_ids_sha256'][:16]}", highlight=False)
+
+
+def export(
+    view: str = typer.Argument(..., help="View to export (see `lake views`), e.g. sft, dpo, replay, instruction."),
+    output: Path = typer.Option(..., "--output", "-o", help="Dataset folder to write (new or empty)."),
+    fmt: str = FormatOption,
+    as_of: Optional[str] = AsOfOption,
+    where: Optional[str] = WhereOption,
+    overwrite: bool = OverwriteOption,
+    sets: Optional[List[str]] = SetOption,
+    lake: Optional[Path] = LakeOption,
+    json: bool = JsonOption,
+) -> None:
+    """Write a view on a pinned lake version as a dataset folder (parquet/jsonl + manifest.json)."""
+    _export(lake, view, output, fmt, as_of, where, overwrite, sets, json)
+
+
+def views(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
+    """List the dataset views and the helper views they use, with their row counts on the latest snapshot."""
+    from views import HELPER_VIEWS, list_views, view_description
+
+    lk = open_lake(lake)
+    snap = lk.snapshot()
+    try:
+        rows = []
+        for name in list_views(lk.views_dir):
+            err = snap.view_errors.get(name)
+            count = None
+            if err is None:
+                try:
+                    count = snap.con.execute(f'SELECT count(*) FROM "{name}"').fetchall()[0][0]
+                except Exception as exc:  # a view that fails on this lake's data: show why
+                    err = str(exc).splitlines()[0]
+            rows.append({"view": name, "kind": "helper" if name in HELPER_VIEWS else "dataset", "rows": count,
+                         "description": err or view_description(name, lk.views_dir)})
+    finally:
+        snap.close()
+    print_json(rows) if json else print_rows(rows, title=f"views on lake {lk.root} (versions: latest)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export")(export)
+    app.command("views")(views)
+
+
+# -- atropos_trajectory_export ----------------------------------------------------------------------------------
+_atropos_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+@_atropos_app.command()
+def atropos_trajectory_export(
+    output: Path = typer.Option(..., "--output", "-o", help="Dataset folder, e.g. trajectories/."),
+    fmt: str = FormatOption,
+    view: str = typer.Option("sft", "--view", help="View to export: sft (default), dpo, replay, trajectories_current..."),
+    as_of: Optional[str] = AsOfOption,
+    where: Optional[str] = WhereOption,
+    overwrite: bool = OverwriteOption,
+    sets: Optional[List[str]] = SetOption,
+    lake: Optional[Path] = LakeOption,
+    json: bool = JsonOption,
+) -> None:
+    """Export the lake's trajectories as a training dataset (the sft view by default): the guide's
+    `atropos_trajectory_export --format=parquet --output=trajectories/`."""
+    _export(lake, view, output, fmt, as_of, where, overwrite, sets, json)
+
+
+def atropos_trajectory_export_main() -> None:
+    _atropos_app()
+
+
+# -- skill_to_instruction ----------------------------------------------------------------------------------------
+_skills_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+@_skills_app.command()
+def skill_to_instruction(
+    output: Path = typer.Option(..., "--output", "-o", help="Folder for one .jsonl per skill, e.g. ft_prompts/."),
+    skills: Optional[Path] = typer.Option(None, "--skills", help="A Hermes skills folder (with .usage.json).",
+                                          show_default=False),
+    lake: Optional[Path] = typer.Option(None, "--lake", help="Read the lake's instruction view instead of a folder "
+                                        "(default when --skills is not given: $LAKE_ROOT or ./data/lake).",
+                                        show_default=False),
+    min_uses: int = typer.Option(5, "--min-uses", help="Keep skills used at least this often (use_count, or "
+                                 "view_count on old sidecars whose use_count is 0)."),
+    provenance: str = typer.Option("agent", "--provenance",
+                                   help="Skill origins to keep: agent (default), bundled, hub, a comma list, or all."),
+    system_prompt: Optional[str] = typer.Option(None, "--system-prompt", help="Add this system message to every pair.",
+                                                show_default=False),
+    as_of: Optional[str] = AsOfOption,
+    overwrite: bool = OverwriteOption,
+    json: bool = JsonOption,
+) -> None:
+    """Turn frequently used agent-created skills into instruction-tuning pairs: one .jsonl per skill, so that
+    `cat ft_prompts/*.jsonl > instruction_dataset.jsonl` is a dataset."""
+    from lake import LakeError
+    from views.export import ExportError
+    from views.skills import instruction_from_connection, instruction_from_folder, write_instruction_files
+
+    if skills is not None and lake is not None:
+        fail("give either --skills FOLDER or --lake ROOT, not both")
+    if min_uses < 0:
+        fail("--min-uses must be >= 0")
+    kw = dict(min_uses=min_uses, provenance=provenance, system_prompt=system_prompt)
+    try:
+        if skills is not None:
+            if not skills.is_dir():
+                fail(f"--skills {skills}: no such folder")
+            if as_of is not None:
+                fail("--as-of applies to --lake, not to a skills folder")
+            result, folder = instruction_from_folder(skills, **kw)
+            source = {"skills_folder_sha256": folder.digest, "skill_files": len(folder.skills),
+                      "usage_records": len(folder.usage)}
+            problems = [{"path": p.path, "reason": p.reason} for p in folder.problems]
+        else:
+            lk = open_lake(lake)
+            snap = lk.snapshot(_as_of(as_of), for_query="SELECT * FROM instruction_candidates, instruction")
+            try:
+                result = instruction_from_connection(snap.con, **kw)
+                source = {"lake_versions": dict(sorted(snap.versions.items()))}
+            finally:
+                snap.close()
+            problems = []
+        manifest = write_instruction_files(result, output, overwrite=overwrite, source=source)
+    except (ExportError, LakeError) as exc:
+        fail(str(exc))
+    summary = {
+        "output": str(output), "selected": len(result.candidates), "converted": len(result.converted),
+        "pairs": len(result.pairs), "skipped": [{"skill": c["name"], "reason": c["reason"]} for c in result.skipped],
+        "unreadable": problems, "files": [f["path"] for f in manifest["files"]],
+    }
+    if json:
+        print_json(summary)
+        return
+    console.print(f"selected {len(result.candidates)} skills (provenance {provenance}, >= {min_uses} uses); "
+                  f"converted {len(result.converted)} into {len(result.pairs)} pairs in {output}", highlight=False)
+    if result.skipped:
+        print_rows([{"skill": c["name"], "uses": c["uses"], "reason": c["reason"]} for c in result.skipped],
+                   title=f"skipped {len(result.skipped)} skills")
+    if problems:
+        print_rows(problems, title=f"{len(problems)} SKILL.md files could not be read")
+
+
+def skill_to_instruction_main() -> None:
+    _skills_app()
