@@ -1,0 +1,263 @@
+"""The gymnasium environment every tool-using text environment here builds on.
+
+Action: an assistant message (text) with Hermes tool calls. Observation: text (the instruction after
+reset, the tool results after a step). The episode ends when the agent calls `submit`, replies with no
+tool call at all (treated as submit), or after `max_steps`; the reward comes once, at the end, from the
+hidden checker.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import gymnasium
+from gymnasium import spaces
+
+from envs.checks import CheckReport
+from envs.sandbox import Limits, Sandbox
+from envs.tasks import SPLITS, Task, TaskFileError, line_of, load_tasks_file
+from envs.toolcalls import ToolCall, parse_tool_calls
+
+SUBMIT_SCHEMA = {"type": "function", "function": {
+    "name": "submit", "description": "Finish the task (optionally with a text answer).",
+    "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": []}}}
+
+
+def tool_schema(name: str, description: str, params: dict[str, str], required: list[str] | None = None) -> dict:
+    """An OpenAI-style function schema with string parameters."""
+    return {"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": {k: {"type": "string", "description": v}
+                                                        for k, v in params.items()},
+                       "required": list(params) if required is None else required}}}
+
+
+class AnyText(spaces.Text):
+    """A text space that accepts any string up to max_length (gymnasium's Text checks a charset)."""
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and len(x) <= self.max_length
+
+
+@dataclass(frozen=True)
+class Suite:
+    """Tasks by split: built-in ones are generated on demand from (split, index); file tasks are a list."""
+
+    env: str
+    counts: dict[str, int]
+    generate: Callable[[str, int], Task] | None = None
+    tasks: tuple[Task, ...] = ()
+
+    def count(self, split: str) -> int:
+        return self.counts.get(split, 0)
+
+    def task(self, split: str, index: int) -> Task:
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
+        n = self.count(split)
+        if not 0 <= index < n:
+            raise IndexError(f"{self.env}: {split} has {n} tasks, no index {index}")
+        if self.generate is not None:
+            return self.generate(split, index)
+        return [t for t in self.tasks if t.split == split][index]
+
+    def all(self, split: str) -> list[Task]:
+        return [self.task(split, i) for i in range(self.count(split))]
+
+    def find(self, task_id: str) -> Task:
+        if self.generate is not None:
+            parts = task_id.rsplit(":", 2)
+            if len(parts) == 3 and parts[0] == self.env and parts[1] in SPLITS and parts[2].isdigit():
+                return self.task(parts[1], int(parts[2]))
+        for t in self.tasks:
+            if t.task_id == task_id:
+                return t
+        raise KeyError(f"{self.env}: no task {task_id!r}")
+
+    @classmethod
+    def from_tasks(cls, env: str, tasks: list[Task]) -> "Suite":
+        counts = {s: sum(1 for t in tasks if t.split == s) for s in SPLITS}
+        return cls(env=env, counts=counts, tasks=tuple(tasks))
+
+
+class ToolEnv(gymnasium.Env):
+    """Subclasses set the class attributes and implement the hooks at the bottom."""
+
+    metadata = {"render_modes": ["ansi"]}
+    env_name = ""
+    tools: list[dict] = []
+    system_prompt = ""
+    limits = Limits()
+    sandbox_env: dict[str, str] = {}
+
+    def __init__(self, split: str = "train", tasks: str | list[Task] | None = None, max_steps: int = 6,
+                 limits: Limits | None = None, render_mode: str | None = None):
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
+        self.split = split
+        self.max_steps = int(max_steps)
+        self.limits = limits or type(self).limits
+        self.render_mode = render_mode
+        self.observation_space = AnyText(max_length=1 << 20)
+        self.action_space = AnyText(max_length=1 << 20)
+        self.suite = self._make_suite(tasks)
+        self.task: Task | None = None
+        self.box: Sandbox | None = None
+        self._steps = 0
+        self._done = True
+        self._last_output = ""
+        self._transcript: list[str] = []
+
+    # ------------------------------------------------------------ tasks
+
+    def _make_suite(self, tasks: str | list[Task] | None) -> Suite:
+        if tasks is None:
+            return self.builtin_suite()
+        loaded = load_tasks_file(tasks) if isinstance(tasks, (str, bytes)) or hasattr(tasks, "__fspath__") \
+            else list(tasks)
+        for t in loaded:
+            if t.env and t.env != self.env_name:
+                path, line = line_of(t)
+                raise TaskFileError(path, line, "env", f"task is for {t.env!r}, not {self.env_name!r}")
+            problem = self.validate_task(t)
+            if problem:
+                path, line = line_of(t)
+                raise TaskFileError(path, line, problem[0], problem[1])
+        return Suite.from_tasks(self.env_name, [t if t.env else _with_env(t, self.env_name) for t in loaded])
+
+    # ------------------------------------------------------------ gymnasium API
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+        super().reset(seed=seed)
+        options = options or {}
+        split = options.get("split", self.split)
+        if "task_id" in options:
+            task = self.suite.find(options["task_id"])
+        else:
+            n = self.suite.count(split)
+            if n == 0:
+                raise ValueError(f"{self.env_name}: no {split} tasks")
+            index = options.get("index")
+            task = self.suite.task(split, int(index) if index is not None else int(self.np_random.integers(n)))
+        if self.box is not None:
+            self.box.close()
+        self.task = task
+        self.box = Sandbox(self.limits, env=dict(self.sandbox_env))
+        self.box.write_files(task.files)
+        self.prepare(self.box, task)
+        self._steps = 0
+        self._done = False
+        self._last_output = ""
+        self._transcript = [task.instruction]
+        return task.instruction, self._info(task)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        if self._done or self.task is None:
+            raise RuntimeError("call reset() before step(); the episode is over")
+        self._steps += 1
+        parsed = parse_tool_calls(action)
+        results: list[str] = []
+        submitted = False
+        answer: str | None = None
+        if not parsed.calls and not parsed.errors:
+            submitted = True  # a plain reply ends the episode, like submit
+        for err in parsed.errors:
+            results.append(f"error: {err}. Use <tool_call>{{\"name\": ..., \"arguments\": {{...}}}}</tool_call>")
+        for call in parsed.calls:
+            if call.name == "submit":
+                submitted = True
+                a = call.arguments.get("answer")
+                answer = a if isinstance(a, str) else None
+                break
+            results.append(self._call_tool(call))
+        observation = "\n".join(results) if results else ""
+        terminated = submitted
+        truncated = not submitted and self._steps >= self.max_steps
+        info = {"step": self._steps, "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                                                    for c in parsed.calls], "parse_errors": parsed.errors}
+        reward = 0.0
+        if terminated or truncated:
+            report = self.score(self.box, self.task, last_output=self._last_output, answer=answer)
+            reward = float(report.reward)
+            info.update(reward=reward, success=report.success, checks=report.as_dict(),
+                        task_id=self.task.task_id, submitted=submitted)
+            self._done = True
+            if not observation:
+                observation = f"submitted: reward {reward:.2f}"
+        self._transcript.append(observation)
+        return observation, reward, terminated, truncated, info
+
+    def _call_tool(self, call: ToolCall) -> str:
+        names = [t["function"]["name"] for t in self.tools]
+        if call.name not in names:
+            return f"error: unknown tool {call.name!r}; tools: {', '.join(names)}"
+        try:
+            text = self.call_tool(self.box, call)
+        except ToolArgumentError as exc:
+            return f"error: {exc}"
+        return text
+
+    def _info(self, task: Task) -> dict:
+        return {"task_id": task.task_id, "split": task.split, "env": self.env_name, "tags": list(self.tags()),
+                "instruction": task.instruction, "tools": self.tools, "system_prompt": self.system_prompt,
+                "max_steps": self.max_steps, "template": task.template,
+                "isolation": self.box.isolation if self.box else ""}
+
+    def render(self) -> str | None:
+        return "\n".join(self._transcript)
+
+    def close(self) -> None:
+        if self.box is not None:
+            self.box.close()
+            self.box = None
+
+    @classmethod
+    def tags(cls) -> tuple[str, ...]:
+        from envs.registry import tags_of  # the registry owns tags, so user-registered envs get theirs
+
+        return tags_of(cls.env_name)
+
+    # ------------------------------------------------------------ hooks
+
+    def remember_output(self, text: str) -> None:
+        self._last_output = text
+
+    @classmethod
+    def builtin_suite(cls) -> Suite:
+        raise NotImplementedError
+
+    def validate_task(self, task: Task) -> tuple[str, str] | None:
+        """(field, message) if the task lacks this env's checker spec."""
+        return None
+
+    def prepare(self, box: Sandbox, task: Task) -> None:
+        """Extra workspace setup after the files are written (git builds its history here)."""
+
+    def call_tool(self, box: Sandbox, call: ToolCall) -> str:
+        raise NotImplementedError
+
+    def score(self, box: Sandbox, task: Task, *, last_output: str, answer: str | None) -> CheckReport:
+        raise NotImplementedError
+
+
+class ToolArgumentError(ValueError):
+    pass
+
+
+def str_arg(call: ToolCall, key: str, *, allow_empty: bool = False) -> str:
+    value = call.arguments.get(key)
+    if not isinstance(value, str) or (not allow_empty and not value.strip()):
+        raise ToolArgumentError(f"{call.name} needs a string argument {key!r}")
+    return value
+
+
+def _with_env(task: Task, env: str) -> Task:
+    from dataclasses import replace
+
+    return replace(task, env=env)
+
+
+def rng_for(env: str, split: str, index: int) -> random.Random:
+    """Per-task RNG: tasks are reproducible one by one, with no global state."""
+    return random.Random(f"{env}:{split}:{index}")

@@ -1,0 +1,324 @@
+"""git_repo_env: tasks on a scripted repository (commit, branch, merge, conflict, revert, cherry-pick,
+bisect, recover a deleted branch, tag, amend). Tool `run` executes a command; the reward checks the
+repository state with plumbing commands run by the checker (hooks and fsmonitor disabled).
+
+Author, committer and dates are fixed in the sandbox environment, so commit hashes, and with them the
+episodes, are the same on every run.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Callable
+
+from envs.base import SUBMIT_SCHEMA, Suite, ToolArgumentError, ToolEnv, rng_for, str_arg, tool_schema
+from envs.checks import CheckReport, run_state_checks, validate_checks
+from envs.pools import Pools, vocabulary
+from envs.sandbox import Sandbox
+from envs.tasks import Task
+from envs.toolcalls import ToolCall
+
+ENV = "git_repo_env"
+TRAIN_TASKS, TEST_TASKS = 3000, 100
+EXTENSIONS = ("txt", "md", "py", "cfg")
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@example.com",
+    "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@example.com",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000",
+    "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_PAGER": "cat", "PAGER": "cat",
+    "GIT_EDITOR": "true", "GIT_TERMINAL_PROMPT": "0",
+    # init.defaultBranch for the setup; advice off keeps observations short.
+    "GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "init.defaultBranch", "GIT_CONFIG_VALUE_0": "main",
+    "GIT_CONFIG_KEY_1": "advice.detachedHead", "GIT_CONFIG_VALUE_1": "false",
+}
+
+
+@dataclass(frozen=True)
+class Draft:
+    phrasing: str
+    setup: list[str]
+    command: str
+    checks: list[dict]
+    slots: dict[str, str]
+
+
+def _content(p: Pools, rng: random.Random, n: int = 2) -> list[str]:
+    return [" ".join(p.word(rng) for _ in range(rng.randint(1, 3))) for _ in range(n)]
+
+
+def _write(path: str, lines: list[str]) -> str:
+    return "printf '%s\\n' " + " ".join(f"'{x}'" for x in lines) + f" > {path}"
+
+
+def _commit(msg: str) -> str:
+    return f"git add -A && git commit -qm '{msg}'"
+
+
+def _msg(p: Pools, rng: random.Random) -> str:
+    return f"{p.word(rng)} {p.word(rng)}"
+
+
+def _base(p: Pools, rng: random.Random, names: set[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """A repository on main with one or two commits; returns the setup and the committed files."""
+    setup = ["git init -q ."]
+    files: dict[str, list[str]] = {}
+    for _ in range(rng.randint(1, 2)):
+        f = _name(p, rng, names, ext=True)
+        files[f] = _content(p, rng)
+        setup += [_write(f, files[f]), _commit(_msg(p, rng))]
+    return setup, files
+
+
+def _name(p: Pools, rng: random.Random, taken: set[str], ext: bool = False) -> str:
+    while True:
+        n = p.stem(rng) + (f".{rng.choice(EXTENSIONS)}" if ext else "")
+        if n not in taken:
+            taken.add(n)
+            return n
+
+
+def cmd(argv: list[str], stdout: str | None = None, returncode: int | None = 0) -> dict:
+    c: dict = {"type": "command", "argv": argv}
+    if stdout is not None:
+        c["stdout"] = stdout
+    if returncode is not None:
+        c["returncode"] = returncode
+    return c
+
+
+def sh(script: str) -> dict:
+    return cmd(["/bin/sh", "-c", script])
+
+
+ON_MAIN = cmd(["git", "symbolic-ref", "--short", "HEAD"], "main")
+NO_MERGE = sh("! git rev-parse -q --verify MERGE_HEAD >/dev/null")
+
+
+def t_commit(p: Pools, rng: random.Random) -> Draft:
+    names: set[str] = set()
+    setup, _ = _base(p, rng, names)
+    f = _name(p, rng, names, ext=True)
+    lines = _content(p, rng)
+    m = _msg(p, rng)
+    return Draft(rng.choice(COMMIT), setup + [_write(f, lines)], f"git add {f} && git commit -qm '{m}'",
+                 [cmd(["git", "log", "-1", "--format=%s"], m), cmd(["git", "show", f"HEAD:{f}"], "\n".join(lines)),
+                  ON_MAIN], {"f": f, "m": m})
+
+
+def t_branch(p: Pools, rng: random.Random) -> Draft:
+    names: set[str] = set()
+    setup, _ = _base(p, rng, names)
+    b = _name(p, rng, names)
+    return Draft(rng.choice(BRANCH), setup, f"git branch {b}",
+                 [sh(f'test "$(git rev-parse -q --verify refs/heads/{b})" = "$(git rev-parse HEAD)"'), ON_MAIN],
+                 {"b": b})
+
+
+def t_switch(p: Pools, rng: random.Random) -> Draft:
+    names: set[str] = set()
+    setup, _ = _base(p, rng, names)
+    b = _name(p, rng, names)
+    return Draft(rng.choice(SWITCH), setup, f"git checkout -qb {b}",
+                 [cmd(["git", "symbolic-ref", "--short", "HEAD"], b),
+                  sh(f'test "$(git rev-parse {b})" = "$(git rev-parse main)"')], {"b": b})
+
+
+def t_merge(p: Pools, rng: random.Random) -> Draft:
+    names: set[str] = set()
+    setup, _ = _base(p, rng, names)
+    b = _name(p, rng, names)
+    f, g = _name(p, rng, names, ext=True), _name(p, rng, names, ext=True)
+    fl, gl = _content(p, rng), _content(p, rng)
+    setup += [f"git checkout -qb {b}", _write(f, fl), _commit(_msg(p, rng)), "git checkout -q main"]
+    if rng.random() < 0.5:  # half the merges are true merges, half fast-forwards
+        setup += [_write(g, gl), _commit(_msg(p, rng))]
+    return Draft(rng.choice(MERGE), setup, f"git merge -q --no-edit {b}",
+                 [sh(f"git merge-base --is-ancestor {b} HEAD"), ON_MAIN, NO_MERGE,
+                  cmd(["git", "show", f"HEAD:{f}"], "\n".join(fl))], {"b": b})
+
+
+def t_conflict(p: Pools, rng: random.Random) -> Draft:
+    names: set[str] = set()
+    setup, files = _base(p, rng, names)
+    f = next(iter(files))
+    b = _name(p, rng, names)
+    ours, theirs = _content(p, rng), _content(p, rng)
+    while theirs[0] == ours[0]:
+        theirs = _content(p, rng)
+    setup += [f"git checkout -qb {b}", _write(f, theirs), _commit(_msg(p, rng)), "git checkout -q main",
+              _write(f, ours), _commit(_msg(p, rng)), f"git merge -q {b} >/dev/null 2>&1 || true"]
+    return Draft(rng.choice(CONFLICT), setup, f"git checkout --theirs {f} && git add {f} && git commit -q --no-edit",
+                 [cmd(["git", "show", f"HEAD:{f}"], "\n".join(theirs)), NO_MERGE, ON_MAIN,
+                  sh("test $(git rev-list --parents -n 1 HEAD | wc -w) = 3")], {"f": f, "b": b})
+
+
+def t_revert(p: Pools, rng: random.Random) -> Draft:
+    names: set[str] = set()
+    setup, files = _base(p, rng, names)
+    f = next(iter(files))
+    m, m2 = _msg(p, rng), _msg(p, rng)
+    g = _name(p, rng, names, ext=True)
+    changed = _content(p, rng)
+    setup += [_write(f, changed), _commit(m), _write(g, _content(p, rng)), _commit(m2)]
+    return Draft(rng.choice(REVERT), setup, f"git revert --no-edit ':/{m}'",
+                 [cmd(["git", "show", f"HEAD:{f}"], "\n".join(files[f])), cmd(["git", "cat-file", "-e", f"HEAD:{g}"]),
+                  cmd(["git", "log", "-1", "--format=%s"], f'Revert "{m}"'), ON_MAIN], {"m": m})
+
+
+def t_cherry_pick(p: Pools, rng: random.Random) -> Draft:
+    names: set[str] = set()
+    setup, _ = _base(p, rng, names)
+    b = _name(p, rng, names)
+    h, k = _name(p, rng, names, ext=True), _name(p, rng, names, ext=True)
+    hl = _content(p, rng)
+    m, m2 = _msg(p, rng), _msg(p, rng)
+    setup += [f"git checkout -qb {b}", _write(h, hl), _commit(m), _write(k, _content(p, rng)), _commit(m2),
+              "git checkout -q main"]
+    return Draft(rng.choice(CHERRY), setup, f"git cherry-pick ':/{m}'",
+                 [cmd(["git", "show", f"HEAD:{h}"], "\n".join(hl)), cmd(["git", "cat-file", "-e", f"HEAD:{k}"],
+                                                                       returncode=128),
+                  cmd(["git", "log", "-1", "--format=%s"], m), ON_MAIN], {"m": m, "b": b})
+
+
+def t_bisect(p: Pools, rng: random.Random) -> Draft:
+    names: set[str] = set()
+    f = _name(p, rng, names, ext=True)
+    w = p.word(rng)
+    t = _name(p, rng, names)
+    n = rng.randint(5, 9)
+    bad = rng.randint(1, n - 1)
+    lines = [x for x in _content(p, rng, n) if w not in x]
+    while len(lines) < n:
+        lines += [x for x in _content(p, rng, n) if w not in x]
+    lines = lines[:n]
+    setup = ["git init -q ."]
+    msgs = []
+    for i in range(n):
+        line = f"{lines[i]} {w}" if i == bad else lines[i]
+        msgs.append(f"{p.word(rng)} {p.word(rng)}")
+        setup += [f"printf '%s\\n' '{line}' >> {f}", _commit(msgs[-1])]
+    command = (f"git bisect start HEAD $(git rev-list --max-parents=0 HEAD) && "
+               f"git bisect run sh -c '! grep -q {w} {f}' && git tag {t} refs/bisect/bad && git bisect reset")
+    return Draft(rng.choice(BISECT), setup, command,
+                 [cmd(["git", "log", "-1", "--format=%s", f"refs/tags/{t}"], msgs[bad]), ON_MAIN,
+                  sh("test ! -e .git/BISECT_LOG")], {"f": f, "w": w, "t": t})
+
+
+def t_recover(p: Pools, rng: random.Random) -> Draft:
+    names: set[str] = set()
+    setup, _ = _base(p, rng, names)
+    b = _name(p, rng, names)
+    h = _name(p, rng, names, ext=True)
+    m = _msg(p, rng)
+    setup += [f"git checkout -qb {b}", _write(h, _content(p, rng)), _commit(m), "git checkout -q main",
+              f"git branch -qD {b}"]
+    return Draft(rng.choice(RECOVER), setup, f"git branch {b} HEAD@{{1}}",
+                 [cmd(["git", "log", "-1", "--format=%s", f"refs/heads/{b}"], m), ON_MAIN], {"b": b})
+
+
+def t_tag(p: Pools, rng: random.Random) -> Draft:
+    names: set[str] = set()
+    setup, _ = _base(p, rng, names)
+    t = _name(p, rng, names)
+    return Draft(rng.choice(TAG), setup, f"git tag {t}",
+                 [sh(f'test "$(git rev-parse -q --verify refs/tags/{t})" = "$(git rev-parse HEAD)"')], {"t": t})
+
+
+def t_amend(p: Pools, rng: random.Random) -> Draft:
+    names: set[str] = set()
+    setup, _ = _base(p, rng, names)
+    m = _msg(p, rng)
+    return Draft(rng.choice(AMEND), setup, f"git commit --amend -qm '{m}'",
+                 [cmd(["git", "log", "-1", "--format=%s"], m),
+                  cmd(["git", "rev-list", "--count", "HEAD"], str(sum(1 for s in setup if "commit -qm" in s)))],
+                 {"m": m})
+
+
+COMMIT = ["Commit the file {f} with the message '{m}'.", "Add {f} and commit it as '{m}'.",
+          "Record {f} in a new commit with message '{m}'.", "Stage {f} and commit with the message '{m}'."]
+BRANCH = ["Create a branch {b} at the current commit.", "Make a new branch named {b} here.",
+          "Add a branch {b} pointing at HEAD.", "Start a branch {b} from the current commit, staying on main."]
+SWITCH = ["Create a branch {b} and switch to it.", "Check out a new branch named {b}.",
+          "Start working on a new branch {b}.", "Switch to a new branch {b}."]
+MERGE = ["Merge the branch {b} into main.", "Bring the changes of {b} into main with a merge.",
+         "Merge {b} into the main branch.", "Integrate branch {b} into main."]
+CONFLICT = ["Resolve the merge conflict in {f} by keeping the version from {b}, then commit.",
+            "Finish the merge of {b}: take their side of {f} and commit.",
+            "The merge of {b} conflicts in {f}; keep {b}'s version and complete the merge.",
+            "Settle the conflict in {f} in favour of {b} and commit the merge."]
+REVERT = ["Revert the commit with the message '{m}'.", "Undo the commit '{m}' with a revert.",
+          "Create a revert of the commit '{m}'.", "Back out the commit named '{m}'."]
+CHERRY = ["Apply only the commit '{m}' from branch {b} onto main.", "Cherry-pick the commit '{m}' of {b} onto main.",
+          "Copy the commit '{m}' from {b} to main.", "Bring just the commit '{m}' from {b} into main."]
+BISECT = ["Tag the first commit whose {f} contains {w} as {t}.",
+          "Find the commit that introduced {w} into {f} and tag it {t}.",
+          "Bisect to the first commit with {w} in {f} and tag it {t}.",
+          "Tag as {t} the commit where {w} first appears in {f}."]
+RECOVER = ["Recover the deleted branch {b}.", "The branch {b} was deleted by mistake; bring it back.",
+           "Restore the branch {b} that was just deleted.", "Recreate the lost branch {b} at its old commit."]
+TAG = ["Tag the current commit as {t}.", "Create a tag {t} on HEAD.", "Add the tag {t} to the latest commit.",
+       "Mark the current commit with the tag {t}."]
+AMEND = ["Change the last commit message to '{m}'.", "Amend the latest commit so its message is '{m}'.",
+         "Reword the last commit as '{m}'.", "Fix the message of the last commit to read '{m}'."]
+
+TEMPLATES: dict[str, Callable[[Pools, random.Random], Draft]] = {
+    "commit": t_commit, "branch": t_branch, "switch": t_switch, "merge": t_merge, "conflict": t_conflict,
+    "revert": t_revert, "cherry_pick": t_cherry_pick, "bisect": t_bisect, "recover": t_recover,
+    "tag": t_tag, "amend": t_amend,
+}
+SYSTEM_PROMPT = "You are a git agent. Use the run tool, then call submit."
+STOPWORDS = vocabulary(*COMMIT, *BRANCH, *SWITCH, *MERGE, *CONFLICT, *REVERT, *CHERRY, *BISECT, *RECOVER, *TAG,
+                       *AMEND, *EXTENSIONS, SYSTEM_PROMPT,
+                       "git add commit branch checkout merge revert cherry pick bisect start run reset tag amend HEAD "
+                       "refs bad good main theirs ours edit rev list parents max printf sh grep exit code no output "
+                       "truncated killed submitted reward error tool submit command agent example com")
+_POOLS: dict[str, Pools] = {}
+
+
+def _pools(split: str) -> Pools:
+    if split not in _POOLS:
+        _POOLS[split] = Pools(split, STOPWORDS)
+    return _POOLS[split]
+
+
+def generate(split: str, index: int) -> Task:
+    rng = rng_for(ENV, split, index)
+    names = list(TEMPLATES)
+    template = names[index % len(names)]
+    d = TEMPLATES[template](_pools(split), rng)
+    return Task(task_id=f"{ENV}:{split}:{index:05d}", instruction=d.phrasing.format(**d.slots), files={},
+                solution=[{"name": "run", "arguments": {"command": d.command}}], checker={"checks": d.checks},
+                setup=d.setup, env=ENV, split=split, template=template, slots=d.slots, source="builtin")
+
+
+class GitRepoEnv(ToolEnv):
+    env_name = ENV
+    system_prompt = SYSTEM_PROMPT
+    sandbox_env = GIT_ENV
+    tools = [tool_schema("run", "Run a shell command (git is available) in the repository.",
+                         {"command": "the command"}), SUBMIT_SCHEMA]
+
+    @classmethod
+    def builtin_suite(cls) -> Suite:
+        return Suite(ENV, {"train": TRAIN_TASKS, "test": TEST_TASKS}, generate)
+
+    def validate_task(self, task: Task) -> tuple[str, str] | None:
+        problem = validate_checks(task.checker.get("checks"))
+        return ("checks", problem) if problem else None
+
+    def prepare(self, box: Sandbox, task: Task) -> None:
+        if task.setup:
+            script = "set -e\n" + "\n".join(task.setup)
+            result = box.run(script, timeout_s=30)
+            if result.exit_code != 0:
+                raise RuntimeError(f"{task.task_id}: repository setup failed: {result.observation()[-500:]}")
+
+    def call_tool(self, box: Sandbox, call: ToolCall) -> str:
+        if call.name != "run":
+            raise ToolArgumentError(f"unknown tool {call.name!r}")
+        result = box.run(str_arg(call, "command"))
+        self.remember_output(result.output)
+        return result.observation()
+
+    def score(self, box: Sandbox, task: Task, *, last_output: str, answer: str | None) -> CheckReport:
+        return run_state_checks(box, task.checker["checks"], last_output=last_output, answer=answer)

@@ -1,0 +1,469 @@
+"""The sandbox every environment command runs in.
+
+One `Sandbox` is one episode: a fresh temporary workspace, and `run()` executes a command in it with
+- a wall-clock timeout (the whole process group is killed, and in full mode every process of the
+  sandbox's own uid, so `sleep 100 &` or a double fork cannot outlive the command),
+- rlimits (CPU seconds, address space, processes, file size, open files, no core dumps),
+- a scrubbed environment (PATH, HOME, LANG and what the environment adds; nothing of the caller's),
+- output truncated to a limit, and a flood killed once it passes a hard cap,
+- a workspace quota, checked while a long command runs and after every command.
+
+Isolation depends on what the kernel allows (detected once, `isolation_mode()`):
+- "full" (running as root): the command gets its own network namespace (only a down loopback), its
+  own mount namespace with a read-only view of the system (/usr, /etc, the Python prefix), a private
+  /tmp, a minimal /dev and the workspace at /workspace (chroot), and runs as an unused uid, so
+  RLIMIT_NPROC really bounds a fork bomb and nothing outside the workspace is writable.
+- "userns" (unprivileged user namespaces): the same view inside a user namespace; the process limit
+  counts the caller's own processes, so it is set relative to how many they run already.
+- "rlimits": timeouts, rlimits, scrubbed env and output limits only (other kernels, macOS).
+
+Hidden tests and checkers never touch the workspace: they are piped to a checker process on stdin at
+scoring time (see checks.py), so the agent cannot read or edit them (peers.md item 9).
+"""
+from __future__ import annotations
+
+import os
+import resource
+import secrets
+import selectors
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envs import _linux
+
+WORKSPACE_INSIDE = "/workspace"
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout_s: float = 5.0
+    cpu_s: int = 10
+    memory_bytes: int = 1 << 30
+    processes: int = 64
+    file_size_bytes: int = 16 << 20
+    open_files: int = 256
+    output_bytes: int = 8192  # what the observation keeps
+    output_hard_bytes: int = 4 << 20  # past this much output the command is killed (a flood)
+    workspace_bytes: int = 64 << 20
+    tmp_bytes: int = 16 << 20
+
+
+@dataclass(frozen=True)
+class RunResult:
+    output: str
+    exit_code: int | None
+    timed_out: bool = False
+    truncated: bool = False
+    killed: str = ""  # why the sandbox killed the command ("timeout", "output flood", "workspace quota")
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.killed
+
+    def observation(self) -> str:
+        """The tool-result text an agent sees: output, then a note when something went wrong."""
+        parts = [self.output.rstrip("\n")] if self.output.strip() else []
+        if self.truncated:
+            parts.append("[output truncated]")
+        if self.killed == "timeout":
+            parts.append("[killed: command timed out]")
+        elif self.killed:
+            parts.append(f"[killed: {self.killed}]")
+        elif self.exit_code:
+            parts.append(f"[exit code {self.exit_code}{_signal_note(self.exit_code)}]")
+        return "\n".join(parts) if parts else "(no output)"
+
+
+def _signal_note(code: int) -> str:
+    if code < 0:
+        try:
+            return f", {signal.Signals(-code).name}"
+        except ValueError:
+            return ""
+    if code == 128 + signal.SIGXFSZ:
+        return ", file size limit exceeded"
+    return ""
+
+
+# ---------------------------------------------------------------- isolation detection
+
+_MODE: str | None = None
+
+
+def isolation_mode() -> str:
+    """The strongest isolation this process can set up: "full", "userns" or "rlimits" (cached)."""
+    global _MODE
+    if _MODE is None:
+        forced = os.environ.get("LACHESIS_SANDBOX_ISOLATION")
+        if forced in ("full", "userns", "rlimits"):
+            _MODE = forced
+        else:
+            _MODE = _probe()
+    return _MODE
+
+
+def _probe() -> str:
+    if not sys.platform.startswith("linux") or not _linux.available():
+        return "rlimits"
+    for mode in (("full",) if os.geteuid() == 0 else ()) + ("userns",):
+        try:
+            with Sandbox(Limits(timeout_s=5), isolation=mode) as box:
+                result = box.run(["/bin/sh", "-c", "test -d /workspace"])
+            if result.exit_code == 0:
+                return mode
+        except (OSError, subprocess.SubprocessError):
+            continue
+    return "rlimits"
+
+
+# ---------------------------------------------------------------- the sandbox
+
+
+@dataclass
+class _View:
+    """The chroot view, precomputed before fork so the child only makes syscalls."""
+
+    dirs: list[bytes] = field(default_factory=list)
+    symlinks: list[tuple[bytes, bytes]] = field(default_factory=list)
+    binds: list[tuple[bytes, bytes, int]] = field(default_factory=list)  # (source, target, ro flags or -1)
+    devices: list[tuple[bytes, bytes]] = field(default_factory=list)
+
+
+def _python_prefix() -> str:
+    return os.path.realpath(sys.base_prefix)
+
+
+def sandbox_python() -> str:
+    """The interpreter checkers and tests run with inside the sandbox (the caller's base Python)."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidate = os.path.join(_python_prefix(), "bin", version)
+    return candidate if os.path.exists(candidate) else os.path.realpath(sys.executable)
+
+
+def _system_view(root: bytes) -> _View:
+    view = _View()
+    made: set[bytes] = set()
+
+    def mkdirs(path: str) -> None:
+        parts = [p for p in path.split("/") if p]
+        for i in range(1, len(parts) + 1):
+            sub = ("/" + "/".join(parts[:i])).encode()
+            if sub not in made:
+                made.add(sub)
+                view.dirs.append(root + sub)
+
+    def ro_flags(src: str) -> int:
+        # A read-only remount inside a user namespace must keep the locked nosuid/nodev/noexec flags.
+        f = os.statvfs(src).f_flag
+        return _linux.MS_RDONLY | (f & (_linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC))
+
+    for top in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt"):
+        src = "/" + top
+        if os.path.islink(src):
+            view.symlinks.append(((root + src.encode()), os.readlink(src).encode()))
+        elif os.path.isdir(src):
+            mkdirs(src)
+            view.binds.append((src.encode(), root + src.encode(), ro_flags(src)))
+    prefix = _python_prefix()
+    if not any(prefix == p or prefix.startswith(p + "/") for p in ("/usr", "/opt")):
+        mkdirs(prefix)
+        view.binds.append((prefix.encode(), root + prefix.encode(), ro_flags(prefix)))
+    mkdirs("/dev")
+    for dev in ("null", "zero", "random", "urandom"):
+        if os.path.exists(f"/dev/{dev}"):
+            view.devices.append((f"/dev/{dev}".encode(), root + f"/dev/{dev}".encode()))
+    mkdirs("/tmp")
+    mkdirs(WORKSPACE_INSIDE)
+    return view
+
+
+def _unused_uid() -> int:
+    # A uid no account uses: RLIMIT_NPROC then counts only this sandbox's processes, and its files
+    # are unreadable to other sandboxes. No /etc/passwd entry is needed for a bare uid.
+    return 200_000 + secrets.randbelow(1_000_000)
+
+
+class Sandbox:
+    """A fresh workspace plus a way to run commands in it. Use as a context manager or call close()."""
+
+    def __init__(self, limits: Limits | None = None, *, isolation: str | None = None,
+                 env: dict[str, str] | None = None):
+        self.limits = limits or Limits()
+        self.isolation = isolation or isolation_mode()
+        self._dir = Path(tempfile.mkdtemp(prefix="lachesis-sbx-"))
+        os.chmod(self._dir, 0o700)
+        self.workspace = self._dir / "workspace"
+        self.workspace.mkdir(mode=0o700)
+        self.uid = _unused_uid() if self.isolation == "full" else os.getuid()
+        self.gid = self.uid if self.isolation == "full" else os.getgid()
+        if self.isolation == "full":
+            os.chown(self.workspace, self.uid, self.gid)
+        self._root = self._dir / "root"
+        self._view: _View | None = None
+        if self.isolation in ("full", "userns"):
+            self._root.mkdir(mode=0o755)
+            self._view = _system_view(str(self._root).encode())
+        self.path_inside = WORKSPACE_INSIDE if self._view else str(self.workspace)
+        base_env = {
+            "PATH": f"/usr/local/bin:/usr/bin:/bin:{os.path.dirname(sandbox_python())}",
+            "HOME": self.path_inside,
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "TERM": "dumb",
+            "TMPDIR": "/tmp",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0",
+        }
+        self.env = {**base_env, **(env or {})}
+        # Without an own uid RLIMIT_NPROC counts every process of the caller: allow what runs already.
+        self._nproc = self.limits.processes + (0 if self.isolation == "full" else _count_processes(os.getuid()))
+        self._closed = False
+
+    # ------------------------------------------------------------ files (parent side, before the agent runs)
+
+    def write_files(self, files: dict[str, str]) -> None:
+        """Seed the workspace. Called before any agent command, so no agent-made symlink can redirect it."""
+        for rel, content in files.items():
+            target = self.workspace / safe_relpath(rel)
+            self._mkdirs(target.parent)
+            target.write_text(content)
+            if self.isolation == "full":
+                os.chown(target, self.uid, self.gid)
+
+    def _mkdirs(self, path: Path) -> None:
+        missing = []
+        while not path.exists():
+            missing.append(path)
+            path = path.parent
+        for p in reversed(missing):
+            p.mkdir()
+            if self.isolation == "full":
+                os.chown(p, self.uid, self.gid)
+
+    # ------------------------------------------------------------ running
+
+    def run(self, command: str | list[str], *, stdin: str | bytes | None = None,
+            timeout_s: float | None = None) -> RunResult:
+        """Run a shell command (str, through bash) or an argv list in the workspace."""
+        if self._closed:
+            raise RuntimeError("sandbox is closed")
+        argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
+        limits = self.limits
+        timeout = limits.timeout_s if timeout_s is None else timeout_s
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=self._dir if self._view else self.workspace,
+            env=self.env,
+            preexec_fn=self._preexec(),
+            close_fds=True,
+        )
+        if data is not None:
+            try:
+                # Small inputs (tests, file contents) fit in the pipe buffer; a writer thread is not needed.
+                proc.stdin.write(data)
+            except BrokenPipeError:
+                pass
+            finally:
+                proc.stdin.close()
+        output, truncated, killed = self._collect(proc, start + timeout)
+        exit_code = proc.wait()
+        self._kill_leftovers(proc.pid, sweep=bool(killed))
+        if not killed and self._over_quota():
+            killed = "workspace quota exceeded"
+        text = output.decode("utf-8", errors="replace")
+        return RunResult(text, None if killed == "timeout" else exit_code, timed_out=killed == "timeout",
+                         truncated=truncated, killed=killed, seconds=time.monotonic() - start)
+
+    def _collect(self, proc: subprocess.Popen, deadline: float) -> tuple[bytes, bool, str]:
+        limits = self.limits
+        kept = bytearray()
+        seen = 0
+        killed = ""
+        exited_at: float | None = None
+        next_quota = time.monotonic() + 0.25
+        fd = proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    killed = "timeout"
+                    break
+                if exited_at is None and proc.poll() is not None:
+                    exited_at = now
+                # A background child can hold the pipe open after the command exits: give it a moment.
+                if exited_at is not None and now - exited_at > 0.05:
+                    break
+                if now >= next_quota:
+                    next_quota = now + 0.25
+                    if self._over_quota():
+                        killed = "workspace quota exceeded"
+                        break
+                wait = min(deadline - now, 0.05 if exited_at is not None else 0.25)
+                if not sel.select(wait):
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                seen += len(chunk)
+                room = limits.output_bytes - len(kept)
+                if room > 0:
+                    kept += chunk[:room]
+                if seen > limits.output_hard_bytes:
+                    killed = "output flood"
+                    break
+        if killed:
+            self._kill_leftovers(proc.pid, sweep=True)
+        proc.stdout.close()
+        return bytes(kept), seen > limits.output_bytes, killed
+
+    def _kill_leftovers(self, pgid: int, *, sweep: bool) -> None:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if sweep and self.isolation == "full":
+            self._kill_uid()
+
+    def _kill_uid(self) -> None:
+        """kill(-1) as the sandbox uid signals every process of that uid, including ones that left the group."""
+        uid = self.uid
+
+        def become() -> None:
+            os.setgid(uid)
+            os.setuid(uid)
+
+        subprocess.run(["/bin/kill", "-KILL", "-1"], preexec_fn=become, env={}, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)
+
+    def _over_quota(self) -> bool:
+        total = 0
+        stack = [str(self.workspace)]
+        while stack:
+            try:
+                with os.scandir(stack.pop()) as entries:
+                    for e in entries:
+                        st = e.stat(follow_symlinks=False)
+                        total += st.st_blocks * 512
+                        if stat.S_ISDIR(st.st_mode):
+                            stack.append(e.path)
+            except OSError:
+                continue
+            if total > self.limits.workspace_bytes:
+                return True
+        return False
+
+    def _preexec(self):
+        limits = self.limits
+        mode = self.isolation
+        view = self._view
+        root = str(self._root).encode()
+        workspace = str(self.workspace).encode()
+        uid, gid = self.uid, self.gid
+        outer_uid, outer_gid = os.getuid(), os.getgid()
+        nproc = self._nproc
+        rlimits = [
+            (resource.RLIMIT_CPU, limits.cpu_s),
+            (resource.RLIMIT_AS, limits.memory_bytes),
+            (resource.RLIMIT_FSIZE, limits.file_size_bytes),
+            (resource.RLIMIT_NOFILE, limits.open_files),
+            (resource.RLIMIT_CORE, 0),
+            (resource.RLIMIT_NPROC, nproc),
+        ]
+        tmp_opts = f"size={limits.tmp_bytes},mode=1777".encode()
+
+        def preexec() -> None:
+            os.setsid()
+            if view is not None:
+                flags = _linux.CLONE_NEWNS | _linux.CLONE_NEWNET
+                if mode == "userns":
+                    flags |= _linux.CLONE_NEWUSER
+                _linux.unshare(flags)
+                if mode == "userns":
+                    _write(b"/proc/self/setgroups", b"deny")
+                    _write(b"/proc/self/uid_map", b"0 %d 1" % outer_uid)
+                    _write(b"/proc/self/gid_map", b"0 %d 1" % outer_gid)
+                _linux.mount(None, b"/", None, _linux.MS_REC | _linux.MS_PRIVATE)
+                _linux.mount(b"tmpfs", root, b"tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, b"size=1m,mode=755")
+                for d in view.dirs:
+                    os.mkdir(d)
+                for link, target in view.symlinks:
+                    os.symlink(target, link)
+                for src, dst, ro in view.binds:
+                    _linux.mount(src, dst, None, _linux.MS_BIND | _linux.MS_REC)
+                    _linux.mount(None, dst, None, _linux.MS_BIND | _linux.MS_REMOUNT | ro)
+                for src, dst in view.devices:
+                    os.close(os.open(dst, os.O_CREAT | os.O_WRONLY, 0o666))
+                    _linux.mount(src, dst, None, _linux.MS_BIND)
+                _linux.mount(b"tmpfs", root + b"/tmp", b"tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, tmp_opts)
+                _linux.mount(workspace, root + b"/workspace", None, _linux.MS_BIND)
+                _linux.mount(None, root, None, _linux.MS_REMOUNT | _linux.MS_RDONLY | _linux.MS_NOSUID
+                             | _linux.MS_NODEV, b"size=1m,mode=755")
+                os.chroot(root)
+                os.chdir(b"/workspace")
+            if mode == "full":
+                os.setgroups([])
+                os.setgid(gid)
+                os.setuid(uid)
+            for res, value in rlimits:
+                resource.setrlimit(res, (value, value))
+
+        return preexec
+
+    # ------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.isolation == "full":
+            self._kill_uid()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _write(path: bytes, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _count_processes(uid: int) -> int:
+    try:
+        return sum(1 for p in os.listdir("/proc") if p.isdigit() and os.stat(f"/proc/{p}").st_uid == uid)
+    except OSError:
+        return 256
+
+
+def safe_relpath(rel: str) -> str:
+    """A workspace-relative path, refused if it is absolute or climbs out with '..'."""
+    norm = os.path.normpath(rel)
+    if os.path.isabs(rel) or norm == ".." or norm.startswith("../") or norm in ("", "."):
+        raise ValueError(f"path must stay inside the workspace: {rel!r}")
+    return norm
