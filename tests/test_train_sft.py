@@ -138,3 +138,28 @@ def test_empty_export_folder_is_a_one_line_error(tiny_dir, tmp_path):
     (tmp_path / "export").mkdir()
     r = th.run_cli("rl_finetune_supervised", "--model", str(tiny_dir), "--data", str(tmp_path / "export"), "--no-lake")
     assert r.returncode == 2 and "no .parquet or .jsonl" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_shared_prefix_batches_give_the_full_sequence_loss_and_gradients(tiny_dir):
+    import torch
+
+    from trainers.chat import normalize_messages
+    from trainers.models import load_model, load_tokenizer
+    from trainers.sft import collate, collate_suffix, encode_all, first_label_pos, forward_shared_prefix, shared_prefix_len
+
+    tok = load_tokenizer(str(tiny_dir))
+    convs = [{"messages": normalize_messages(r["messages"]), "tools": r["tools"]} for r in th.tool_chats(4, seed=5)]
+    examples, _ = encode_all(tok, convs, 1024)
+    batch = [0, 1, 2, 3]
+    P = shared_prefix_len(examples, batch, [first_label_pos(y) for _, y in examples])
+    assert P > 100  # system prompt + tools block
+    model = load_model(str(tiny_dir)).train()
+    ids, labels, att = collate(examples, batch, tok.pad_token_id)
+    full = model(input_ids=ids, attention_mask=att, labels=labels).loss
+    full.backward()
+    g_full = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    shared = forward_shared_prefix(model, *collate_suffix(examples, batch, P, tok.pad_token_id))
+    shared.backward()
+    assert abs(float(full) - float(shared)) < 1e-5
+    assert max(float((a - p.grad).abs().max()) for a, p in zip(g_full, model.parameters())) < 1e-5

@@ -42,6 +42,7 @@ class SFTSettings:
     lora_alpha: int = 32
     lora_dropout: float = 0.0
     target_modules: str = "all-linear"
+    share_prefix: bool = True  # compute a batch's common prompt prefix (system prompt + tools) once
     warmup_steps: int = 30
     min_lr_ratio: float = 0.1
     weight_decay: float = 0.01
@@ -88,14 +89,17 @@ def encode_all(tok, convs: list[dict], max_length: int) -> tuple[list[tuple[list
     return examples, {"examples": len(examples), "truncated": truncated, "no_assistant_tokens": no_labels}
 
 
-def length_bucketed_batches(lengths: list[int], batch_size: int, rng: random.Random, bucket_batches: int = 32) -> list[list[int]]:
-    """Shuffle, then sort within windows of `bucket_batches` batches: similar lengths together, order still random."""
+def length_bucketed_batches(lengths: list[int], batch_size: int, rng: random.Random, bucket_batches: int = 32,
+                            groups: list[int] | None = None) -> list[list[int]]:
+    """Shuffle, then sort within windows of `bucket_batches` batches by (prompt group, length): similar lengths and
+    the same system prompt together, batch order still random."""
     idx = list(range(len(lengths)))
     rng.shuffle(idx)
     window = batch_size * bucket_batches
     batches = []
+    g = groups or [0] * len(lengths)
     for s in range(0, len(idx), window):
-        chunk = sorted(idx[s : s + window], key=lambda i: lengths[i])
+        chunk = sorted(idx[s : s + window], key=lambda i: (g[i], lengths[i]))
         batches.extend(chunk[b : b + batch_size] for b in range(0, len(chunk), batch_size))
     rng.shuffle(batches)
     return batches
@@ -114,6 +118,70 @@ def collate(examples, batch: list[int], pad_id: int):
         labels[r, : len(y)] = torch.tensor(y)
         att[r, : len(x)] = 1
     return ids, labels, att
+
+
+def first_label_pos(labels: list[int]) -> int:
+    for i, l in enumerate(labels):
+        if l != IGNORE:
+            return i
+    return len(labels)
+
+
+def shared_prefix_len(examples, batch: list[int], first_labels: list[int]) -> int:
+    """Length P of the token prefix every sequence of the batch shares, with no label at positions <= P (so the
+    loss computed on the suffixes equals the full-sequence loss exactly)."""
+    first = examples[batch[0]][0]
+    P = min(len(examples[i][0]) for i in batch) - 1
+    P = min(P, min(first_labels[i] for i in batch) - 1)
+    for i in batch[1:]:
+        x = examples[i][0]
+        j = 0
+        while j < P and x[j] == first[j]:
+            j += 1
+        P = j
+        if P == 0:
+            break
+    return max(P, 0)
+
+
+def collate_suffix(examples, batch: list[int], P: int, pad_id: int):
+    """Suffixes after the shared prefix (right padded) + the attention mask over prefix and suffix."""
+    import torch
+
+    L = max(len(examples[i][0]) for i in batch) - P
+    ids = torch.full((len(batch), L), pad_id, dtype=torch.long)
+    labels = torch.full((len(batch), L), IGNORE, dtype=torch.long)
+    att = torch.zeros((len(batch), P + L), dtype=torch.long)
+    att[:, :P] = 1
+    for r, i in enumerate(batch):
+        x, y = examples[i]
+        ids[r, : len(x) - P] = torch.tensor(x[P:])
+        labels[r, : len(y) - P] = torch.tensor(y[P:])
+        att[r, P : len(x)] = 1
+    return torch.tensor([examples[batch[0]][0][:P]]), ids, labels, att
+
+
+def _decoder(model):
+    """The transformer body (LlamaModel) under a causal-LM head, through a peft wrapper if any."""
+    m = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return m.model if hasattr(m, "model") else m.get_decoder()
+
+
+def forward_shared_prefix(model, prefix, ids, labels, att):
+    """Loss of a batch whose rows share `prefix`: the prefix runs once (batch 1) and its KV cache is expanded to
+    the batch; gradients flow through it. Equal to the full-sequence loss (tested)."""
+    import torch
+
+    B, S = ids.shape
+    P = prefix.shape[1]
+    out = _decoder(model)(input_ids=prefix, use_cache=True)
+    cache = out["cache"] if "cache" in out else out["past_key_values"]
+    for layer in cache.layers:
+        layer.keys = layer.keys.expand(B, -1, -1, -1)
+        layer.values = layer.values.expand(B, -1, -1, -1)
+    pos = torch.arange(P, P + S, device=ids.device)
+    return model(input_ids=ids, attention_mask=att, position_ids=pos.unsqueeze(0).expand(B, -1), cache_position=pos,
+                 cache=cache, labels=labels, use_cache=True).loss
 
 
 # ----------------------------------------------------------------------------------------------- model setup
@@ -163,6 +231,9 @@ def train_loop(model, examples, s: SFTSettings, pad_id: int, on_log: Callable[[d
     rng = random.Random(s.seed)
     torch.manual_seed(s.seed)
     lengths = [len(x) for x, _ in examples]
+    first_labels = [first_label_pos(y) for _, y in examples]
+    groups = [hash(tuple(x[: min(f, 256)])) & 0xFFFF for (x, _), f in zip(examples, first_labels)]
+    shared_tokens = 0
     per_epoch = math.ceil(len(examples) / s.batch_size)
     opt_steps_per_epoch = max(1, per_epoch // s.grad_accum)
     total_steps = s.max_steps or max(1, int(math.ceil(s.epochs * opt_steps_per_epoch)))
@@ -175,10 +246,15 @@ def train_loop(model, examples, s: SFTSettings, pad_id: int, on_log: Callable[[d
     done = False
     epoch = 0
     while not done:
-        for batch in length_bucketed_batches(lengths, s.batch_size, rng):
-            ids, labels, att = (t.to(dev) for t in collate(examples, batch, pad_id))
-            out = model(input_ids=ids, attention_mask=att, labels=labels)
-            loss = out.loss
+        for batch in length_bucketed_batches(lengths, s.batch_size, rng, groups=groups):
+            P = shared_prefix_len(examples, batch, first_labels) if s.share_prefix and len(batch) > 1 else 0
+            if P >= 16:
+                prefix, ids, labels, att = (t.to(dev) for t in collate_suffix(examples, batch, P, pad_id))
+                loss = forward_shared_prefix(model, prefix, ids, labels, att)
+                shared_tokens += P * (len(batch) - 1)
+            else:
+                ids, labels, att = (t.to(dev) for t in collate(examples, batch, pad_id))
+                loss = model(input_ids=ids, attention_mask=att, labels=labels).loss
             (loss / s.grad_accum).backward()
             micro += 1
             tokens += int(att.sum())
@@ -228,6 +304,7 @@ def train_loop(model, examples, s: SFTSettings, pad_id: int, on_log: Callable[[d
     return {"steps": step, "micro_steps": micro, "epochs_done": round(micro / max(1, per_epoch), 3),
             "tokens": tokens, "label_tokens": label_tokens, "train_s": round(train_s, 3),
             "tokens_per_s": round(tokens / max(train_s, 1e-9), 1), "first_loss": first_loss,
+            "prefix_tokens_shared": shared_tokens,
             "final_loss": sum(tail) / len(tail) if tail else None, "lr": base_lr}
 
 
