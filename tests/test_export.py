@@ -1,0 +1,205 @@
+"""Exports pinned to lake versions: byte-identical repeats, manifests, --as-of, splits, datasets/TRL loading,
+and the CLI's answers to bad input."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from test_views_support import new_lake, seeded_trajectories
+from views.export import ExportError, UnknownViewError, export_view, read_manifest
+
+runner = CliRunner()
+
+
+def data_files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.suffix in (".parquet", ".jsonl")}
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    root = tmp_path_factory.mktemp("export")
+    lk = new_lake(root / "lake")
+    lk.append("trajectories", seeded_trajectories(400, seed=5, n_tasks=80))
+    v1 = lk.version("trajectories")
+    lk.append("trajectories", seeded_trajectories(200, seed=6, n_tasks=120, start=400))
+    lk.v1 = v1
+    return lk
+
+
+@pytest.fixture(scope="module")
+def first(lake, tmp_path_factory):
+    """Two exports of the sft view at the first version."""
+    root = tmp_path_factory.mktemp("first")
+    a = export_view(lake, "sft", root / "a", as_of=lake.v1)
+    b = export_view(lake, "sft", root / "b", as_of=lake.v1)
+    return root, a, b
+
+
+def test_same_version_gives_identical_files_and_manifest(first):
+    root, a, b = first
+    assert a == b
+    assert read_manifest(root / "a") == read_manifest(root / "b") == a
+    assert (root / "a" / "manifest.json").read_bytes() == (root / "b" / "manifest.json").read_bytes()
+    fa, fb = data_files(root / "a"), data_files(root / "b")
+    assert fa == fb and set(fa) == {"train-00000-of-00001.parquet", "test-00000-of-00001.parquet"}
+    for f in a["files"]:
+        assert hashlib.sha256(fa[f["path"]]).hexdigest() == f["sha256"]
+    assert a["row_count"] == sum(f["rows"] for f in a["files"]) == sum(a["splits"].values())
+
+
+def test_later_version_changes_manifest_and_as_of_reproduces(lake, first, tmp_path):
+    root, a, _ = first
+    latest = export_view(lake, "sft", tmp_path / "latest")
+    assert latest["row_count"] > a["row_count"]
+    assert latest["lake_versions"]["trajectories"] > a["lake_versions"]["trajectories"]
+    assert latest["event_ids_sha256"] != a["event_ids_sha256"]
+    assert latest != a
+    # --as-of the earlier version, or the earlier manifest itself, reproduces the earlier dataset
+    again = export_view(lake, "sft", tmp_path / "again", as_of=a["lake_versions"])
+    assert again == a and data_files(tmp_path / "again") == data_files(root / "a")
+    via_manifest = export_view(lake, "sft", tmp_path / "via", as_of=str(root / "a" / "manifest.json"))
+    assert via_manifest == a
+
+
+def _task_splits(folder: Path) -> dict[str, str]:
+    import pyarrow.parquet as pq
+
+    out = {}
+    for p in sorted(folder.glob("*.parquet")):
+        for r in pq.read_table(p, columns=["task_id", "split"]).to_pylist():
+            assert out.setdefault(r["task_id"], r["split"]) == r["split"], f"{r['task_id']} in both splits"
+            assert p.name.startswith(r["split"] + "-")
+    return out
+
+
+def test_split_stable_across_versions_and_disjoint(lake, first, tmp_path):
+    root, _, _ = first
+    early = _task_splits(root / "a")
+    export_view(lake, "sft", tmp_path / "late")
+    late = _task_splits(tmp_path / "late")
+    assert set(early) < set(late)
+    assert all(late[t] == s for t, s in early.items())
+    assert {"train", "test"} == set(late.values())
+
+
+def test_loads_with_datasets_and_trl(first):
+    import datasets
+
+    root, a, _ = first
+    ds = datasets.load_dataset("parquet", data_dir=str(root / "a"))
+    assert set(ds) == {"train", "test"}
+    assert ds["train"].num_rows == a["splits"]["train"] and ds["test"].num_rows == a["splits"]["test"]
+    row = ds["train"][0]
+    assert row["messages"][0]["role"] == "system"
+    assert any(m["tool_calls"] for m in row["messages"] if m["role"] == "assistant")
+    call = next(m for m in row["messages"] if m["tool_calls"])["tool_calls"][0]
+    assert call["type"] == "function" and isinstance(json.loads(call["function"]["arguments"]), dict)
+    from trl.data_utils import is_conversational
+
+    assert is_conversational(row)
+
+
+def test_jsonl_export_matches_parquet_rows(lake, first, tmp_path):
+    import pyarrow.parquet as pq
+
+    root, a, _ = first
+    m1 = export_view(lake, "sft", tmp_path / "j1", format="jsonl", as_of=lake.v1)
+    m2 = export_view(lake, "sft", tmp_path / "j2", format="jsonl", as_of=lake.v1)
+    assert m1 == m2 and data_files(tmp_path / "j1") == data_files(tmp_path / "j2")
+    assert m1["event_ids_sha256"] == a["event_ids_sha256"] and m1["row_count"] == a["row_count"]
+    lines = (tmp_path / "j1" / "train-00000-of-00001.jsonl").read_text().splitlines()
+    pq_rows = pq.read_table(root / "a" / "train-00000-of-00001.parquet").to_pylist()
+    assert [json.loads(x)["sample_hash"] for x in lines] == [r["sample_hash"] for r in pq_rows]
+    assert json.loads(lines[0])["messages"] == pq_rows[0]["messages"]
+
+
+def test_where_and_variables_are_applied_and_recorded(lake, tmp_path):
+    m = export_view(lake, "sft", tmp_path / "w", where="task_id < 'task-010'",
+                    variables={"sft_min_reward": "0.9", "sft_use_success": "false"})
+    assert m["where"] == "task_id < 'task-010'"
+    assert m["variables"] == {"sft_min_reward": 0.9, "sft_use_success": False}
+    import pyarrow.parquet as pq
+
+    rows = [r for p in (tmp_path / "w").glob("*.parquet") for r in pq.read_table(p).to_pylist()]
+    assert rows and all(r["task_id"] < "task-010" and r["reward"] >= 0.9 for r in rows)
+
+
+def test_other_views_export(lake, tmp_path):
+    m = export_view(lake, "dpo", tmp_path / "dpo")
+    assert m["row_count"] > 0 and m["event_id_count"] >= 2 * m["row_count"] - 0  # chosen and rejected ids
+    assert m["view_sql_files"].keys() == {"dpo", "trajectory_chats", "trajectories_current"}
+    empty = export_view(lake, "replay", tmp_path / "replay")  # no steps in these trajectories
+    assert empty["row_count"] == 0 and [f["path"] for f in empty["files"]] == ["data-00000-of-00001.parquet"]
+
+
+def test_bad_input_errors(lake, tmp_path):
+    with pytest.raises(UnknownViewError) as e:
+        export_view(lake, "sfft", tmp_path / "x")
+    assert "sft" in e.value.available and "dpo" in e.value.available
+    with pytest.raises(ExportError, match="Binder Error"):
+        export_view(lake, "sft", tmp_path / "x", where="no_such_column = 1")
+    assert not (tmp_path / "x").exists()
+    export_view(lake, "sft", tmp_path / "x", as_of=lake.v1)
+    with pytest.raises(ExportError, match="not empty"):
+        export_view(lake, "sft", tmp_path / "x")
+    m = export_view(lake, "sft", tmp_path / "x", overwrite=True)
+    assert read_manifest(tmp_path / "x") == m
+    (tmp_path / "y").mkdir()
+    (tmp_path / "y" / "notes.txt").write_text("mine")
+    with pytest.raises(ExportError, match="not part of a dataset"):
+        export_view(lake, "sft", tmp_path / "y", overwrite=True)
+    assert (tmp_path / "y" / "notes.txt").read_text() == "mine"
+
+
+# -- CLI --------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cli_app():
+    import typer
+
+    from lachesis.views_cli import register
+
+    app = typer.Typer(pretty_exceptions_enable=False)
+    register(app)
+    return app
+
+
+def test_cli_export_and_errors(lake, cli_app, tmp_path):
+    out = tmp_path / "cli"
+    r = runner.invoke(cli_app, ["export", "sft", "--output", str(out), "--lake", str(lake.root), "--json",
+                                "--as-of", f"trajectories={lake.v1}", "--set", "sft_test_fraction=0.2"])
+    assert r.exit_code == 0, r.output
+    info = json.loads(r.stdout)
+    assert info["lake_versions"]["trajectories"] == lake.v1 and info["variables"] == {"sft_test_fraction": 0.2}
+    r = runner.invoke(cli_app, ["export", "sft", "--output", str(out), "--lake", str(lake.root)])
+    assert r.exit_code == 2 and "not empty" in r.output and "--overwrite" in r.output
+    r = runner.invoke(cli_app, ["export", "nope", "--output", str(tmp_path / "n"), "--lake", str(lake.root)])
+    assert r.exit_code == 2 and "available views" in r.output and "sft" in r.output
+    assert "Traceback" not in r.output
+    r = runner.invoke(cli_app, ["export", "sft", "--output", str(tmp_path / "n"), "--lake", str(lake.root),
+                                "--where", "reward >> > 1 AND"])
+    assert r.exit_code == 2 and "Error" in r.output and "--where" in r.output and "Traceback" not in r.output
+    r = runner.invoke(cli_app, ["views", "--lake", str(lake.root), "--json"])
+    assert r.exit_code == 0
+    listed = {v["view"]: v for v in json.loads(r.stdout)}
+    assert listed["sft"]["kind"] == "dataset" and listed["sft"]["rows"] > 0
+    assert listed["trajectory_chats"]["kind"] == "helper"
+
+
+def test_atropos_trajectory_export_is_the_sft_export(lake, tmp_path, monkeypatch):
+    from lachesis.views_cli import _atropos_app
+
+    monkeypatch.setenv("LAKE_ROOT", str(lake.root))
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(_atropos_app, ["--format=parquet", "--output=trajectories/"])
+    assert r.exit_code == 0, r.output
+    m = read_manifest(tmp_path / "trajectories")
+    assert m["view"] == "sft" and m["format"] == "parquet"
+    direct = export_view(lake, "sft", tmp_path / "direct")
+    assert m == direct and data_files(tmp_path / "trajectories") == data_files(tmp_path / "direct")
+    r = runner.invoke(_atropos_app, ["--format=jsonl", "--output=dpo/", "--view", "dpo"])
+    assert r.exit_code == 0, r.output
+    assert read_manifest(tmp_path / "dpo")["view"] == "dpo"
