@@ -139,6 +139,27 @@ def bench_query(tmp: Path, lk: Lake) -> dict:
             "query_only_ratio": t_lake_open / t_base}
 
 
+def bench_startup(tmp: Path) -> dict:
+    """Wall time of `lake sql` on a small lake vs a bare interpreter start (torch must never load)."""
+    import os
+    import subprocess
+    import sys
+
+    lk = Lake.init(tmp / "startup")
+    lk.append_arrow("trajectories", trajectory_payload(100)[0])
+    env = {**os.environ, "LAKE_ROOT": str(lk.root)}
+    lake_bin = str(Path(sys.executable).parent / "lake")
+
+    def run(cmd):
+        return sorted(timed(lambda: subprocess.run(cmd, env=env, check=True, capture_output=True))[0]
+                      for _ in range(5))[2]
+
+    t_py = run([sys.executable, "-c", "pass"])
+    t_lake = run([lake_bin, "sql", "SELECT count(*) FROM trajectories", "--format", "csv"])
+    return {"name": "`lake sql` start-to-exit vs `python -c pass`", "baseline_s": t_py, "lake_s": t_lake,
+            "ratio": t_lake / t_py, "target": "lake command < 1 s"}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -149,7 +170,7 @@ def main() -> None:
     try:
         results = [bench_group_commit(tmp, args.batches)]
         bulk, lk = bench_bulk(tmp, args.rows)
-        results += [bulk, bench_query(tmp, lk)]
+        results += [bulk, bench_query(tmp, lk), bench_startup(tmp)]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if args.json:

@@ -15,7 +15,6 @@ from deltalake import DeltaTable
 
 from lake import delta
 from lake.commit import AppendResult, Batch, GroupCommitter
-from lake.envelope import TIMESTAMP, add_envelope, complete_payload
 from lake.records import validate_records
 from lake.schemas import DEFAULT_EVENT_TYPES, SCHEMA_VERSIONS, TABLES, payload_schema
 
@@ -132,6 +131,8 @@ class Lake:
             keep.append(b)
         if not keep:
             return
+        from lake.envelope import add_envelope
+
         data = add_envelope(
             table,
             pa.concat_tables([b.payload for b in keep]),
@@ -203,6 +204,8 @@ class Writer:
 
     def submit_arrow(self, table: str, payload: pa.Table, *, seq: int | None = None,
                      event_type: str | pa.Array | None = None, occurred_at: pa.Array | None = None) -> Future:
+        from lake.envelope import TIMESTAMP, complete_payload
+
         payload = complete_payload(table, payload)
         n = payload.num_rows
         if event_type is None or isinstance(event_type, str):
@@ -223,7 +226,7 @@ class Writer:
         rows = validate_records(table, list(records))
         payload = pa.Table.from_pylist([r.payload for r in rows], schema=payload_schema(table))
         event_types = pa.array([r.event_type for r in rows], pa.string())
-        occurred = pa.array([r.occurred_at for r in rows], TIMESTAMP)
+        occurred = pa.array([r.occurred_at for r in rows], pa.timestamp("us", tz="UTC"))
         return self.submit_arrow(table, payload, seq=seq, event_type=event_types, occurred_at=occurred)
 
     def append(self, table: str, records: Iterable[Mapping[str, Any]], *, seq: int | None = None) -> AppendResult:
