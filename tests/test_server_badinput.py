@@ -1,0 +1,250 @@
+"""Bad-input corpus: every case gets a clear 4xx (HTTP) or a rejected file with its reason (watcher); no row
+is written, and the server and the watcher keep running."""
+import gzip
+import json
+import os
+import random
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ingest.testing import ServerProcess, WatchProcess
+from lake import Lake
+
+GOOD = {"tokens": [[1, 2, 3], [1, 2, 4]], "masks": [[-100, 2, 3], [-100, 2, 4]], "scores": [1.0, 0.0]}
+REG = {"wandb_group": "", "wandb_project": "", "batch_size": 4, "max_token_len": 64, "checkpoint_dir": "c",
+       "save_checkpoint_interval": 1, "starting_step": 0, "num_steps": 1}
+SEED_ID = "seeded-1"
+SKILL_OK = "---\nname: fine\ndescription: d\n---\nbody\n"
+
+
+def g(**kw):
+    d = json.loads(json.dumps(GOOD))
+    d.update(kw)
+    return d
+
+
+def j(obj):
+    return json.dumps(obj).encode()
+
+
+GZ = {"Content-Encoding": "gzip"}
+# (id, method, path, body bytes, extra headers, expected status, text expected in the answer)
+HTTP_CASES = [
+    ("malformed-json", "POST", "/scored_data", b'{"tokens": [[1,2]', {}, 422, "json_invalid"),
+    ("missing-scores", "POST", "/scored_data", j({"tokens": [[1]], "masks": [[1]]}), {}, 422, '"scores"'),
+    ("missing-tokens", "POST", "/scored_data", j({"masks": [[1]], "scores": [1]}), {}, 422, '"tokens"'),
+    ("float-tokens", "POST", "/scored_data", j(g(tokens=[[1.5, 2], [1, 2]])), {}, 422, "int"),
+    ("string-tokens", "POST", "/scored_data", j(g(tokens="abc")), {}, 422, "list"),
+    ("string-scores", "POST", "/scored_data", j(g(scores=["high", "low"])), {}, 422, "scores"),
+    ("message-no-role", "POST", "/scored_data", j(g(messages=[[{"content": "x"}], [{"content": "y"}]])), {}, 422,
+     "role"),
+    ("message-no-content", "POST", "/scored_data", j(g(messages=[[{"role": "user"}], [{"role": "user"}]])), {}, 422,
+     "content"),
+    ("group-is-list", "POST", "/scored_data", j([GOOD]), {}, 422, "model_type"),
+    ("empty-group", "POST", "/scored_data", j(g(tokens=[], masks=[], scores=[])), {}, 422, "at least one"),
+    ("env-id-string", "POST", "/scored_data", j(g(env_id="zero")), {}, 422, "env_id"),
+    ("list-one-bad", "POST", "/scored_data_list", j([GOOD, {"tokens": [[1]], "masks": [[1]]}]), {}, 422,
+     '[\"body\",1,\"scores\"]'),
+    ("list-not-list", "POST", "/scored_data_list", j(GOOD), {}, 422, "list"),
+    ("bad-gzip", "POST", "/scored_data", b"this is not gzip", GZ, 400, "Invalid gzip payload"),
+    ("truncated-gzip", "POST", "/scored_data", gzip.compress(j(GOOD))[:-8], GZ, 400, "Invalid gzip payload"),
+    ("gzip-bomb", "POST", "/scored_data", gzip.compress(b"[" + b" " * (4 << 20) + b"]"), GZ, 413, "limit"),
+    ("oversized", "POST", "/v1/trajectories", b"[" + b" " * (700 << 10) + b"]", {}, 413, "limit"),
+    ("oversized-declared", "POST", "/scored_data", b"{}", {"Content-Length-Override": "1"}, 413, "limit"),
+    ("non-utf8", "POST", "/scored_data", b'{"tokens": "\xff\xfe"}', {}, 422, "UTF-8"),
+    ("empty-body", "POST", "/scored_data", b"", {}, 422, "required"),
+    ("register-missing", "POST", "/register", j({"batch_size": 4}), {}, 422, "wandb_group"),
+    ("register-bad-type", "POST", "/register", j(dict(REG, batch_size="four")), {}, 422, "batch_size"),
+    ("register-env-bad-weight", "POST", "/register-env",
+     j({"max_token_length": 8, "desired_name": "e", "weight": "heavy", "group_size": 2}), {}, 422, "weight"),
+    ("register-env-bad-min", "POST", "/register-env",
+     j({"max_token_length": 8, "desired_name": "e", "weight": 1, "group_size": 2, "min_batch_allocation": 2.0}), {},
+     422, "min_batch_allocation"),
+    ("status-env-bad-id", "GET", "/status-env?env_id=x", b"", {}, 422, "env_id"),
+    ("status-env-unknown", "GET", "/status-env?env_id=99", b"", {}, 404, "unknown env_id"),
+    ("disconnect-missing", "POST", "/disconnect-env", j({}), {}, 422, "env_id"),
+    ("native-malformed", "POST", "/v1/trajectories", b'{"trajectory_id": ', {}, 422, "JSON"),
+    ("native-no-messages", "POST", "/v1/trajectories", j({"trajectory_id": "x1"}), {}, 422, "messages"),
+    ("native-messages-not-list", "POST", "/v1/trajectories", j({"trajectory_id": "x2", "messages": "hi"}), {}, 422,
+     "messages"),
+    ("native-reward-string", "POST", "/v1/trajectories",
+     j({"trajectory_id": "x3", "messages": [], "reward": "high"}), {}, 422, "reward"),
+    ("native-tokens-strings", "POST", "/v1/trajectories",
+     j({"trajectory_id": "x4", "messages": [], "tokens": ["a"]}), {}, 422, "tokens"),
+    ("native-content-number", "POST", "/v1/trajectories",
+     j({"trajectory_id": "x5", "messages": [{"role": "user", "content": 5}]}), {}, 422, "content"),
+    ("ndjson-bad-line-2", "POST", "/v1/trajectories",
+     j({"trajectory_id": "x6", "messages": []}) + b"\n{oops\n", {"Content-Type": "application/x-ndjson"}, 422,
+     "JSON"),
+    ("array-one-bad", "POST", "/v1/trajectories",
+     j([{"trajectory_id": "x7", "messages": []}, {"trajectory_id": "x8", "messages": [{"content": "no role"}]}]), {},
+     422, "role"),
+    ("unknown-format", "POST", "/v1/trajectories", j({"foo": 1}), {}, 422, "unknown record format"),
+    ("hermes-bad-role", "POST", "/v1/trajectories", j({"conversations": [{"from": "robot", "value": "x"}]}), {}, 422,
+     "unknown turn role"),
+    ("binary-body", "POST", "/v1/trajectories", b"\x00\x01\x02\x03binary", {}, 400, "binary"),
+    ("empty-trajectory-id", "POST", "/v1/trajectories", j({"trajectory_id": " ", "messages": []}), {}, 422,
+     "trajectory_id"),
+    ("unsupported-encoding", "POST", "/v1/trajectories", j({"trajectory_id": "x9", "messages": []}),
+     {"Content-Encoding": "br"}, 415, "Content-Encoding"),
+    ("reward-unknown-id", "POST", "/v1/rewards", j({"trajectory_id": "nope", "reward": 1}), {}, 404, "unknown"),
+    ("reward-missing-id", "POST", "/v1/rewards", j({"reward": 1}), {}, 422, "trajectory_id"),
+    ("reward-bad-type", "POST", "/v1/rewards", j({"trajectory_id": SEED_ID, "reward": "good"}), {}, 422, "reward"),
+    ("skill-path-traversal", "POST", "/v1/skills", j({"name": "../../etc/passwd", "body": "x"}), {}, 422,
+     "not allowed"),
+    ("skill-category-traversal", "POST", "/v1/skills", j({"content": SKILL_OK, "category": "../up"}), {}, 422,
+     "category"),
+    ("skill-frontmatter-no-name", "POST", "/v1/skills", j({"content": "---\ndescription: d\n---\nbody\n"}), {}, 422,
+     "no 'name'"),
+    ("skill-name-traversal-in-frontmatter", "POST", "/v1/skills",
+     j({"content": "---\nname: ../../x\n---\nbody\n"}), {}, 422, "not allowed"),
+    ("skill-no-frontmatter", "POST", "/v1/skills", j({"content": "# just markdown\n"}), {}, 422, "frontmatter"),
+    ("skill-binary", "POST", "/v1/skills", j({"content": "---\nname: b\n---\n\x00\x01"}), {}, 422, "binary"),
+]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bad")
+    lk = Lake.init(tmp / "lake")
+    lk.append("trajectories", [{"trajectory_id": SEED_ID, "messages": [{"role": "user", "content": "seed"}]}])
+    srv = ServerProcess(tmp / "lake", extra=["--max-body-mb", "0.5", "--max-inflated-mb", "2"],
+                        log_path=tmp / "serve.log").start()
+    c = httpx.Client(base_url=srv.url, timeout=30)
+    c.post("/register", json=REG)
+    c.get("/batch")
+    c.post("/register-env", json={"max_token_length": 64, "desired_name": "e", "weight": 1.0, "group_size": 2})
+    inbox, skills = tmp / "inbox", tmp / "skills"
+    inbox.mkdir()
+    skills.mkdir()
+    wp = WatchProcess(tmp / "lake", inbox=inbox, skills=skills, settle=0.2, interval=0.3).start()
+    yield {"tmp": tmp, "srv": srv, "c": c, "inbox": inbox, "skills": skills, "wp": wp}
+    srv.kill()
+    wp.stop()
+
+
+@pytest.mark.parametrize("case", HTTP_CASES, ids=[c[0] for c in HTTP_CASES])
+def test_http_bad_input(env, case):
+    _, method, path, body, headers, status, text = case
+    headers = dict(headers)
+    if headers.pop("Content-Length-Override", None):
+        # declare a huge body and send none of it: refused from the header alone
+        import socket
+
+        with socket.create_connection(("127.0.0.1", env["srv"].port), timeout=10) as sock:
+            sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         f"Content-Length: {900 << 20}\r\n\r\n".encode())
+            answer = ""
+            while "limit" not in answer:
+                chunk = sock.recv(65536).decode("latin-1")
+                if not chunk:
+                    break
+                answer += chunk
+        assert answer.startswith(f"HTTP/1.1 {status}"), answer
+        assert text in answer
+        return
+    else:
+        r = env["c"].request(method, path, content=body, headers=headers)
+    assert r.status_code == status, r.text
+    assert text in r.text, r.text
+    assert env["srv"].alive()
+
+
+def _rand_bytes(n, seed=5):
+    rng = random.Random(seed)
+    return bytes(rng.randrange(256) for _ in range(n)) + b"\x00"
+
+
+HERMES = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}
+FILE_CASES = [
+    ("malformed.jsonl", (j(HERMES) + b"\n") * 2 + b'{"conversations": [\n', "line: 3", "malformed JSON"),
+    ("binary.jsonl", _rand_bytes(300), "line", "binary"),
+    ("truncated.jsonl.gz", gzip.compress((j(HERMES) + b"\n") * 50)[:-20], "line", "truncated"),
+    ("corrupt.jsonl.gz", b"\x1f\x8b\x08\x00\x00\x00\x00\x00" + b"garbage-not-deflate" * 5, "line", "gzip"),
+    ("nonutf8.jsonl", j(HERMES) + b"\n" + b'{"conversations": "\xff\xfe"}\n', "line: 2", "UTF-8"),
+    ("atropos-no-masks.jsonl", j({"tokens": [[1]], "scores": [1.0]}) + b"\n", "line: 1", "masks"),
+    ("hermes-bad-role.jsonl", j({"conversations": [{"from": "alien", "value": "x"}]}) + b"\n", "line: 1",
+     "unknown turn role"),
+    ("notes.txt", b"just some notes\n", "reason", "unsupported file type"),
+    ("empty.jsonl", b"\n\n", "reason", "no records"),
+    ("mixed.jsonl", j(HERMES) + b"\n" + j(GOOD) + b"\n", "line: 2", "differs"),
+    ("native-bad-reward.jsonl", j({"trajectory_id": "f1", "messages": [], "reward": "high"}) + b"\n", "field",
+     "reward"),
+    ("unknown-format.json", j([{"hello": "world"}]), "line: 1", "unknown record format"),
+]
+SKILL_CASES = [
+    ("noname/SKILL.md", b"---\ndescription: no name here\n---\nbody\n", "no 'name'"),
+    ("traversal/SKILL.md", b"---\nname: ../../../etc/passwd\ndescription: x\n---\nbody\n", "not allowed"),
+    ("nofm/SKILL.md", b"# Title only\nno frontmatter\n", "does not start"),
+    ("binary/SKILL.md", _rand_bytes(200, 9), "binary"),
+    ("latin1/SKILL.md", b"---\nname: caf\xe9\n---\nbody\n", "UTF-8"),
+    ("badyaml/SKILL.md", b"---\ndescription: [unclosed\n  - : :\n---\nbody\n", "YAML"),
+    ("emptybody/SKILL.md", b"---\nname: emptybody\ndescription: d\n---\n\n", "empty body"),
+]
+
+
+def test_files_and_skills_rejected_with_reasons(env):
+    inbox, skills = env["inbox"], env["skills"]
+    for name, data, _, _ in FILE_CASES:
+        tmp = inbox / f".{name}.part"
+        tmp.write_bytes(data)
+        os.replace(tmp, inbox / name)
+    for rel, data, _ in SKILL_CASES:
+        p = skills / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    (skills / ".usage.json").write_text("{not json")
+    rejected = inbox / ".rejected"
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline:
+        done = rejected.is_dir() and all((rejected / f"{n}.error.txt").exists() for n, *_ in FILE_CASES)
+        with Lake(env["tmp"] / "lake").snapshot() as snap:
+            nerr = snap.sql("SELECT count(*) FROM ingest_errors WHERE source_path LIKE '%SKILL.md' "
+                            "OR source_path LIKE '%.usage.json'").fetchall()[0][0]
+        if done and nerr >= len(SKILL_CASES) + 1:
+            break
+        time.sleep(0.2)
+    for name, _, where, why in FILE_CASES:
+        assert (rejected / name).exists(), name
+        err = (rejected / f"{name}.error.txt").read_text()
+        assert where in err and why in err, (name, err)
+    with Lake(env["tmp"] / "lake").snapshot() as snap:
+        errs = snap.arrow("SELECT reason, source_path FROM ingest_errors").to_pylist()
+        skills_rows = snap.sql("SELECT count(*) FROM skills").fetchall()[0][0]
+    by_path = {}
+    for e in errs:
+        by_path.setdefault(Path(e["source_path"]).name if not e["source_path"].endswith("SKILL.md")
+                           else str(Path(e["source_path"]).parent.name) + "/SKILL.md", []).append(e["reason"])
+    for rel, _, why in SKILL_CASES:
+        assert any(why in r for r in by_path.get(rel, [])), (rel, by_path.get(rel))
+    assert any("not valid JSON" in r for r in by_path.get(".usage.json", []))
+    assert all(any(f"{n}" == Path(e["source_path"]).name for e in errs) for n, *_ in FILE_CASES)
+    assert skills_rows == 0
+    assert env["wp"].alive() and env["srv"].alive()
+
+
+def test_nothing_written_and_still_serving(env):
+    """Runs last: the corpus wrote no trajectory, and both processes still do their job."""
+    c = env["c"]
+    with Lake(env["tmp"] / "lake").snapshot() as snap:
+        assert snap.sql("SELECT trajectory_id FROM trajectories").fetchall() == [(SEED_ID,)]
+    assert c.post("/scored_data", json=GOOD).json() == {"status": "received"}
+    (env["inbox"] / "good.jsonl").write_bytes(j(HERMES) + b"\n")
+    (env["skills"] / "fine").mkdir()
+    (env["skills"] / "fine" / "SKILL.md").write_text(SKILL_OK)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not (env["inbox"] / ".done" / "good.jsonl").exists():
+        time.sleep(0.1)
+    assert (env["inbox"] / ".done" / "good.jsonl").exists()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with Lake(env["tmp"] / "lake").snapshot() as snap:
+            if snap.sql("SELECT count(*) FROM skills").fetchall()[0][0] == 1:
+                break
+        time.sleep(0.1)
+    with Lake(env["tmp"] / "lake").snapshot() as snap:
+        assert snap.sql("SELECT count(*) FROM trajectories").fetchall()[0][0] == 1 + 2 + 1
+        assert snap.sql("SELECT name FROM skills").fetchall() == [("fine",)]
