@@ -73,7 +73,7 @@ def t_count(p: Pools, rng: random.Random) -> Draft:
     f = _file(p, rng)
     base = _distractors(p, rng, {f: _text(_lines(p, rng, n))})
     return Draft(rng.choice(COUNT), f"wc -l < {f}", base,
-                 [{"type": "output", "text": str(n), "match": "first_token"}] + _keep(base), {"f": f, "n": str(n)})
+                 [{"type": "output", "text": str(n), "match": "first_token"}] + _keep(base), {"f": f, "answer": str(n)})
 
 
 def t_move(p: Pools, rng: random.Random) -> Draft:
@@ -153,7 +153,7 @@ def t_grep(p: Pools, rng: random.Random) -> Draft:
     rng.shuffle(lines)
     base = _distractors(p, rng, {f: _text(lines)})
     return Draft(rng.choice(GREP), f"grep -c {w} {f}", base,
-                 [{"type": "output", "text": str(k), "match": "first_token"}] + _keep(base), {"f": f, "w": w})
+                 [{"type": "output", "text": str(k), "match": "first_token"}] + _keep(base), {"f": f, "w": w, "answer": str(k)})
 
 
 def t_remove(p: Pools, rng: random.Random) -> Draft:

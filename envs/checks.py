@@ -83,7 +83,7 @@ def run_state_checks(box: Sandbox, checks: list[dict], *, last_output: str = "",
     state = [c for c in checks if c["type"] != "output"]
     if state:
         nonce = secrets.token_hex(16)
-        res = box.run([sandbox_python(), "-I", "-S", "-c", source("state_checker")],
+        res = box.run([sandbox_python(), "-I", "-S", "-B", "-c", source("state_checker")],
                       stdin=json.dumps({"nonce": nonce, "checks": state}), timeout_s=20)
         rows = _parse(res.output, nonce)
         details = rows[0] if rows else [{"type": "checker", "ok": False, "detail": res.observation()[-300:]}]
@@ -96,23 +96,35 @@ def run_state_checks(box: Sandbox, checks: list[dict], *, last_output: str = "",
     return CheckReport(1.0 if passed == total and len(details) == len(checks) else 0.0, passed, total, details)
 
 
-def run_python_tests(box: Sandbox, suites: list[dict], *, timeout_s: float = 20.0) -> CheckReport:
-    """Run test suites ({name, source}); reward = fraction of tests that passed."""
+def run_python_tests(box: Sandbox, suites: list[dict], *, timeout_s: float = 20.0,
+                     discover: bool = False) -> CheckReport:
+    """Run test suites ({name, source}); reward = fraction of tests that passed.
+
+    discover=True also runs the workspace's own test_*.py files (the visible tests)."""
     nonce = secrets.token_hex(16)
-    spec = {"nonce": nonce, "suites": suites, "workspace": box.path_inside, "per_test_s": 3}
-    res = box.run([sandbox_python(), "-I", "-S", "-c", source("test_runner")], stdin=json.dumps(spec),
+    spec = {"nonce": nonce, "suites": suites, "workspace": box.path_inside, "per_test_s": 3, "discover": discover}
+    res = box.run([sandbox_python(), "-I", "-S", "-B", "-c", source("test_runner")], stdin=json.dumps(spec),
                   timeout_s=timeout_s)
-    seen = {r["test"]: r for r in _parse(res.output, nonce) if "test" in r}
+    rows_out = _parse(res.output, nonce)
+    if discover:
+        found = next((r["suites"] for r in rows_out if "suites" in r), [])
+        suites = suites + [{"name": n, "source": ""} for n in found]
+        if not found:
+            return CheckReport(0.0, 0, 0, [])
+    seen = {r["test"]: r for r in rows_out if "test" in r}
     # The expected tests come from parsing the sources here, so a run cut short counts what it skipped.
     rows = [seen.get(name) or {"test": name, "ok": False, "detail": "did not run: " + res.observation()[-200:]}
-            for name in expected_tests(suites)]
+            for name in expected_tests(suites, list(seen))]
     passed = sum(1 for r in rows if r["ok"])
-    return CheckReport(passed / len(rows), passed, len(rows), rows)
+    return CheckReport(passed / len(rows) if rows else 0.0, passed, len(rows), rows)
 
 
-def expected_tests(suites: list[dict]) -> list[str]:
+def expected_tests(suites: list[dict], seen_names: list[str] = ()) -> list[str]:
     names: list[str] = []
     for suite in suites:
+        if not suite["source"]:  # discovered in the sandbox: count what the runner reported
+            names.extend(n for n in seen_names if n == suite["name"] or n.startswith(suite["name"] + "::"))
+            continue
         try:
             tree = ast.parse(suite["source"])
         except SyntaxError:

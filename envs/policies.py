@@ -1,7 +1,8 @@
 """Scripted policies: expert (the task's reference solution), noisy (realistic mistakes), random.
 
 `act(observation, history)` returns the next assistant message. Call `reset(task_or_info)` at the
-start of each episode (a Task, or reset's info dict: built-in tasks are then found by task_id).
+start of each episode: the environment after its reset(), a Task, or reset's info dict (built-in
+tasks are then found by task_id).
 The turn is the number of assistant messages in `history` (a list of chat messages, or of
 (action, observation) pairs), so an empty history always means a new episode.
 """
@@ -28,13 +29,16 @@ def _turn(history) -> int:
 def _resolve(env_name: str, task_or_info) -> Task:
     if isinstance(task_or_info, Task):
         return task_or_info
+    current = getattr(getattr(task_or_info, "unwrapped", None), "task", None)
+    if isinstance(current, Task):  # an environment after reset()
+        return current
     if isinstance(task_or_info, dict) and isinstance(task_or_info.get("task"), Task):
         return task_or_info["task"]
     if isinstance(task_or_info, dict) and "task_id" in task_or_info:
         from envs import builtin_suite
 
         return builtin_suite(env_name).find(task_or_info["task_id"])
-    raise TypeError("reset() needs a Task or an info dict with task_id")
+    raise TypeError("reset() needs a Task, an environment after reset(), or reset's info dict (built-in tasks)")
 
 
 @dataclass
@@ -152,6 +156,11 @@ class RandomPolicy:
     _tools: list[dict] = field(default_factory=list)
 
     def reset(self, task_or_info) -> None:
+        current = getattr(getattr(task_or_info, "unwrapped", None), "task", None)
+        if current is not None:
+            self._tools = [t["function"] for t in task_or_info.unwrapped.tools]
+            self._rng = random.Random(f"{self.seed}:{current.task_id}")
+            return
         task_id = task_or_info.task_id if isinstance(task_or_info, Task) else (task_or_info or {}).get("task_id", "")
         self._rng = random.Random(f"{self.seed}:{task_id}")
         tools = (task_or_info or {}).get("tools") if isinstance(task_or_info, dict) else None

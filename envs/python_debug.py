@@ -199,15 +199,9 @@ class PythonDebugEnv(ToolEnv):
         raise ToolArgumentError(f"unknown tool {call.name!r}")
 
     def _run_tests(self, box: Sandbox) -> str:
-        res = box.run(["/bin/sh", "-c", "for f in test_*.py; do [ -f \"$f\" ] && printf '%s\\n' \"$f\"; done"])
-        names = [n for n in res.output.split() if n.endswith(".py")]
-        if not names:
+        report = run_python_tests(box, [], discover=True)
+        if report.total == 0:
             return "no test_*.py files"
-        suites = []
-        for n in names:
-            text, _ = self._read(box, n)
-            suites.append({"name": n, "source": text or ""})
-        report = run_python_tests(box, suites)
         failed = [r for r in report.details if not r["ok"]]
         lines = [f"{report.passed} passed, {len(failed)} failed"]
         lines += [f"FAILED {r['test']}: {r['detail']}" for r in failed[:5]]

@@ -2,9 +2,7 @@
 # Runs isolated (-I -S): the workspace is data here, nothing in it is imported.
 import json
 import os
-import subprocess
 import sys
-import tarfile
 
 GIT_SAFE = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*"]
 
@@ -47,6 +45,8 @@ def check(c):
         ok = not os.path.lexists(path)
         return ok, f"{path}: {'absent' if ok else 'still exists'}"
     if kind == "tar":
+        import tarfile  # imported only when needed: the checker's start-up is part of every episode
+
         try:
             with tarfile.open(path) as tf:
                 names = {n.name.rstrip("/").removeprefix("./") for n in tf.getmembers()}
@@ -55,12 +55,14 @@ def check(c):
         missing = [m for m in c["members"] if m not in names]
         return not missing, f"{path}: missing {missing}" if missing else f"{path}: members ok"
     if kind == "command":
+        import subprocess
+
         argv = list(c["argv"])
         if argv and argv[0] == "git":
             argv = ["git"] + GIT_SAFE + argv[1:]
         try:
             p = subprocess.run(argv, capture_output=True, text=True, timeout=10, env=SAFE_ENV)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
             return False, f"{' '.join(c['argv'])}: {exc.__class__.__name__}"
         got = p.stdout.strip()
         want = c.get("stdout")
