@@ -18,6 +18,12 @@ def setup_env() -> None:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    try:  # "Loading weights" / "Writing model shards" bars would drown the rich progress
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover
+        pass
 
 
 def cache_dir() -> Path:

@@ -29,6 +29,7 @@ class EvalSettings:
     split: str = "test"
     adapter: str | None = None
     limit: int | None = None
+    offset: int = 0
     seed: int = DEFAULT_SEED
     max_new_tokens: int = 128
     max_turns: int = 6
@@ -196,6 +197,7 @@ def run_eval(s: EvalSettings, console=None) -> dict:
 
     env_name = resolve_env_name(s.task)
     tasks = _load_eval_tasks(env_name, s.split, s.tasks_file)
+    tasks = tasks[s.offset :]
     if s.limit:
         tasks = tasks[: s.limit]
     model_path = resolve_model(s.model)

@@ -181,6 +181,7 @@ def tiny_model_path(rebuild: bool = False, root: Path | None = None) -> Path:
     path = (root or cache_dir() / "models") / f"tiny-llama-{h}"
     if (path / "config.json").exists() and (path / "model.safetensors").exists() and not rebuild:
         return path
+    setup_env()
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tok = build_tokenizer(texts, TINY_CONFIG["vocab"])
     model = build_tiny_model(tok)
