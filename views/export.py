@@ -40,6 +40,8 @@ PARQUET_SETTINGS = {
     "version": "2.6",
 }
 ROWS_PER_FILE = 500_000
+# File name prefixes `datasets` maps to splits; a `split` column with other values is not used for file names.
+SPLIT_NAMES = {"train", "test", "validation"}
 
 _VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -306,7 +308,9 @@ def _groups(table: pa.Table) -> list[tuple[str, pa.Table]]:
         return [("train", table)]
     import pyarrow.compute as pc
 
-    values = sorted({str(v) for v in table.column("split").to_pylist()})
+    values = sorted({v for v in table.column("split").to_pylist()}, key=str)
+    if not set(values) <= SPLIT_NAMES:  # e.g. an env's split column with nulls: one file set, no split names
+        return [("data", table)]
     groups = []
     for v in values:
         mask = pc.equal(pc.cast(table.column("split"), pa.string()), v)
