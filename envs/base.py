@@ -16,7 +16,7 @@ from gymnasium import spaces
 
 from envs.checks import CheckReport
 from envs.sandbox import Limits, Sandbox
-from envs.tasks import SPLITS, Task, TaskFileError, line_of, load_tasks_file
+from envs.tasks import SPLITS, Task, TaskFileError, line_of, load_tasks_file, loaded_task
 from envs.toolcalls import ToolCall, parse_tool_calls
 
 SUBMIT_SCHEMA = {"type": "function", "function": {
@@ -73,6 +73,9 @@ class Suite:
         for t in self.tasks:
             if t.task_id == task_id:
                 return t
+        task = loaded_task(task_id, self.env)
+        if task is not None:
+            return task if task.env else _with_env(task, self.env)
         raise KeyError(f"{self.env}: no task {task_id!r}")
 
     @classmethod
@@ -132,7 +135,12 @@ class ToolEnv(gymnasium.Env):
         super().reset(seed=seed)
         options = options or {}
         split = options.get("split", self.split)
-        if "task_id" in options:
+        if isinstance(options.get("task"), Task):
+            task = options["task"]
+            problem = self.validate_task(task)
+            if problem:
+                raise ValueError(f"task {task.task_id!r}: field {problem[0]!r}: {problem[1]}")
+        elif "task_id" in options:
             task = self.suite.find(options["task_id"])
         else:
             n = self.suite.count(split)

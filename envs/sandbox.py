@@ -340,14 +340,16 @@ class Sandbox:
 
     def _kill_uid(self) -> None:
         """kill(-1) as the sandbox uid signals every process of that uid, including ones that left the group."""
-        uid = self.uid
-
-        def become() -> None:
-            os.setgid(uid)
-            os.setuid(uid)
-
-        subprocess.run(["/bin/kill", "-KILL", "-1"], preexec_fn=become, env={}, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, check=False)
+        pid = os.fork()
+        if pid == 0:  # the child only makes syscalls, then leaves without running any Python cleanup
+            try:
+                os.setgid(self.gid)
+                os.setuid(self.uid)
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
+            os._exit(0)
+        os.waitpid(pid, 0)
 
     def _over_quota(self) -> bool:
         total = 0

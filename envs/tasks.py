@@ -99,6 +99,16 @@ def task_from_record(rec: dict, *, where: tuple[str, int] = ("<record>", 0), spl
                 source=f"{path}:{line}")
 
 
+# Tasks read from files in this process, by task_id: an environment made without `tasks=` still finds
+# them on reset(options={"task_id": ...}), and so do the policies (trainers load a file, then reset by id).
+_LOADED: dict[str, Task] = {}
+
+
+def loaded_task(task_id: str, env: str = "") -> Task | None:
+    task = _LOADED.get(task_id)
+    return task if task is not None and (not env or not task.env or task.env == env) else None
+
+
 def load_tasks_file(path: str | os.PathLike) -> list[Task]:
     """Read a JSONL task file; a malformed line raises TaskFileError naming the line and field."""
     p = Path(path)
@@ -122,6 +132,7 @@ def load_tasks_file(path: str | os.PathLike) -> list[Task]:
             tasks.append(task)
     if not tasks:
         raise TaskFileError(str(p), 0, "", "no tasks in file")
+    _LOADED.update((t.task_id, t) for t in tasks)
     return tasks
 
 

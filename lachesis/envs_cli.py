@@ -1,0 +1,40 @@
+"""`rl_list_environments [--tag TAG] [--json]`: the registered environments with tags and task counts."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
+                  help="List the registered RL environments (name, tags, train/test task counts, description).")
+
+
+@app.command()
+def list_environments(
+    tag: Optional[str] = typer.Option(None, "--tag", help="Only environments with this tag (e.g. shell, python)."),
+    json: bool = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table."),
+) -> None:
+    import envs
+    from lachesis.console import console, fail, print_json
+
+    try:
+        rows = envs.list_environments(tag=tag)
+    except envs.UnknownTagError as exc:
+        fail(f"unknown tag {exc.tag!r}; tags: {', '.join(exc.known)}")
+    if json:
+        print_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table(title="environments" + (f" tagged {tag}" if tag else ""))
+    for col, just in (("name", "left"), ("tags", "left"), ("train", "right"), ("test", "right"),
+                      ("description", "left")):
+        table.add_column(col, justify=just, overflow="fold")
+    for r in rows:
+        table.add_row(r["name"], ", ".join(r["tags"]), str(r["tasks"].get("train", 0)),
+                      str(r["tasks"].get("test", 0)), r["description"])
+    console.print(table)
+
+
+def rl_list_environments_main() -> None:
+    app()
