@@ -1,0 +1,92 @@
+"""Environment benchmark: step overhead against a bare subprocess.run of the same command (measured in the
+same run, interleaved, so both see the same machine load), and expert episodes/s per environment.
+
+    python -m envs.bench                  # quick
+    python -m envs.bench --steps 200 --episodes 30 --json out.json
+
+Target: env step <= 2x the bare subprocess.run. The step runs the full path: parse the tool call, the
+sandbox (namespaces, chroot, uid, rlimits, timeout, output cap), the quota check.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import time
+
+import envs
+from envs.sandbox import isolation_mode
+from envs.toolcalls import format_tool_call
+
+COMMANDS = ["true", "wc -l < notes.txt", "tar czf a.tar.gz d && tar tzf a.tar.gz", "python3 -c 'print(sum(range(99)))'"]
+
+
+def step_overhead(command: str, n: int) -> dict:
+    env = envs.make("bash_exec_env", max_steps=10 ** 9)
+    try:
+        env.reset(options={"index": 0})
+        box = env.unwrapped.box
+        box.write_files({"notes.txt": "a\nb\nc\n", "d/x.txt": "x\n"})
+        action = format_tool_call("run", {"command": command})
+        bare_env = dict(box.env, HOME=str(box.workspace))
+        env_s, bare_s = [], []
+        for _ in range(n):
+            t = time.perf_counter()
+            env.step(action)
+            env_s.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            subprocess.run(["/bin/bash", "-c", command], cwd=box.workspace, env=bare_env, capture_output=True)
+            bare_s.append(time.perf_counter() - t)
+    finally:
+        env.close()
+    e, b = statistics.median(env_s), statistics.median(bare_s)
+    return {"command": command, "env_step_ms": round(e * 1e3, 2), "bare_ms": round(b * 1e3, 2),
+            "ratio": round(e / b, 2)}
+
+
+def episodes_per_s(name: str, n: int) -> dict:
+    env = envs.make(name, split="test")
+    policy = envs.get_policy(name, "expert", seed=0)
+    rewards = []
+    t0 = time.perf_counter()
+    try:
+        for i in range(n):
+            obs, info = env.reset(options={"index": i})
+            policy.reset(env)
+            history: list[dict] = []
+            while True:
+                action = policy.act(obs, history)
+                history.append({"role": "assistant", "content": action})
+                obs, reward, term, trunc, _ = env.step(action)
+                if term or trunc:
+                    rewards.append(reward)
+                    break
+    finally:
+        env.close()
+    wall = time.perf_counter() - t0
+    return {"env": name, "episodes": n, "episodes_per_s": round(n / wall, 2), "mean_reward": sum(rewards) / n}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--episodes", type=int, default=22)
+    ap.add_argument("--json", default=None, help="also write the results here")
+    args = ap.parse_args()
+    results = {"isolation": isolation_mode(), "steps": [step_overhead(c, args.steps) for c in COMMANDS],
+               "episodes": [episodes_per_s(n, args.episodes) for n in ("bash_exec_env", "git_repo_env",
+                                                                        "python_debug_env")]}
+    print(f"sandbox isolation: {results['isolation']}")
+    for s in results["steps"]:
+        print(f"  step {s['command']!r:<46} env {s['env_step_ms']:7.2f} ms  bare {s['bare_ms']:7.2f} ms  "
+              f"ratio {s['ratio']:.2f}x (target <= 2x)")
+    for e in results["episodes"]:
+        print(f"  {e['env']:<17} {e['episodes_per_s']:6.2f} expert episodes/s  (mean reward {e['mean_reward']:.2f})")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
