@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 import orjson
-from pydantic import BaseModel, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ingest.errors import BadInput
 from ingest.messages import normalize_messages
@@ -72,6 +72,12 @@ class ScoredData(BaseModel):
                 if "role" not in msg or "content" not in msg:
                     raise ValueError("Message must have 'role' and 'content' fields")
         return v
+
+
+class ScoredDataX(ScoredData):
+    """ScoredData that keeps unknown top-level fields (model_extra) so they reach `raw`."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 def validation_detail(exc: ValidationError, prefix=("body",)) -> list[dict]:

@@ -68,7 +68,9 @@ class TableBatcher:
         payloads = [p for it in items for p in it[0]]
         ets = [e for it in items for e in it[1]]
         occ = [o for it in items for o in it[2]]
-        table = pa.Table.from_pylist(payloads, schema=self.schema)
+        # column by column: ~10x faster than Table.from_pylist for long token lists
+        table = pa.table([pa.array([p.get(f.name) for p in payloads], type=f.type) for f in self.schema],
+                         schema=self.schema)
         return self.writer.submit_arrow(self.table, table, event_type=pa.array(ets, pa.string()),
                                         occurred_at=pa.array(occ, pa.timestamp("us", tz="UTC")))
 
@@ -522,8 +524,20 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
         except IndexError:
             return JSONResponse({"detail": f"unknown env_id {ident.env_id}"}, status_code=404)
 
-    async def _ingest_group(request: Request, s: IngestService, obj, key: str | None):
-        sd = _validate(A.ScoredData, obj)
+    async def _raise_json(data: bytes):
+        if not data.strip():
+            raise BadInput("Field required", field=["body"], status=422, kind="missing")
+        try:
+            orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            msg = f"JSON decode error: {exc}"
+            if "utf-8" in str(exc).lower():
+                msg = f"body is not valid UTF-8: {exc}"
+            raise BadInput(msg, field=["body", getattr(exc, "pos", 0)], status=422, kind="json_invalid") from None
+        raise BadInput("JSON decode error", field=["body"], status=422, kind="json_invalid")
+
+    async def _ingest_group(request: Request, s: IngestService, sd, key: str | None):
+        obj = sd.model_extra or {}
         if not sd.tokens:
             raise BadInput("a group needs at least one sequence", field=["body", "tokens"], status=422,
                            kind="too_short")
@@ -553,8 +567,14 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
     @wrap
     async def scored_data(request: Request):
         s = svc()
-        obj = await read_json(request, s)
-        return await _ingest_group(request, s, obj, request.headers.get("idempotency-key"))
+        data = await read_body(request, s)
+        try:  # parse + validate in one pass (pydantic-core), the hot path of an env
+            sd = A.ScoredDataX.model_validate_json(data)
+        except ValidationError as exc:
+            if any(e["type"] == "json_invalid" for e in exc.errors()) or not data.strip():
+                await _raise_json(data)
+            raise _Detail(A.validation_detail(exc)) from None
+        return await _ingest_group(request, s, sd, request.headers.get("idempotency-key"))
 
     @app.post("/scored_data_list")
     @wrap
