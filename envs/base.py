@@ -166,6 +166,7 @@ class ToolEnv(gymnasium.Env):
         self._steps += 1
         parsed = parse_tool_calls(action)
         results: list[str] = []
+        per_call: list[dict] = []  # each tool call's own result, for transcripts with one tool turn per call
         submitted = False
         answer: str | None = None
         if not parsed.calls and not parsed.errors:
@@ -178,12 +179,15 @@ class ToolEnv(gymnasium.Env):
                 a = call.arguments.get("answer")
                 answer = a if isinstance(a, str) else None
                 break
-            results.append(self._call_tool(call))
+            text = self._call_tool(call)
+            results.append(text)
+            per_call.append({"id": call.id, "name": call.name, "content": text})
         observation = "\n".join(results) if results else ""
         terminated = submitted
         truncated = not submitted and self._steps >= self.max_steps
         info = {"step": self._steps, "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
-                                                    for c in parsed.calls], "parse_errors": parsed.errors}
+                                                    for c in parsed.calls], "parse_errors": parsed.errors,
+                "tool_results": per_call}
         reward = 0.0
         if terminated or truncated:
             report = self.score(self.box, self.task, last_output=self._last_output, answer=answer)
