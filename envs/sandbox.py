@@ -202,9 +202,12 @@ class Sandbox:
         os.chmod(self._dir, 0o700)
         self.workspace = self._dir / "workspace"
         self.workspace.mkdir(mode=0o700)
-        self.uid = _unused_uid() if self.isolation == "full" else os.getuid()
-        self.gid = self.uid if self.isolation == "full" else os.getgid()
-        if self.isolation == "full":
+        # As root the command always runs as an unused uid (also without namespaces): root ignores
+        # RLIMIT_NPROC and file permissions, so only an own uid makes those limits real.
+        self.own_uid = os.geteuid() == 0 and self.isolation != "userns"
+        self.uid = _unused_uid() if self.own_uid else os.getuid()
+        self.gid = self.uid if self.own_uid else os.getgid()
+        if self.own_uid:
             os.chown(self.workspace, self.uid, self.gid)
         self._root = self._dir / "root"
         self._view: _View | None = None
@@ -224,7 +227,7 @@ class Sandbox:
         }
         self.env = {**base_env, **(env or {})}
         # Without an own uid RLIMIT_NPROC counts every process of the caller: allow what runs already.
-        self._nproc = self.limits.processes + (0 if self.isolation == "full" else _count_processes(os.getuid()))
+        self._nproc = self.limits.processes + (0 if self.own_uid else _count_processes(os.getuid()))
         self._closed = False
 
     # ------------------------------------------------------------ files (parent side, before the agent runs)
@@ -235,7 +238,7 @@ class Sandbox:
             target = self.workspace / safe_relpath(rel)
             self._mkdirs(target.parent)
             target.write_text(content)
-            if self.isolation == "full":
+            if self.own_uid:
                 os.chown(target, self.uid, self.gid)
 
     def _mkdirs(self, path: Path) -> None:
@@ -245,7 +248,7 @@ class Sandbox:
             path = path.parent
         for p in reversed(missing):
             p.mkdir()
-            if self.isolation == "full":
+            if self.own_uid:
                 os.chown(p, self.uid, self.gid)
 
     # ------------------------------------------------------------ running
@@ -278,21 +281,23 @@ class Sandbox:
                 pass
             finally:
                 proc.stdin.close()
-        output, truncated, killed = self._collect(proc, start + timeout)
+        output, truncated, killed, lingering = self._collect(proc, start + timeout)
         exit_code = proc.wait()
-        self._kill_leftovers(proc.pid, sweep=bool(killed))
+        # Children still holding the output pipe after the command exited get the uid-wide sweep too.
+        self._kill_leftovers(proc.pid, sweep=bool(killed) or lingering)
         if not killed and self._over_quota():
             killed = "workspace quota exceeded"
         text = output.decode("utf-8", errors="replace")
         return RunResult(text, None if killed == "timeout" else exit_code, timed_out=killed == "timeout",
                          truncated=truncated, killed=killed, seconds=time.monotonic() - start)
 
-    def _collect(self, proc: subprocess.Popen, deadline: float) -> tuple[bytes, bool, str]:
+    def _collect(self, proc: subprocess.Popen, deadline: float) -> tuple[bytes, bool, str, bool]:
         limits = self.limits
         kept = bytearray()
         seen = 0
         killed = ""
         exited_at: float | None = None
+        lingering = False
         next_quota = time.monotonic() + 0.25
         fd = proc.stdout.fileno()
         with selectors.DefaultSelector() as sel:
@@ -306,6 +311,7 @@ class Sandbox:
                     exited_at = now
                 # A background child can hold the pipe open after the command exits: give it a moment.
                 if exited_at is not None and now - exited_at > 0.05:
+                    lingering = True
                     break
                 if now >= next_quota:
                     next_quota = now + 0.25
@@ -328,14 +334,14 @@ class Sandbox:
         if killed:
             self._kill_leftovers(proc.pid, sweep=True)
         proc.stdout.close()
-        return bytes(kept), seen > limits.output_bytes, killed
+        return bytes(kept), seen > limits.output_bytes, killed, lingering
 
     def _kill_leftovers(self, pgid: int, *, sweep: bool) -> None:
         try:
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        if sweep and self.isolation == "full":
+        if sweep and self.own_uid:
             self._kill_uid()
 
     def _kill_uid(self) -> None:
@@ -377,6 +383,7 @@ class Sandbox:
         uid, gid = self.uid, self.gid
         outer_uid, outer_gid = os.getuid(), os.getgid()
         nproc = self._nproc
+        own_uid = self.own_uid
         rlimits = [
             (resource.RLIMIT_CPU, limits.cpu_s),
             (resource.RLIMIT_AS, limits.memory_bytes),
@@ -416,7 +423,7 @@ class Sandbox:
                              | _linux.MS_NODEV, b"size=1m,mode=755")
                 os.chroot(root)
                 os.chdir(b"/workspace")
-            if mode == "full":
+            if own_uid:
                 os.setgroups([])
                 os.setgid(gid)
                 os.setuid(uid)
@@ -431,7 +438,7 @@ class Sandbox:
         if self._closed:
             return
         self._closed = True
-        if self.isolation == "full":
+        if self.own_uid:
             self._kill_uid()
         shutil.rmtree(self._dir, ignore_errors=True)
 
