@@ -98,23 +98,28 @@ def native_bodies(k=32):
 
 
 def visibility(url, lake_root, samples=10):
+    """After each ack: open a fresh snapshot (what `lake sql` does) and query for the row. Returns
+    (fraction visible on the first read, median and max ms from the ack until the row was read)."""
     import httpx
 
     from lake import Lake
 
     lk = Lake(lake_root)
-    out = []
+    out, first = [], 0
     with httpx.Client(base_url=url, timeout=30) as c:
         for i in range(samples):
             tid = f"vis-{time.time_ns()}-{i}"
             c.post("/v1/trajectories", json={"trajectory_id": tid, "messages": [{"role": "user", "content": "v"}]})
             t0 = time.perf_counter()
+            tries = 0
             while True:
+                tries += 1
                 with lk.snapshot() as snap:
                     if snap.sql(f"SELECT count(*) FROM trajectories WHERE trajectory_id = '{tid}'").fetchall()[0][0]:
                         break
+            first += tries == 1
             out.append(time.perf_counter() - t0)
-    return statistics.median(out), max(out)
+    return first / samples, statistics.median(out) * 1000, max(out) * 1000
 
 
 def main():
@@ -137,18 +142,25 @@ def main():
         bodies = native_bodies()
         native = {c: asyncio.run(native_load(srv.url, bodies, c, args.n)) for c in args.c}
         vis = visibility(srv.url, tmp / "lake")
+    Lake.init(tmp / "lake-fast")
+    with ServerProcess(tmp / "lake-fast", extra=["--serve-mode", "fast"], log_path=tmp / "serve.log") as srv:
+        fast = drive(args, [srv.url, "--server-pid", str(srv.proc.pid)], str(tmp / "lake-fast.json"))
     base2 = drive(args, ["--start-run-api"], str(tmp / "runapi2.json"))  # bracket ours: the machine is shared
     print("\n| C | run-api ack g/s | lake ack g/s | ratio | run-api p99 ms | lake p99 ms | run-api e2e g/s | "
-          "lake e2e g/s | e2e ratio | native ack g/s | native p99 ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "lake e2e g/s | e2e ratio | native ack g/s | native p99 ms | fast: ack g/s | fast: p99 ms | "
+          "fast: e2e g/s | fast: e2e ratio |")
+    print("|---" * 16 + "|")
     for c in args.c:
         b_ack = statistics.mean([med(base, c, "groups_per_s"), med(base2, c, "groups_per_s")])
         b_e2e = statistics.mean([med(base, c, "e2e_groups_per_s"), med(base2, c, "e2e_groups_per_s")])
         b_p99 = statistics.mean([med(base, c, "p99_ms"), med(base2, c, "p99_ms")])
         o_ack, o_e2e, o_p99 = med(ours, c, "groups_per_s"), med(ours, c, "e2e_groups_per_s"), med(ours, c, "p99_ms")
         print(f"| {c} | {b_ack:.1f} | {o_ack:.1f} | {o_ack / b_ack:.2f}x | {b_p99:.0f} | {o_p99:.0f} | {b_e2e:.1f} | "
-              f"{o_e2e:.1f} | {o_e2e / b_e2e:.2f}x | {native[c]['groups_per_s']:.1f} | {native[c]['p99_ms']:.0f} |")
-    print(f"\nvisible to a fresh lake snapshot after the ack: median {vis[0] * 1000:.0f} ms, max {vis[1] * 1000:.0f} ms")
+              f"{o_e2e:.1f} | {o_e2e / b_e2e:.2f}x | {native[c]['groups_per_s']:.1f} | {native[c]['p99_ms']:.0f} | "
+              f"{med(fast, c, 'groups_per_s'):.1f} | {med(fast, c, 'p99_ms'):.0f} | {med(fast, c, 'e2e_groups_per_s'):.1f} | "
+              f"{med(fast, c, 'e2e_groups_per_s') / b_e2e:.2f}x |")
+    print(f"\nafter an ack, a fresh lake snapshot saw the row on its first read in {vis[0]:.0%} of samples; "
+          f"ack -> row read (snapshot open + query): median {vis[1]:.0f} ms, max {vis[2]:.0f} ms")
     print(f"RATIO ack@{args.c[-1]} {med(ours, args.c[-1], 'groups_per_s') / med(base, args.c[-1], 'groups_per_s'):.2f}x")
 
 

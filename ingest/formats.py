@@ -32,7 +32,11 @@ def detect_record(rec) -> str:
         raise BadInput("a record must be a JSON object", kind="model_type")
     if is_hermes_record(rec):
         return "hermes"
-    if "tokens" in rec and ("scores" in rec or "masks" in rec):
+    if "trajectory_id" in rec:
+        return "native"
+    toks = rec.get("tokens")
+    if "tokens" in rec and ("scores" in rec or "masks" in rec) and not (
+            isinstance(toks, list) and toks and isinstance(toks[0], (int, float))):
         return "atropos"
     if "messages" in rec or "trajectory_id" in rec:
         return "native"

@@ -139,9 +139,13 @@ def _parse_occ(v):
 # --------------------------------------------------------------------------------------------------------
 class IngestService:
     def __init__(self, lake: Lake, *, token: str | None = None, max_body: int = 64 * MiB,
-                 max_inflated: int = 256 * MiB, writer_name: str = "ingest-http"):
+                 max_inflated: int = 256 * MiB, writer_name: str = "ingest-http", serve_mode: str = "exact"):
         from lake.lake import process_writer_id
 
+        if serve_mode not in ("exact", "fast"):
+            raise ValueError("serve_mode must be 'exact' or 'fast'")
+        self.serve_mode = serve_mode
+        self.pending_serves: set = set()
         self.lake = lake
         self.token = token
         self.max_body = max_body
@@ -286,6 +290,40 @@ class IngestService:
                 fut.set_result(ok)
 
 
+_NUMERIC_LISTS = {"tokens": pa.int64(), "masks": pa.int64(), "inference_logprobs": pa.float64(),
+                  "advantages": pa.float64()}
+
+
+def _take_numeric_lists(rec: dict, loc) -> dict:
+    """Pop and check the long numeric list fields with Arrow (C speed); the lake's checker walks Python."""
+    out = {}
+    for key, typ in _NUMERIC_LISTS.items():
+        if key not in rec:
+            continue
+        v = rec.pop(key)
+        if v is None:
+            out[key] = None
+            continue
+        if not isinstance(v, list):
+            raise BadInput(f"expected an array, got {type(v).__name__}", field=["body", loc, key], status=422,
+                           kind="schema")
+        try:
+            arr = pa.array(v)
+            if pa.types.is_null(arr.type):
+                pass
+            elif pa.types.is_integer(arr.type) or (pa.types.is_floating(arr.type) and pa.types.is_floating(typ)):
+                pass
+            elif pa.types.is_floating(arr.type):
+                arr.cast(typ, safe=True)  # raises for 1.5 in an integer list
+            else:
+                raise TypeError(f"elements are {arr.type}, expected numbers")
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+            raise BadInput(f"expected an array of {'integers' if pa.types.is_integer(typ) else 'numbers'}: {exc}",
+                           field=["body", loc, key], status=422, kind="schema") from None
+        out[key] = v
+    return out
+
+
 def _split_field(field: str):
     out = []
     for part in field.replace("]", "").split("."):
@@ -386,7 +424,7 @@ class _Detail(Exception):
 # the app
 # --------------------------------------------------------------------------------------------------------
 def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int = 64 * MiB,
-               max_inflated: int = 256 * MiB) -> FastAPI:
+               max_inflated: int = 256 * MiB, serve_mode: str = "exact") -> FastAPI:
     from contextlib import asynccontextmanager
 
     holder: dict = {}
@@ -394,7 +432,7 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
     @asynccontextmanager
     async def lifespan(app):
         lake = Lake.init(lake_root)
-        svc = IngestService(lake, token=token, max_body=max_body, max_inflated=max_inflated)
+        svc = IngestService(lake, token=token, max_body=max_body, max_inflated=max_inflated, serve_mode=serve_mode)
         await asyncio.to_thread(svc.load)
         holder["svc"] = svc
         app.state.svc = svc
@@ -652,13 +690,19 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
             b = st.pop_batch()
             if b is None:
                 return {"batch": None}
-            try:
-                await s.run_event("atropos.batch", status="served",
-                                  metadata={"group_ids": [g.group_id for g in b], "sequences": sum(g.size for g in b),
-                                            "step": st.step})
-            except BaseException:
-                st.unpop_batch(b)
-                raise
+            meta = {"group_ids": [g.group_id for g in b], "sequences": sum(g.size for g in b), "step": st.step}
+            if s.serve_mode == "fast":
+                # recorded in the background, coalesced with other batches' records into one commit; after a
+                # crash the batches of that last commit window are served again (at-least-once)
+                t = asyncio.ensure_future(s.run_event("atropos.batch", status="served", metadata=meta))
+                s.pending_serves.add(t)
+                t.add_done_callback(s.pending_serves.discard)
+            else:
+                try:  # exact: the served record is committed before the batch leaves (at-most-once)
+                    await s.run_event("atropos.batch", status="served", metadata=meta)
+                except BaseException:
+                    st.unpop_batch(b)
+                    raise
             s.served_batches += 1
             raw = b'{"batch":[' + b",".join(g.body for g in b) + b"]}"
             return _json(request, raw=raw)
@@ -750,12 +794,17 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
                         r["metadata"] = {**r["metadata"], "idempotency_key": key}
                 records.append(r)
                 locs.append(loc)
-        # validate all before anything is written
+        # validate all before anything is written (long numeric lists by Arrow, the rest by the lake's checker)
+        heavy = []
+        for r, loc in zip(records, locs):
+            heavy.append(_take_numeric_lists(r, loc))
         try:
             rows = validate_records("trajectories", records)
         except RecordError as exc:
             raise BadInput(exc.message, field=["body", locs[exc.index]] + _split_field(exc.field), status=422,
                            kind="schema") from None
+        for row, h in zip(rows, heavy):
+            row.payload.update(h)
         seen, keep, claimed, dup_ids = set(), [], [], []
         for r, row in zip(records, rows):
             tid = r["trajectory_id"]
@@ -884,8 +933,8 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
 
 
 def serve(lake_root, host="127.0.0.1", port=8000, token=None, max_body=64 * MiB, max_inflated=256 * MiB,
-          log_level="warning"):
+          log_level="warning", serve_mode="exact"):
     import uvicorn
 
-    app = create_app(lake_root, token=token, max_body=max_body, max_inflated=max_inflated)
+    app = create_app(lake_root, token=token, max_body=max_body, max_inflated=max_inflated, serve_mode=serve_mode)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=5)

@@ -27,15 +27,20 @@ def serve(
     max_body_mb: float = typer.Option(64.0, help="Largest request body accepted (MiB, as sent)."),
     max_inflated_mb: float = typer.Option(256.0, help="Largest body after gunzip (MiB): the gzip-bomb limit."),
     log_level: str = typer.Option("warning", help="uvicorn log level."),
+    serve_mode: str = typer.Option("exact", help="exact: a /batch is recorded as served before it is sent "
+                                   "(at-most-once); fast: recorded in the background, coalesced (after a crash "
+                                   "the last commit window's batches are served again)."),
 ) -> None:
     """Serve the durable trajectory API: native /v1 routes and the Atropos run-api routes."""
     from ingest.server import serve as _serve
 
+    if serve_mode not in ("exact", "fast"):
+        raise typer.BadParameter("--serve-mode must be exact or fast")
     root = _root(lake)
     print(f"lake serve: http://{host}:{port} lake={root} auth={'on' if token else 'off'}", file=sys.stderr,
           flush=True)
     _serve(root, host=host, port=port, token=token, max_body=int(max_body_mb * (1 << 20)),
-           max_inflated=int(max_inflated_mb * (1 << 20)), log_level=log_level)
+           max_inflated=int(max_inflated_mb * (1 << 20)), log_level=log_level, serve_mode=serve_mode)
 
 
 def watch(
