@@ -29,6 +29,7 @@ if os.name == "posix":
         _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         _libc.unshare.argtypes = [ctypes.c_int]
         _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+        _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
     except (OSError, AttributeError):  # not glibc/Linux: the sandbox falls back to rlimits only
         _libc = None
 
@@ -49,3 +50,7 @@ def unshare(flags: int) -> None:
 
 def mount(source: bytes | None, target: bytes, fstype: bytes | None, flags: int, data: bytes | None = None) -> None:
     _check(_libc.mount(source, target, fstype, flags, data), f"mount {target!r}")
+
+
+def setns(fd: int, nstype: int) -> None:
+    _check(_libc.setns(fd, nstype), "setns")

@@ -228,6 +228,7 @@ class Sandbox:
         self.env = {**base_env, **(env or {})}
         # Without an own uid RLIMIT_NPROC counts every process of the caller: allow what runs already.
         self._nproc = self.limits.processes + (0 if self.own_uid else _count_processes(os.getuid()))
+        self._ns_fds: tuple[int, int] | None = None  # (net, mnt) of this episode, in full mode
         self._closed = False
 
     # ------------------------------------------------------------ files (parent side, before the agent runs)
@@ -270,8 +271,9 @@ class Sandbox:
             stderr=subprocess.STDOUT,
             cwd=self._dir if self._view else self.workspace,
             env=self.env,
-            preexec_fn=self._preexec(),
+            preexec_fn=self._enter() if self._namespaces() else self._preexec(),
             close_fds=True,
+            pass_fds=self._ns_fds or (),
         )
         if data is not None:
             try:
@@ -374,6 +376,57 @@ class Sandbox:
                 return True
         return False
 
+    def _namespaces(self) -> tuple[int, int] | None:
+        """Full mode builds the namespaces once per episode and every command joins them with setns():
+        two syscalls instead of an unshare and some twenty mounts (half the step overhead, bench.py).
+        Open namespace fds keep the namespaces alive after the process that made them has exited."""
+        if self.isolation != "full":
+            return None
+        if self._ns_fds is None:
+            maker = subprocess.Popen(["/bin/cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, cwd=self._dir, env={}, preexec_fn=self._preexec())
+            try:
+                net = os.open(f"/proc/{maker.pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+                mnt = os.open(f"/proc/{maker.pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+            finally:
+                maker.stdin.close()
+                maker.wait()
+            self._ns_fds = (net, mnt)
+        return self._ns_fds
+
+    def _enter(self):
+        net, mnt = self._ns_fds
+        root = str(self._root).encode()
+        uid, gid = self.uid, self.gid
+        rlimits = self._rlimits()
+
+        def preexec() -> None:
+            os.setsid()
+            _linux.setns(net, _linux.CLONE_NEWNET)
+            _linux.setns(mnt, _linux.CLONE_NEWNS)
+            os.close(net)  # the command must not keep handles on the namespaces
+            os.close(mnt)
+            os.chroot(root)
+            os.chdir(b"/workspace")
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            for res, value in rlimits:
+                resource.setrlimit(res, (value, value))
+
+        return preexec
+
+    def _rlimits(self) -> list[tuple[int, int]]:
+        limits = self.limits
+        return [
+            (resource.RLIMIT_CPU, limits.cpu_s),
+            (resource.RLIMIT_AS, limits.memory_bytes),
+            (resource.RLIMIT_FSIZE, limits.file_size_bytes),
+            (resource.RLIMIT_NOFILE, limits.open_files),
+            (resource.RLIMIT_CORE, 0),
+            (resource.RLIMIT_NPROC, self._nproc),
+        ]
+
     def _preexec(self):
         limits = self.limits
         mode = self.isolation
@@ -384,14 +437,7 @@ class Sandbox:
         outer_uid, outer_gid = os.getuid(), os.getgid()
         nproc = self._nproc
         own_uid = self.own_uid
-        rlimits = [
-            (resource.RLIMIT_CPU, limits.cpu_s),
-            (resource.RLIMIT_AS, limits.memory_bytes),
-            (resource.RLIMIT_FSIZE, limits.file_size_bytes),
-            (resource.RLIMIT_NOFILE, limits.open_files),
-            (resource.RLIMIT_CORE, 0),
-            (resource.RLIMIT_NPROC, nproc),
-        ]
+        rlimits = self._rlimits()
         tmp_opts = f"size={limits.tmp_bytes},mode=1777".encode()
 
         def preexec() -> None:
@@ -440,6 +486,10 @@ class Sandbox:
         self._closed = True
         if self.own_uid:
             self._kill_uid()
+        if self._ns_fds:
+            for fd in self._ns_fds:
+                os.close(fd)
+            self._ns_fds = None
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> "Sandbox":
