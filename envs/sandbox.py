@@ -9,13 +9,15 @@ One `Sandbox` is one episode: a fresh temporary workspace, and `run()` executes 
 - a workspace quota, checked while a long command runs and after every command.
 
 Isolation depends on what the kernel allows (detected once, `isolation_mode()`):
-- "full" (running as root): the command gets its own network namespace (only a down loopback), its
-  own mount namespace with a read-only view of the system (/usr, /etc, the Python prefix), a private
-  /tmp, a minimal /dev and the workspace at /workspace (chroot), and runs as an unused uid, so
-  RLIMIT_NPROC really bounds a fork bomb and nothing outside the workspace is writable.
-- "userns" (unprivileged user namespaces): the same view inside a user namespace; the process limit
-  counts the caller's own processes, so it is set relative to how many they run already.
-- "rlimits": timeouts, rlimits, scrubbed env and output limits only (other kernels, macOS).
+- "full" (running as root): the episode gets its own network namespace (only a down loopback) and
+  mount namespace with a read-only view of the system (/usr, /etc, the Python prefix), a private
+  /tmp (tmpfs), a minimal /dev and the workspace at /workspace; they are built once per episode and
+  every command joins them (setns + chroot) and runs as an unused uid, so RLIMIT_NPROC really bounds a
+  fork bomb and nothing outside the workspace is writable.
+- "userns" (unprivileged user namespaces): the same view, built per command inside a user namespace;
+  the process limit counts the caller's own processes, so it is set relative to how many run already.
+- "rlimits": timeouts, rlimits, scrubbed env and output limits only (other kernels, macOS); as root
+  the command still runs as an unused uid.
 
 Hidden tests and checkers never touch the workspace: they are piped to a checker process on stdin at
 scoring time (see checks.py), so the agent cannot read or edit them (peers.md item 9).

@@ -170,3 +170,21 @@ def test_hundred_megabytes_of_stdout_is_truncated_and_stopped(box):
 def test_memory_limit_stops_a_huge_allocation(box):
     res = box.run(["python3", "-c", "x = bytearray(4 << 30)"])
     assert res.exit_code != 0 and "MemoryError" in res.output
+
+
+@pytest.mark.parametrize("mode", ["full", "userns"])
+def test_every_namespace_mode_contains_the_basics(mode, tmp_path):
+    if mode == "full" and os.geteuid() != 0:
+        pytest.skip("full isolation needs root")
+    try:
+        box = Sandbox(FAST, isolation=mode)
+        probe = box.run("true")
+    except Exception as exc:  # the kernel refuses this mode here
+        pytest.skip(f"{mode} isolation unavailable: {exc}")
+    with box:
+        assert probe.exit_code == 0
+        os.chmod(tmp_path, 0o777)
+        res = box.run(f"echo x > {tmp_path}/out; echo ok > in.txt; cat in.txt; "
+                      "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 53), timeout=1)'")
+        assert not (tmp_path / "out").exists() and "ok" in res.output and "unreachable" in res.output
+        assert box.run("head -c 10M /dev/zero | tr '\\0' a").truncated
