@@ -30,3 +30,14 @@ def test_unknown_tag_lists_the_tags_and_exits_2():
     res = runner.invoke(app, ["--tag", "nope"])
     assert res.exit_code == 2
     assert "unknown tag 'nope'" in res.output and "shell" in res.output and "python" in res.output
+
+
+def test_envs_imports_nothing_of_ours_and_no_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, envs; envs.make('bash_exec_env').reset(seed=0); "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'lake', 'views', 'ingest', 'trainers', "
+            "'lachesis', 'transformers', 'duckdb', 'pyarrow')]; print(bad); sys.exit(1 if bad else 0)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
