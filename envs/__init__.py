@@ -41,9 +41,9 @@ def builtin_suite(env_name: str):
     return cls.builtin_suite()
 
 
-def load_tasks(env_name: str, split: str) -> list[Task]:
-    """Every built-in task of one split, generated deterministically."""
-    return builtin_suite(env_name).all(split)
+def load_tasks(env_name: str, split: str, templates: list[str] | None = None) -> list[Task]:
+    """Every built-in task of one split (optionally only some templates), generated deterministically."""
+    return builtin_suite(env_name).only_templates(templates).all(split)
 
 
 def get_policy(env_name: str, kind: str, seed: int = 0):

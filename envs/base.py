@@ -8,7 +8,7 @@ hidden checker.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import gymnasium
@@ -48,9 +48,26 @@ class Suite:
     counts: dict[str, int]
     generate: Callable[[str, int], Task] | None = None
     tasks: tuple[Task, ...] = ()
+    template_names: tuple[str, ...] = ()  # built-in task i has template_names[i % len]
+    only: tuple[str, ...] = ()  # keep just these templates (task ids keep their full-suite index)
+
+    def only_templates(self, names: list[str] | tuple[str, ...] | None) -> "Suite":
+        if not names:
+            return self
+        unknown = [n for n in names if n not in self.template_names]
+        if unknown or self.generate is None:
+            raise ValueError(f"{self.env}: unknown templates {unknown}; templates: {', '.join(self.template_names)}")
+        return replace(self, only=tuple(names))
+
+    def _positions(self) -> list[int]:
+        return sorted(self.template_names.index(n) for n in self.only)
 
     def count(self, split: str) -> int:
-        return self.counts.get(split, 0)
+        full = self.counts.get(split, 0)
+        if not self.only:
+            return full
+        n = len(self.template_names)
+        return sum(-(-(full - p) // n) for p in self._positions() if p < full)
 
     def task(self, split: str, index: int) -> Task:
         if split not in SPLITS:
@@ -59,6 +76,10 @@ class Suite:
         if not 0 <= index < n:
             raise IndexError(f"{self.env}: {split} has {n} tasks, no index {index}")
         if self.generate is not None:
+            if self.only:
+                pos = self._positions()
+                q, r = divmod(index, len(pos))
+                index = q * len(self.template_names) + pos[r]
             return self.generate(split, index)
         return [t for t in self.tasks if t.split == split][index]
 
@@ -95,7 +116,8 @@ class ToolEnv(gymnasium.Env):
     sandbox_env: dict[str, str] = {}
 
     def __init__(self, split: str = "train", tasks: str | list[Task] | None = None, max_steps: int = 6,
-                 limits: Limits | None = None, render_mode: str | None = None):
+                 limits: Limits | None = None, render_mode: str | None = None,
+                 templates: list[str] | None = None):
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
         self.split = split
@@ -104,7 +126,7 @@ class ToolEnv(gymnasium.Env):
         self.render_mode = render_mode
         self.observation_space = AnyText(max_length=1 << 20)
         self.action_space = AnyText(max_length=1 << 20)
-        self.suite = self._make_suite(tasks)
+        self.suite = self._make_suite(tasks).only_templates(templates)
         self.task: Task | None = None
         self.box: Sandbox | None = None
         self._steps = 0
@@ -265,8 +287,6 @@ def str_arg(call: ToolCall, key: str, *, allow_empty: bool = False) -> str:
 
 
 def _with_env(task: Task, env: str) -> Task:
-    from dataclasses import replace
-
     return replace(task, env=env)
 
 

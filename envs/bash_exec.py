@@ -217,7 +217,7 @@ class BashExecEnv(ToolEnv):
 
     @classmethod
     def builtin_suite(cls) -> Suite:
-        return Suite(ENV, {"train": TRAIN_TASKS, "test": TEST_TASKS}, generate)
+        return Suite(ENV, {"train": TRAIN_TASKS, "test": TEST_TASKS}, generate, template_names=tuple(TEMPLATES))
 
     def validate_task(self, task: Task) -> tuple[str, str] | None:
         problem = validate_checks(task.checker.get("checks"))

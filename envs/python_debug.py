@@ -153,7 +153,7 @@ class PythonDebugEnv(ToolEnv):
 
     @classmethod
     def builtin_suite(cls) -> Suite:
-        return Suite(ENV, {"train": TRAIN_TASKS, "test": TEST_TASKS}, generate)
+        return Suite(ENV, {"train": TRAIN_TASKS, "test": TEST_TASKS}, generate, template_names=tuple(FAMILIES))
 
     def validate_task(self, task: Task) -> tuple[str, str] | None:
         tests = task.checker.get("tests")

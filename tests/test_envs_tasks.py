@@ -111,3 +111,20 @@ def test_env_specific_fields_are_checked_with_line(tmp_path):
     path = _write(tmp_path, [json.dumps({**GOOD, "env": "git_repo_env"})])
     with pytest.raises(TaskFileError, match=r"field 'env'"):
         envs.make("bash_exec_env", tasks=str(path))
+
+
+def test_template_subset_keeps_ids_and_counts():
+    suite = envs.builtin_suite("bash_exec_env").only_templates(["count", "tail"])
+    tasks = suite.all("test")
+    assert len(tasks) == suite.count("test") == 20
+    assert {t.template for t in tasks} == {"count", "tail"}
+    assert tasks[0] == envs.builtin_suite("bash_exec_env").find(tasks[0].task_id)
+    assert [t.task_id for t in envs.load_tasks("bash_exec_env", "test", templates=["tail"])][:2] == [
+        "bash_exec_env:test:00003", "bash_exec_env:test:00013"]
+    env = envs.make("bash_exec_env", split="test", templates=["count"])
+    try:
+        assert env.reset(seed=1)[1]["template"] == "count"
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="templates: create, count"):
+        envs.make("bash_exec_env", templates=["nope"])
