@@ -47,6 +47,8 @@ def check(c):
     if kind == "tar":
         import tarfile  # imported only when needed: the checker's start-up is part of every episode
 
+        if os.path.islink(path) or not os.path.isfile(path):  # a FIFO here would block the checker
+            return False, f"{path}: no such archive"
         try:
             with tarfile.open(path) as tf:
                 names = {n.name.rstrip("/").removeprefix("./") for n in tf.getmembers()}
