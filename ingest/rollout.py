@@ -25,6 +25,7 @@ class RolloutSpec:
     seed: int = 0
     tasks_file: str | None = None
     max_steps: int = 6
+    templates: tuple[str, ...] = ()  # only these task templates (empty: all)
 
 
 def _assistant(action: str, turn: int) -> tuple[dict, dict[str, str]]:
@@ -90,6 +91,8 @@ def iter_rollouts(spec: RolloutSpec) -> Iterator[dict]:
     kw = {"split": spec.split, "max_steps": spec.max_steps}
     if spec.tasks_file:
         kw["tasks"] = spec.tasks_file
+    if spec.templates:
+        kw["templates"] = list(spec.templates)
     env = envs.make(spec.env, **kw)
     policy = envs.get_policy(spec.env, spec.policy, seed=spec.seed)
     n = env.unwrapped.suite.count(spec.split)

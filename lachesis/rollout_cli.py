@@ -15,6 +15,7 @@ def rollout(
     seed: int = typer.Option(0, "--seed", help="First task index and policy seed (episode i uses seed+i)."),
     tasks: Optional[Path] = typer.Option(None, "--tasks", help="Your own tasks (JSONL) instead of the built-in suite."),
     max_steps: int = typer.Option(6, "--max-steps", min=1, help="Steps before an episode is cut off."),
+    templates: Optional[str] = typer.Option(None, "--templates", help="Only these task templates, comma-separated."),
     lake: Optional[Path] = typer.Option(None, "--lake", help="Lake root (default: $LAKE_ROOT or ./data/lake).",
                                         show_default=False),
     json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of text."),
@@ -34,7 +35,8 @@ def rollout(
     except envs.UnknownEnvironmentError as exc:
         fail(str(exc))
     spec = RolloutSpec(env=env, policy=policy, episodes=episodes, split=split, seed=seed,
-                       tasks_file=str(tasks) if tasks else None, max_steps=max_steps)
+                       tasks_file=str(tasks) if tasks else None, max_steps=max_steps,
+                       templates=tuple(t.strip() for t in templates.split(",") if t.strip()) if templates else ())
     records: list[dict] = []
     progress = Progress(TextColumn(f"[bold green]{env} {policy}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("mean reward {task.fields[mean]:.2f}"), TimeElapsedColumn(),

@@ -78,6 +78,11 @@ def test_lake_rollout_command(tmp_path):
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout[res.stdout.index("{"):])
     assert summary["episodes"] == 2 and summary["mean_reward"] == 1.0 and summary["rows"] == 2
+    res = runner.invoke(_app(), ["rollout", "--env", "git_repo_env", "--templates", "bisect", "--episodes", "1",
+                                 "--lake", lake, "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout[res.stdout.index("{"):])["version"] == 2
+    res = runner.invoke(_app(), ["rollout", "--env", "git_repo_env", "--templates", "nope", "--lake", lake])
+    assert res.exit_code == 2 and "templates: commit" in res.output
     res = runner.invoke(_app(), ["rollout", "--env", "nope", "--lake", lake])
     assert res.exit_code == 2 and "bash_exec_env" in res.output
     bad = tmp_path / "tasks.jsonl"
