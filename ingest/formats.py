@@ -80,7 +80,9 @@ def atropos_to_records(obj, *, group_id: str | None = None, source_path: str | N
     if not sd.tokens:
         raise BadInput("a group needs at least one sequence", field=["tokens"])
     gid = group_id or uuid7()
-    return sd, A.group_to_rows(sd, obj, group_id=gid, env_name=env_name, qseq=uuid7(), source_path=source_path)
+    # not "atropos.group": only groups posted to /scored_data enter (and are restored into) the trainer queue
+    return sd, A.group_to_rows(sd, obj, group_id=gid, env_name=env_name, qseq=uuid7(), source_path=source_path,
+                               event_type="atropos.import")
 
 
 def to_records(rec, fmt: str, *, source_path: str | None = None, line: int | None = None) -> list[dict]:

@@ -347,6 +347,15 @@ def _json(request: Request | None, obj=None, *, status: int = 200, raw: bytes | 
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 
+async def _json_async(request: Request, raw: bytes) -> Response:
+    """Like _json for big bodies: gzip (which releases the GIL) runs in a worker thread."""
+    if len(raw) >= 64 * 1024 and "gzip" in request.headers.get("accept-encoding", "").lower():
+        body = await asyncio.to_thread(gzip.compress, raw, 1)
+        return Response(body, media_type="application/json",
+                        headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
+    return _json(request, raw=raw)
+
+
 def _bigjson(obj) -> bytes:
     """JSON with ints beyond 64 bits (the /register uuid) written as plain numbers."""
     import json
@@ -705,11 +714,11 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
                     raise
             s.served_batches += 1
             raw = b'{"batch":[' + b",".join(g.body for g in b) + b"]}"
-            return _json(request, raw=raw)
+        return await _json_async(request, raw)
 
     @app.get("/latest_example")
     async def latest_example(request: Request):
-        return _json(request, raw=svc().state.latest_example())
+        return await _json_async(request, svc().state.latest_example())
 
     @app.get("/status")
     async def status():

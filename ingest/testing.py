@@ -16,15 +16,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def lake_cmd() -> list[str]:
-    return [sys.executable, "-c", "from lachesis.cli import main; main()"]
+def lake_cmd(python: str | None = None) -> list[str]:
+    return [python or sys.executable, "-c", "from lachesis.cli import main; main()"]
 
 
 class ServerProcess:
     """`lake serve` on a loopback port; `start()` waits for /v1/health."""
 
     def __init__(self, lake_root, *, port: int | None = None, token: str | None = None, extra=(),
-                 log_path: str | os.PathLike | None = None):
+                 log_path: str | os.PathLike | None = None, python: str | None = None):
+        self.python = python
         self.lake_root = str(lake_root)
         self.port = port or free_port()
         self.token = token
@@ -40,7 +41,7 @@ class ServerProcess:
     def start(self, timeout: float = 30.0) -> "ServerProcess":
         import httpx
 
-        cmd = lake_cmd() + ["serve", "--lake", self.lake_root, "--port", str(self.port)] + self.extra
+        cmd = lake_cmd(self.python) + ["serve", "--lake", self.lake_root, "--port", str(self.port)] + self.extra
         if self.token:
             cmd += ["--token", self.token]
         self._log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
