@@ -733,9 +733,9 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
                 st = s.state
                 dropped = [g.group_id for g in st.queue] + [g.group_id for b in st.curr_batch for g in b] + \
                     [g.group_id for buf in st.buffer.values() for g in buf]
-                await s.run_event("atropos.reset", metadata={"group_ids": dropped})
-                st.reset()
+                st.reset()  # first, so no group can slip in between the record and the wipe
                 s.served_batches = 0
+                await s.run_event("atropos.reset", metadata={"group_ids": dropped})
         return PlainTextResponse("Reset successful", status_code=200)
 
     # ---------------------------------------------------------------- native routes
