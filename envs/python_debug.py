@@ -21,6 +21,7 @@ from envs.toolcalls import ToolCall
 
 ENV = "python_debug_env"
 TRAIN_TASKS, TEST_TASKS = 3000, 100
+MAX_FILE_BYTES = 1 << 20  # what replace_in_file can edit
 
 
 @dataclass(frozen=True)
@@ -168,8 +169,10 @@ class PythonDebugEnv(ToolEnv):
     # Files are read and written by processes inside the sandbox, never by this process: an agent-made
     # symlink can then only point inside the sandbox's own view.
     def _read(self, box: Sandbox, path: str) -> tuple[str | None, str]:
-        res = box.run(["cat", "--", path])
-        return (res.output, "") if res.ok and not res.truncated else (None, res.observation())
+        res = box.run(["cat", "--", path], output_bytes=MAX_FILE_BYTES)
+        if res.truncated:
+            return None, f"{path} is larger than {MAX_FILE_BYTES} bytes"
+        return (res.output, "") if res.ok else (None, res.observation())
 
     def _write(self, box: Sandbox, path: str, content: str) -> str:
         res = box.run(["/bin/sh", "-c", 'cat > "$1"', "sh", path], stdin=content)
@@ -184,7 +187,10 @@ class PythonDebugEnv(ToolEnv):
             raise ToolArgumentError(str(exc)) from None
         if call.name == "read_file":
             text, err = self._read(box, path)
-            return text if text is not None else f"error: {err}"
+            if text is None:
+                return f"error: {err}"
+            limit = self.limits.output_bytes
+            return text if len(text) <= limit else text[:limit] + "\n[output truncated]"
         if call.name == "write_file":
             return self._write(box, path, str_arg(call, "content", allow_empty=True))
         if call.name == "replace_in_file":

@@ -34,6 +34,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -257,8 +258,11 @@ class Sandbox:
     # ------------------------------------------------------------ running
 
     def run(self, command: str | list[str], *, stdin: str | bytes | None = None,
-            timeout_s: float | None = None) -> RunResult:
-        """Run a shell command (str, through bash) or an argv list in the workspace."""
+            timeout_s: float | None = None, output_bytes: int | None = None) -> RunResult:
+        """Run a shell command (str, through bash) or an argv list in the workspace.
+
+        output_bytes overrides how much output is kept (tools that read a whole file need more than an
+        observation shows)."""
         if self._closed:
             raise RuntimeError("sandbox is closed")
         argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
@@ -278,14 +282,12 @@ class Sandbox:
             pass_fds=self._ns_fds or (),
         )
         if data is not None:
-            try:
-                # Small inputs (tests, file contents) fit in the pipe buffer; a writer thread is not needed.
-                proc.stdin.write(data)
-            except BrokenPipeError:
-                pass
-            finally:
-                proc.stdin.close()
-        output, truncated, killed, lingering = self._collect(proc, start + timeout)
+            if len(data) <= 60000:  # fits in the pipe buffer: no writer thread needed
+                _feed(proc.stdin, data)
+            else:  # a thread, so a command that never reads its input cannot block us past the timeout
+                threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True).start()
+        keep = limits.output_bytes if output_bytes is None else min(output_bytes, limits.output_hard_bytes)
+        output, truncated, killed, lingering = self._collect(proc, start + timeout, keep)
         exit_code = proc.wait()
         # Children still holding the output pipe after the command exited get the uid-wide sweep too.
         self._kill_leftovers(proc.pid, sweep=bool(killed) or lingering)
@@ -295,7 +297,7 @@ class Sandbox:
         return RunResult(text, None if killed == "timeout" else exit_code, timed_out=killed == "timeout",
                          truncated=truncated, killed=killed, seconds=time.monotonic() - start)
 
-    def _collect(self, proc: subprocess.Popen, deadline: float) -> tuple[bytes, bool, str, bool]:
+    def _collect(self, proc: subprocess.Popen, deadline: float, keep: int) -> tuple[bytes, bool, str, bool]:
         limits = self.limits
         kept = bytearray()
         seen = 0
@@ -329,7 +331,7 @@ class Sandbox:
                 if not chunk:
                     break
                 seen += len(chunk)
-                room = limits.output_bytes - len(kept)
+                room = keep - len(kept)
                 if room > 0:
                     kept += chunk[:room]
                 if seen > limits.output_hard_bytes:
@@ -338,7 +340,7 @@ class Sandbox:
         if killed:
             self._kill_leftovers(proc.pid, sweep=True)
         proc.stdout.close()
-        return bytes(kept), seen > limits.output_bytes, killed, lingering
+        return bytes(kept), seen > keep, killed, lingering
 
     def _kill_leftovers(self, pgid: int, *, sweep: bool) -> None:
         try:
@@ -504,6 +506,18 @@ class Sandbox:
         try:
             self.close()
         except Exception:
+            pass
+
+
+def _feed(pipe, data: bytes) -> None:
+    try:
+        pipe.write(data)
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+    finally:
+        try:
+            pipe.close()
+        except OSError:
             pass
 
 

@@ -179,3 +179,18 @@ def test_users_register_their_own_environment(tmp_path):
 
         registry._REGISTRY.pop("my_echo_env")
         del gymnasium.registry["my_echo_env"]
+
+
+def test_python_tools_edit_files_larger_than_an_observation():
+    big = "x = 1\n" + "# filler line\n" * 2000 + "y = 2\n"
+    task = envs.Task("big1", "Set y to 3.", {"m.py": big}, [], {"tests": "from m import y\nassert y == 3\n"})
+    env = envs.make("python_debug_env", tasks=[task])
+    try:
+        env.reset(options={"task_id": "big1"})
+        shown = env.step(format_tool_call("read_file", {"path": "m.py"}))[0]
+        assert shown.endswith("[output truncated]") and len(shown) < len(big)
+        assert env.step(format_tool_call("replace_in_file", {"path": "m.py", "old": "y = 2", "new": "y = 3"}))[0] \
+            == "wrote m.py"
+        assert env.step(format_tool_call("submit", {}))[1] == 1.0
+    finally:
+        env.close()
