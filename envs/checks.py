@@ -12,7 +12,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from envs.programs import source
-from envs.sandbox import Sandbox, sandbox_python
+from envs.sandbox import Sandbox
 
 CHECK_TYPES = {
     "file": ("path", "content"),
@@ -83,7 +83,7 @@ def run_state_checks(box: Sandbox, checks: list[dict], *, last_output: str = "",
     state = [c for c in checks if c["type"] != "output"]
     if state:
         nonce = secrets.token_hex(16)
-        res = box.run([sandbox_python(), "-I", "-S", "-B", "-c", source("state_checker")],
+        res = box.run([box.python, "-I", "-S", "-B", "-c", source("state_checker")],
                       stdin=json.dumps({"nonce": nonce, "checks": state}), timeout_s=20)
         rows = _parse(res.output, nonce)
         details = rows[0] if rows else [{"type": "checker", "ok": False, "detail": res.observation()[-300:]}]
@@ -103,7 +103,7 @@ def run_python_tests(box: Sandbox, suites: list[dict], *, timeout_s: float = 20.
     discover=True also runs the workspace's own test_*.py files (the visible tests)."""
     nonce = secrets.token_hex(16)
     spec = {"nonce": nonce, "suites": suites, "workspace": box.path_inside, "per_test_s": 3, "discover": discover}
-    res = box.run([sandbox_python(), "-I", "-S", "-B", "-c", source("test_runner")], stdin=json.dumps(spec),
+    res = box.run([box.python, "-I", "-S", "-B", "-c", source("test_runner")], stdin=json.dumps(spec),
                   timeout_s=timeout_s)
     rows_out = _parse(res.output, nonce)
     if discover:

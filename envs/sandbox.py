@@ -151,6 +151,33 @@ def sandbox_python() -> str:
     return candidate if os.path.exists(candidate) else os.path.realpath(sys.executable)
 
 
+def _world_executable(path: str) -> bool:
+    """Can any uid run this? (every parent directory searchable by others, the file executable)."""
+    path = os.path.realpath(path)
+    try:
+        if not os.stat(path).st_mode & stat.S_IXOTH:
+            return False
+        parent = os.path.dirname(path)
+        while parent != "/":
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                return False
+            parent = os.path.dirname(parent)
+    except OSError:
+        return False
+    return True
+
+
+def _python_for_uid() -> str:
+    """Without a chroot view an own uid cannot enter a private prefix (pyenv under /root): use a system one."""
+    own = sandbox_python()
+    if _world_executable(own):
+        return own
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if _world_executable(candidate):
+            return candidate
+    return own
+
+
 def _system_view(root: bytes) -> _View:
     view = _View()
     made: set[bytes] = set()
@@ -212,14 +239,18 @@ class Sandbox:
         self.gid = self.uid if self.own_uid else os.getgid()
         if self.own_uid:
             os.chown(self.workspace, self.uid, self.gid)
+            if self.isolation == "rlimits":  # no chroot: the uid must be able to pass through to its workspace
+                os.chmod(self._dir, 0o711)
         self._root = self._dir / "root"
         self._view: _View | None = None
         if self.isolation in ("full", "userns"):
             self._root.mkdir(mode=0o755)
             self._view = _system_view(str(self._root).encode())
         self.path_inside = WORKSPACE_INSIDE if self._view else str(self.workspace)
+        # The interpreter checkers and tests run with (the chroot view holds the caller's own prefix).
+        self.python = sandbox_python() if self._view or not self.own_uid else _python_for_uid()
         base_env = {
-            "PATH": f"/usr/local/bin:/usr/bin:/bin:{os.path.dirname(sandbox_python())}",
+            "PATH": f"/usr/local/bin:/usr/bin:/bin:{os.path.dirname(self.python)}",
             "HOME": self.path_inside,
             "LANG": "C.UTF-8",
             "LC_ALL": "C.UTF-8",

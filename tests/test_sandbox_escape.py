@@ -78,11 +78,18 @@ def test_hidden_tests_cannot_be_read_or_modified():
         probe = hidden.splitlines()[3].strip()  # a line only the hidden tests contain
         mod = task.slots["mod"]
         # A "visible test" that searches every place outside the read-only system tree for the hidden text.
-        spy = ("import os\n\ndef test_spy():\n    hits = []\n    for top in ['/workspace', '/tmp', '/home', '/work', "
-               "'/var', '/etc', '/dev']:\n     for root, dirs, files in os.walk(top):\n"
-               "        for f in files:\n            try:\n                p = os.path.join(root, f)\n"
-               f"                if ({probe[:6]!r} + {probe[6:]!r}) in open(p, errors='ignore').read(1 << 16):\n"
-               "                    hits.append(p)\n            except OSError:\n                pass\n"
+        spy = ("import os, time\n\ndef test_spy():\n    hits, t0 = [], time.time()\n"
+               "    for top in ['/workspace', '/tmp', '/home', '/work', '/var', '/etc', '/dev']:\n"
+               "        for root, dirs, files in os.walk(top):\n"
+               "            if time.time() - t0 > 2:  # a bounded search (without a chroot the host is big)\n"
+               "                break\n"
+               "            for f in files:\n"
+               "                try:\n"
+               "                    p = os.path.join(root, f)\n"
+               f"                    if ({probe[:6]!r} + {probe[6:]!r}) in open(p, errors='ignore').read(1 << 16):\n"
+               "                        hits.append(p)\n"
+               "                except OSError:\n"
+               "                    pass\n"
                "    assert not hits, hits\n")
         observations = [
             env.step(format_tool_call("write_file", {"path": "test_spy.py", "content": spy}))[0],
