@@ -157,6 +157,27 @@ def test_hermes_roles_are_normalised(tmp_path):
     assert [m["role"] for m in r["messages"]] == ["user", "assistant"]
 
 
+def test_tool_call_and_think_text_not_rendered_twice(tmp_path):
+    """A writer that keeps the raw `<tool_call>` text in content next to structured tool_calls (the rollout
+    runner does) must not yield chats whose template renders each call twice."""
+    lk = new_lake(tmp_path / "lake")
+    msgs = [{"role": "user", "content": "list files"},
+            {"role": "assistant", "content": 'Looking.\n<tool_call>\n{"name": "run", "arguments": {"command": "ls"}}\n</tool_call>',
+             "tool_calls": [{"id": "c0", "name": "run", "arguments": {"command": "ls"}}]},
+            {"role": "tool", "content": "a.txt", "tool_call_id": "c0"},
+            {"role": "assistant", "content": "<think>\nls showed one file\n</think>\nThere is a.txt.",
+             "reasoning": "ls showed one file"},
+            {"role": "assistant", "content": "<think>kept: no structured reasoning</think> ok"}]
+    lk.append("trajectories", [trajectory(1, "t", 1.0, True, messages=msgs)])
+    with lk.snapshot() as s:
+        (r,) = rows(s, "SELECT messages FROM sft")
+    m = r["messages"]
+    assert m[1]["content"] == "Looking." and m[1]["tool_calls"][0]["function"]["name"] == "run"
+    assert m[3]["content"] == "There is a.txt." and m[3]["reasoning"] == "ls showed one file"
+    assert m[4]["content"] == "<think>kept: no structured reasoning</think> ok"
+    assert m[2]["content"] == "a.txt"
+
+
 def test_dpo_pairs_same_task_and_prompt_with_gap(tmp_path):
     lk = new_lake(tmp_path / "lake")
     recs = [trajectory(i, "task-p", r, r >= 0.5) for i, r in enumerate([1.0, 0.8, 0.1, 0.0])]

@@ -1,7 +1,9 @@
 -- Helper for sft and dpo: every current trajectory with its chat in the form chat templates and TRL take
 -- (a list of messages {role, content, reasoning, tool_calls, tool_call_id, name}; tool calls in OpenAI form
 -- {id, type: 'function', function: {name, arguments: JSON text}}; roles human/gpt become user/assistant;
--- absent fields are NULL), its task key and its dataset split.
+-- absent fields are NULL), its task key and its dataset split. A message that carries structured tool_calls
+-- (or reasoning) has the `<tool_call>` blocks (or the leading `<think>` block) removed from its content, so a
+-- chat template does not render them twice.
 -- Split: per task, never per trajectory, so a task is in exactly one split. With the default
 -- `sft_split_source = 'auto'` a task that any trajectory marks as a held-out split (test/eval/validation) is
 -- test, one marked train is train, and the rest are split by md5(task_id) with `sft_test_fraction` (0.1) as test.
@@ -39,7 +41,16 @@ SELECT
     list_position(list_transform(t.messages, lambda m: m.role IN ('assistant', 'gpt')), true) AS first_assistant,
     list_transform(t.messages, lambda m: {
         'role': CASE m.role WHEN 'human' THEN 'user' WHEN 'gpt' THEN 'assistant' ELSE m.role END,
-        'content': coalesce(m.content, ''),
+        'content': CASE
+            WHEN len(m.tool_calls) > 0 THEN trim(regexp_replace(
+                CASE WHEN nullif(m.reasoning, '') IS NOT NULL
+                     THEN regexp_replace(coalesce(m.content, ''), '(?s)^\s*<think>.*?</think>', '')
+                     ELSE coalesce(m.content, '') END,
+                '(?s)<tool_call>.*?</tool_call>', '', 'g'), chr(10) || chr(13) || chr(9) || ' ')
+            WHEN nullif(m.reasoning, '') IS NOT NULL
+                THEN trim(regexp_replace(coalesce(m.content, ''), '(?s)^\s*<think>.*?</think>', ''), chr(10) || chr(13) || chr(9) || ' ')
+            ELSE coalesce(m.content, '')
+        END,
         'reasoning': nullif(m.reasoning, ''),
         'tool_calls': CASE WHEN len(m.tool_calls) > 0 THEN list_transform(m.tool_calls, lambda c: {
             'id': c.id,
