@@ -68,8 +68,7 @@ def _load_eval_tasks(env_name: str, split: str, tasks_file: str | None):
 
     try:
         if tasks_file:
-            loader = getattr(envs, "load_task_file", None) or getattr(envs, "load_tasks_file", None)
-            tasks = loader(tasks_file) if loader else envs.load_tasks(env_name, split, path=tasks_file)
+            tasks = [t for t in envs.load_tasks_file(tasks_file) if t.split == split]
         else:
             tasks = envs.load_tasks(env_name, split)
     except TrainerInputError:
@@ -186,6 +185,27 @@ class Episode:
                 "final_action": self.steps[-1]["action"][:300] if self.steps else ""}
 
 
+def play(episodes: list["Episode"], generate, tok, s: EvalSettings, on_done=None) -> float:
+    """Run episodes to the end: each round, one batched `generate(prompts, episodes) -> new token lists` call per
+    `s.batch_size` live episodes (shortest prompts together), then one env step per episode. Returns the
+    seconds spent generating."""
+    gen_s = 0.0
+    while True:
+        live = [e for e in episodes if not e.done]
+        if not live:
+            return gen_s
+        live.sort(key=lambda e: len(e.ids))
+        for b in range(0, len(live), s.batch_size):
+            chunk = live[b : b + s.batch_size]
+            tg = time.perf_counter()
+            outs = generate([e.ids for e in chunk], chunk)
+            gen_s += time.perf_counter() - tg
+            for e, new in zip(chunk, outs):
+                e.advance(tok, new, s.max_turns, s.max_context)
+                if e.done and on_done:
+                    on_done()
+
+
 def run_eval(s: EvalSettings, console=None) -> dict:
     setup_env()
     set_threads(s.threads)
@@ -210,24 +230,12 @@ def run_eval(s: EvalSettings, console=None) -> dict:
     t0 = time.perf_counter()
     episodes: list[Episode] = []
     for i, t in enumerate(tasks):
-        episodes.append(Episode(envs.make(env_name), t, env_name, s.seed + i, tok))
+        env = envs.make(env_name, tasks=s.tasks_file) if s.tasks_file else envs.make(env_name, split=s.split)
+        episodes.append(Episode(env, t, env_name, s.seed + i, tok))
     prog = _progress(console, len(episodes)) if s.progress else None
-    gen_s = 0.0
     try:
-        while True:
-            live = [e for e in episodes if not e.done]
-            if not live:
-                break
-            live.sort(key=lambda e: len(e.ids))
-            for b in range(0, len(live), s.batch_size):
-                chunk = live[b : b + s.batch_size]
-                tg = time.perf_counter()
-                outs = generate_batch(model, tok, [e.ids for e in chunk], s.max_new_tokens)
-                gen_s += time.perf_counter() - tg
-                for e, new in zip(chunk, outs):
-                    e.advance(tok, new, s.max_turns, s.max_context)
-                    if e.done and prog:
-                        prog[0].advance(prog[1])
+        gen_s = play(episodes, lambda prompts, _eps: generate_batch(model, tok, prompts, s.max_new_tokens), tok, s,
+                     (lambda: prog[0].advance(prog[1])) if prog else None)
     finally:
         if prog:
             prog[0].stop()

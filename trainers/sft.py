@@ -43,6 +43,7 @@ class SFTSettings:
     lora_dropout: float = 0.0
     target_modules: str = "all-linear"
     share_prefix: bool = True  # compute a batch's common prompt prefix (system prompt + tools) once
+    bucket_by_length: bool = False
     warmup_steps: int = 30
     min_lr_ratio: float = 0.1
     weight_decay: float = 0.01
@@ -90,16 +91,18 @@ def encode_all(tok, convs: list[dict], max_length: int) -> tuple[list[tuple[list
 
 
 def length_bucketed_batches(lengths: list[int], batch_size: int, rng: random.Random, bucket_batches: int = 32,
-                            groups: list[int] | None = None) -> list[list[int]]:
-    """Shuffle, then sort within windows of `bucket_batches` batches by (prompt group, length): similar lengths and
-    the same system prompt together, batch order still random."""
+                            groups: list[int] | None = None, by_length: bool = False) -> list[list[int]]:
+    """Random batches of one prompt group each (same system prompt + tools, so the shared prefix is long);
+    `by_length` also sorts windows of `bucket_batches` batches by length (less padding, but batches of similar
+    length are often one task template: measured worse for learning here, so off by default)."""
     idx = list(range(len(lengths)))
     rng.shuffle(idx)
-    window = batch_size * bucket_batches
-    batches = []
     g = groups or [0] * len(lengths)
+    window = batch_size * bucket_batches if by_length else len(idx)
+    batches = []
     for s in range(0, len(idx), window):
-        chunk = sorted(idx[s : s + window], key=lambda i: (g[i], lengths[i]))
+        key = (lambda i: (g[i], lengths[i])) if by_length else (lambda i: g[i])
+        chunk = sorted(idx[s : s + window], key=key)  # stable: random order within a group
         batches.extend(chunk[b : b + batch_size] for b in range(0, len(chunk), batch_size))
     rng.shuffle(batches)
     return batches
@@ -246,7 +249,7 @@ def train_loop(model, examples, s: SFTSettings, pad_id: int, on_log: Callable[[d
     done = False
     epoch = 0
     while not done:
-        for batch in length_bucketed_batches(lengths, s.batch_size, rng, groups=groups):
+        for batch in length_bucketed_batches(lengths, s.batch_size, rng, groups=groups, by_length=s.bucket_by_length):
             P = shared_prefix_len(examples, batch, first_labels) if s.share_prefix and len(batch) > 1 else 0
             if P >= 16:
                 prefix, ids, labels, att = (t.to(dev) for t in collate_suffix(examples, batch, P, pad_id))
