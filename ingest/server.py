@@ -39,6 +39,7 @@ from lake.schemas import payload_schema
 log = logging.getLogger("lachesis.ingest.server")
 
 MiB = 1 << 20
+SERVE_MODES = ("at-least-once", "at-most-once")
 
 
 class CommitFailed(RuntimeError):
@@ -139,13 +140,15 @@ def _parse_occ(v):
 # --------------------------------------------------------------------------------------------------------
 class IngestService:
     def __init__(self, lake: Lake, *, token: str | None = None, max_body: int = 64 * MiB,
-                 max_inflated: int = 256 * MiB, writer_name: str = "ingest-http", serve_mode: str = "exact"):
+                 max_inflated: int = 256 * MiB, writer_name: str = "ingest-http",
+                 serve_mode: str = "at-least-once"):
         from lake.lake import process_writer_id
 
-        if serve_mode not in ("exact", "fast"):
-            raise ValueError("serve_mode must be 'exact' or 'fast'")
+        if serve_mode not in SERVE_MODES:
+            raise ValueError(f"serve_mode must be one of {', '.join(SERVE_MODES)}")
         self.serve_mode = serve_mode
         self.pending_serves: set = set()
+        self.unconfirmed: list[str] = []  # batches sent whose delivery the trainer has not confirmed yet
         self.lake = lake
         self.token = token
         self.max_body = max_body
@@ -193,6 +196,8 @@ class IngestService:
         st = A.AtroposState()
         excluded: set[str] = set()
         served = 0
+        sent: dict[str, list] = {}  # at-least-once batches: batch_id -> group ids
+        confirmed: set[str] = set()
         for ev in events:
             kind = ev["kind"]
             cfg = orjson.loads(ev["config"]) if ev["config"] else {}
@@ -211,10 +216,24 @@ class IngestService:
                 st.started = True
             elif kind == "atropos.reset":
                 excluded.update(meta.get("group_ids", []))
+                for gids in sent.values():  # a reset ends the run: whatever was sent is settled
+                    excluded.update(gids)
+                sent.clear()
                 st.reset()
             elif kind == "atropos.batch":
-                excluded.update(meta.get("group_ids", []))
+                confirmed.update(meta.get("confirms") or [])
+                if meta.get("mode") == "at-least-once" and meta.get("batch_id"):
+                    sent[meta["batch_id"]] = meta.get("group_ids", [])
+                else:
+                    excluded.update(meta.get("group_ids", []))
+                    served += 1
+            elif kind == "atropos.confirm":
+                confirmed.update(meta.get("confirms") or [])
+        for bid, gids in sent.items():
+            if bid in confirmed:
+                excluded.update(gids)
                 served += 1
+            # else: sent but never confirmed (the trainer did not come back before the crash): served again
         if st.registered:
             st.step += served
         con = snap.con
@@ -235,6 +254,11 @@ class IngestService:
         self.served_batches = served
         if ordered:
             log.info("restored %d unserved Atropos groups", len(ordered))
+
+    def background(self, coro) -> None:
+        t = asyncio.ensure_future(coro)
+        self.pending_serves.add(t)
+        t.add_done_callback(self.pending_serves.discard)
 
     def batcher(self, table: str) -> TableBatcher:
         b = self.batchers.get(table)
@@ -433,7 +457,7 @@ class _Detail(Exception):
 # the app
 # --------------------------------------------------------------------------------------------------------
 def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int = 64 * MiB,
-               max_inflated: int = 256 * MiB, serve_mode: str = "exact") -> FastAPI:
+               max_inflated: int = 256 * MiB, serve_mode: str = "at-least-once") -> FastAPI:
     from contextlib import asynccontextmanager
 
     holder: dict = {}
@@ -696,18 +720,23 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
             if not st.started:
                 await s.run_event("atropos.started")
                 st.started = True
+            # the trainer pulls one batch at a time: coming back confirms the batches it was sent before
+            confirms, s.unconfirmed = s.unconfirmed, []
             b = st.pop_batch()
             if b is None:
+                if confirms:
+                    s.background(s.run_event("atropos.confirm", metadata={"confirms": confirms}))
                 return {"batch": None}
-            meta = {"group_ids": [g.group_id for g in b], "sequences": sum(g.size for g in b), "step": st.step}
-            if s.serve_mode == "fast":
-                # recorded in the background, coalesced with other batches' records into one commit; after a
-                # crash the batches of that last commit window are served again (at-least-once)
-                t = asyncio.ensure_future(s.run_event("atropos.batch", status="served", metadata=meta))
-                s.pending_serves.add(t)
-                t.add_done_callback(s.pending_serves.discard)
+            bid = uuid7()
+            meta = {"batch_id": bid, "group_ids": [g.group_id for g in b], "sequences": sum(g.size for g in b),
+                    "step": st.step, "confirms": confirms, "mode": s.serve_mode}
+            if s.serve_mode == "at-least-once":
+                # recorded in the background (coalesced with other records into one commit) and confirmed by the
+                # trainer's next /batch; a batch sent but not confirmed when the server dies is served again
+                s.unconfirmed.append(bid)
+                s.background(s.run_event("atropos.batch", status="served", metadata=meta))
             else:
-                try:  # exact: the served record is committed before the batch leaves (at-most-once)
+                try:  # at-most-once: committed before the batch leaves; a batch lost in flight is not re-sent
                     await s.run_event("atropos.batch", status="served", metadata=meta)
                 except BaseException:
                     st.unpop_batch(b)
@@ -735,6 +764,7 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
                     [g.group_id for buf in st.buffer.values() for g in buf]
                 st.reset()  # first, so no group can slip in between the record and the wipe
                 s.served_batches = 0
+                s.unconfirmed = []
                 await s.run_event("atropos.reset", metadata={"group_ids": dropped})
         return PlainTextResponse("Reset successful", status_code=200)
 
@@ -942,7 +972,7 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
 
 
 def serve(lake_root, host="127.0.0.1", port=8000, token=None, max_body=64 * MiB, max_inflated=256 * MiB,
-          log_level="warning", serve_mode="exact"):
+          log_level="warning", serve_mode="at-least-once"):
     import uvicorn
 
     app = create_app(lake_root, token=token, max_body=max_body, max_inflated=max_inflated, serve_mode=serve_mode)

@@ -27,15 +27,16 @@ def serve(
     max_body_mb: float = typer.Option(64.0, help="Largest request body accepted (MiB, as sent)."),
     max_inflated_mb: float = typer.Option(256.0, help="Largest body after gunzip (MiB): the gzip-bomb limit."),
     log_level: str = typer.Option("warning", help="uvicorn log level."),
-    serve_mode: str = typer.Option("exact", help="exact: a /batch is recorded as served before it is sent "
-                                   "(at-most-once); fast: recorded in the background, coalesced (after a crash "
-                                   "the last commit window's batches are served again)."),
+    serve_mode: str = typer.Option("at-least-once", help="at-least-once: a batch counts as served once the trainer "
+                                   "comes back for the next one; after a crash an unconfirmed batch is served "
+                                   "again. at-most-once: recorded before it is sent; a batch lost in flight is "
+                                   "not re-sent."),
 ) -> None:
     """Serve the durable trajectory API: native /v1 routes and the Atropos run-api routes."""
     from ingest.server import serve as _serve
 
-    if serve_mode not in ("exact", "fast"):
-        raise typer.BadParameter("--serve-mode must be exact or fast")
+    if serve_mode not in ("at-least-once", "at-most-once"):
+        raise typer.BadParameter("--serve-mode must be at-least-once or at-most-once")
     root = _root(lake)
     print(f"lake serve: http://{host}:{port} lake={root} auth={'on' if token else 'off'}", file=sys.stderr,
           flush=True)

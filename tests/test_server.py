@@ -77,13 +77,26 @@ def test_atropos_contract_and_restart(lake_root, tmp_path):
         assert all(len(x) == 14 and x["distill_logprobs"] is None for x in b)
         served_first = {x["messages"][0][0]["content"] for x in b}
         assert c.get("/status").json()["current_step"] == 2  # all formable batches are formed at once
+        # the next pull confirms the first batch was delivered; this second one is never confirmed
+        b2 = c.get("/batch").json()["batch"]
+        assert sum(len(x["tokens"]) for x in b2) == 8
+        unconfirmed = {x["messages"][0][0]["content"] for x in b2}
+        import time
+
+        deadline = time.monotonic() + 10  # served records are written in the background: let them land
+        while time.monotonic() < deadline:
+            with Lake(lake_root).snapshot() as snap:
+                if snap.sql("SELECT count(*) FROM runs WHERE kind = 'atropos.batch'").fetchall()[0][0] == 2:
+                    break
+            time.sleep(0.05)
     finally:
         srv.kill()  # SIGKILL: nothing is flushed on the way out
     srv = ServerProcess(lake_root, port=srv.port, log_path=tmp_path / "serve.log").start()
     try:
         c = httpx.Client(base_url=srv.url, timeout=30)
         assert c.get("/info").json() == {"batch_size": 8, "max_token_len": 256}
-        # 6 queue entries; the served batch was the last formed: [g2, h1, h2]; g0, g1 and gN remain
+        # served before the crash: A = [g2, h1, h2] (confirmed), B = [g0, g1] (sent, unconfirmed: at-least-once
+        # serves it again); queued after restart: g0, g1 and gN
         assert c.get("/status").json()["queue_size"] == 3
         assert c.get("/status-env", params={"env_id": 1}).status_code == 200
         g = group(rng)
@@ -98,6 +111,7 @@ def test_atropos_contract_and_restart(lake_root, tmp_path):
             got.extend(b)
         keys = {x["messages"][0][0]["content"] for x in got}
         assert not keys & served_first
+        assert unconfirmed <= keys
         for x in got:  # served after restart: byte-for-byte what was posted (14 keys, [] stays [])
             k = x["messages"][0][0]["content"]
             if k in sent:
@@ -115,7 +129,7 @@ def test_atropos_contract_and_restart(lake_root, tmp_path):
         n = snap.sql("SELECT count(*) FROM trajectories WHERE event_type='atropos.group'").fetchall()[0][0]
         kinds = dict(snap.sql("SELECT kind, count(*) FROM runs GROUP BY kind").fetchall())
     assert n == 3 * 4 + 2 + 2 + 4 + 4
-    assert kinds["atropos.batch"] == 3 and kinds["atropos.register"] == 1 and kinds["atropos.reset"] == 1
+    assert kinds["atropos.batch"] == 4 and kinds["atropos.register"] == 1 and kinds["atropos.reset"] == 1
 
 
 def test_native_routes_auth_limits(lake_root, tmp_path):

@@ -79,7 +79,9 @@ def test_real_atroposlib_env_and_trainer_survive_restart(tmp_path):
     assert env.returncode == 0 and trainer.returncode == 0, log[-3000:]
     acked_items = acked.read_text().splitlines()
     got = [json.loads(x) for x in received.read_text().splitlines()]
-    assert len(got) == len(set(got)), "a group was served twice"
+    twice = {g for g in got if got.count(g) > 1}
+    # at-least-once: only the batch in flight when the server died (2 groups) may be served a second time
+    assert len(twice) <= 2, twice
     with Lake(tmp_path / "lake").snapshot() as snap:
         rows = snap.arrow("SELECT group_id, messages FROM trajectories WHERE event_type = 'atropos.group'").to_pylist()
         served = snap.sql("SELECT count(*) FROM runs WHERE kind = 'atropos.batch'").fetchall()[0][0]
@@ -87,6 +89,6 @@ def test_real_atroposlib_env_and_trainer_survive_restart(tmp_path):
     assert set(acked_items) <= in_lake  # every acknowledged group is durable
     assert set(got) <= in_lake
     unserved = set(acked_items) - set(got)
-    assert len(unserved) <= 1  # batches are 2 groups: at most one acknowledged group can still be queued
+    assert len(unserved) <= 1, unserved  # batches are 2 groups: at most one acknowledged group can still be queued
     assert served == len(got) // 2
     assert len(acked_items) >= 8
