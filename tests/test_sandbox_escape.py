@@ -179,8 +179,10 @@ def test_memory_limit_stops_a_huge_allocation(box):
     assert res.exit_code != 0 and "MemoryError" in res.output
 
 
+@pytest.mark.parametrize("spawner", ["1", "0"])
 @pytest.mark.parametrize("mode", ["full", "userns"])
-def test_every_namespace_mode_contains_the_basics(mode, tmp_path):
+def test_every_namespace_mode_contains_the_basics(mode, spawner, tmp_path, monkeypatch):
+    monkeypatch.setenv("LACHESIS_SANDBOX_SPAWNER", spawner)  # "0": commands fork from this process
     if mode == "full" and os.geteuid() != 0:
         pytest.skip("full isolation needs root")
     try:
@@ -195,3 +197,18 @@ def test_every_namespace_mode_contains_the_basics(mode, tmp_path):
                       "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 53), timeout=1)'")
         assert not (tmp_path / "out").exists() and "ok" in res.output and "unreachable" in res.output
         assert box.run("head -c 10M /dev/zero | tr '\\0' a").truncated
+
+
+def test_a_killed_spawn_helper_is_replaced(box):
+    from envs.spawner import get_spawner
+    from envs.sandbox import sandbox_python
+
+    helper = get_spawner(sandbox_python())
+    if helper is None:
+        pytest.skip("spawn helper turned off")
+    assert box.run("echo one").output == "one\n"
+    helper.proc.kill()
+    helper.proc.wait()
+    time.sleep(0.05)
+    assert box.run("echo two").output == "two\n"
+    assert get_spawner(sandbox_python()) is not helper
