@@ -971,9 +971,32 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
     return app
 
 
+def bind_socket(host: str, port: int, retry_s: float = 0.0):
+    """A listening socket on host:port; with retry_s > 0 keep trying while the port is taken (a standby that
+    takes over the moment the previous server dies: connections then wait in the backlog, not refused)."""
+    import socket
+
+    deadline = time.monotonic() + retry_s
+    while True:
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+            sock.listen(2048)
+            sock.set_inheritable(True)
+            return sock
+        except OSError:
+            sock.close()
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
+
+
 def serve(lake_root, host="127.0.0.1", port=8000, token=None, max_body=64 * MiB, max_inflated=256 * MiB,
-          log_level="warning", serve_mode="at-least-once"):
+          log_level="warning", serve_mode="at-least-once", bind_retry_s: float = 0.0):
     import uvicorn
 
+    sock = bind_socket(host, port, bind_retry_s)  # bound before the lake is loaded: nothing committed is missed
     app = create_app(lake_root, token=token, max_body=max_body, max_inflated=max_inflated, serve_mode=serve_mode)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=5)
+    config = uvicorn.Config(app, log_level=log_level, access_log=False, timeout_graceful_shutdown=5)
+    uvicorn.Server(config).run(sockets=[sock])

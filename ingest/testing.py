@@ -38,14 +38,25 @@ class ServerProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> "ServerProcess":
-        import httpx
-
+    def spawn(self, bind_retry_s: float = 0.0) -> "ServerProcess":
+        """Start the process without waiting (with bind_retry_s: a standby for a port still in use)."""
         cmd = lake_cmd(self.python) + ["serve", "--lake", self.lake_root, "--port", str(self.port)] + self.extra
         if self.token:
             cmd += ["--token", self.token]
+        if bind_retry_s:
+            cmd += ["--bind-retry-s", str(bind_retry_s)]
         self._log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=self._log)
+        return self
+
+    def start(self, timeout: float = 30.0) -> "ServerProcess":
+        if self.proc is None:
+            self.spawn()
+        return self.wait_healthy(timeout)
+
+    def wait_healthy(self, timeout: float = 30.0) -> "ServerProcess":
+        import httpx
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

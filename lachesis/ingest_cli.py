@@ -31,6 +31,8 @@ def serve(
                                    "comes back for the next one; after a crash an unconfirmed batch is served "
                                    "again. at-most-once: recorded before it is sent; a batch lost in flight is "
                                    "not re-sent."),
+    bind_retry_s: float = typer.Option(0.0, help="Keep trying to bind a port still in use for this long "
+                                       "(start a standby that takes over when the running server exits)."),
 ) -> None:
     """Serve the durable trajectory API: native /v1 routes and the Atropos run-api routes."""
     from ingest.server import serve as _serve
@@ -41,7 +43,8 @@ def serve(
     print(f"lake serve: http://{host}:{port} lake={root} auth={'on' if token else 'off'}", file=sys.stderr,
           flush=True)
     _serve(root, host=host, port=port, token=token, max_body=int(max_body_mb * (1 << 20)),
-           max_inflated=int(max_inflated_mb * (1 << 20)), log_level=log_level, serve_mode=serve_mode)
+           max_inflated=int(max_inflated_mb * (1 << 20)), log_level=log_level, serve_mode=serve_mode,
+           bind_retry_s=bind_retry_s)
 
 
 def watch(

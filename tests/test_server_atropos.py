@@ -64,8 +64,12 @@ def test_real_atroposlib_env_and_trainer_survive_restart(tmp_path):
             assert env.poll() is None and trainer.poll() is None, (tmp_path / "env.log").read_text()[-3000:]
             time.sleep(0.2)
         assert received.exists(), (tmp_path / "env.log").read_text()[-3000:]
-        srv.kill()  # kill -9 in the middle of the run
-        srv = ServerProcess(tmp_path / "lake", port=srv.port, log_path=tmp_path / "serve.log").start()
+        # a standby waits for the port (imports done); then kill -9 in the middle of the run. BaseEnv gives up
+        # after 3 quick retries of /status-env, so the takeover has to be fast, as in a supervised deployment
+        standby = ServerProcess(tmp_path / "lake", port=srv.port, log_path=tmp_path / "serve.log").spawn(60)
+        time.sleep(3)
+        srv.kill()
+        srv = standby.wait_healthy()
         env.wait(timeout=120)
         time.sleep(2)
         stop.write_text("")
