@@ -81,23 +81,23 @@ class Snapshot:
         self.con.execute(f'CREATE VIEW "{table}" AS SELECT {", ".join(cols)} FROM {source}')
 
     def _register_views(self, view_sql: dict[str, str]) -> list[str]:
-        """Register views; retry until dependencies between views resolve."""
-        pending = dict(view_sql)
+        """Register views in dependency order (each binds once); a view that fails is recorded and skipped."""
         done: list[str] = []
-        while pending:
-            progressed = False
-            for name, sql in list(pending.items()):
+        pending = _dependency_order(view_sql)
+        while pending:  # a second pass only when DuckDB could not list some view's dependencies
+            failed = []
+            for name in pending:
                 try:
-                    self.con.execute(f'CREATE VIEW "{name}" AS {sql.strip().rstrip(";")}')
+                    self.con.execute(f'CREATE VIEW "{name}" AS {view_sql[name].strip().rstrip(";")}')
                 except duckdb.Error as exc:
                     self.view_errors[name] = str(exc)
+                    failed.append(name)
                     continue
                 self.view_errors.pop(name, None)
                 done.append(name)
-                del pending[name]
-                progressed = True
-            if not progressed:
+            if len(failed) == len(pending):
                 break
+            pending = failed
         return done
 
     def table_files(self, table: str) -> list[str]:
@@ -144,3 +144,26 @@ def _closure(query: str, view_sql: dict[str, str]) -> set[str] | None:
                 return None
             todo |= deps - seen
     return seen
+
+
+def _dependency_order(view_sql: dict[str, str]) -> list[str]:
+    """Views sorted so each comes after the views it reads; cycles and unparsable SQL keep name order."""
+    deps = {}
+    for name, sql in view_sql.items():
+        refs = referenced_names(sql.strip().rstrip(";")) or set()
+        deps[name] = {r for r in refs if r in view_sql and r != name}
+    order: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(name: str) -> None:
+        if state.get(name) == 2 or state.get(name) == 1:  # done, or a cycle: let DuckDB report it
+            return
+        state[name] = 1
+        for d in sorted(deps[name]):
+            visit(d)
+        state[name] = 2
+        order.append(name)
+
+    for name in sorted(view_sql):
+        visit(name)
+    return order
