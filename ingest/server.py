@@ -50,8 +50,9 @@ class CommitFailed(RuntimeError):
 # batching committer: many requests -> one lake submit -> one Delta version
 # --------------------------------------------------------------------------------------------------------
 class TableBatcher:
-    def __init__(self, writer, table: str):
+    def __init__(self, writer, table: str, linger: float = 0.0):
         self.writer, self.table = writer, table
+        self.linger = linger  # wait this long after the first pending item, to gather more into one commit
         self.schema = payload_schema(table)
         self.pending: list = []
         self.wake = asyncio.Event()
@@ -79,6 +80,8 @@ class TableBatcher:
         while True:
             await self.wake.wait()
             self.wake.clear()
+            if self.linger:
+                await asyncio.sleep(self.linger)
             items, self.pending = self.pending, []
             if not items:
                 continue
@@ -263,7 +266,11 @@ class IngestService:
     def batcher(self, table: str) -> TableBatcher:
         b = self.batchers.get(table)
         if b is None:
-            b = self.batchers[table] = TableBatcher(self.writer, table)
+            if table == "runs-lazy":  # background bookkeeping (served batches, confirmations): few commits
+                b = TableBatcher(self.writer, "runs", linger=0.25)
+            else:
+                b = TableBatcher(self.writer, table)
+            self.batchers[table] = b
         return b
 
     async def commit_rows(self, table: str, payloads, event_types, occurred):
@@ -273,7 +280,7 @@ class IngestService:
             self.counters["commit_failures"] += 1
             raise
 
-    async def commit_records(self, table: str, records: list[dict], *, index_base=None):
+    async def commit_records(self, table: str, records: list[dict], *, index_base=None, lazy: bool = False):
         """Validate native records with the lake's checker (RecordError -> 422) and commit them."""
         try:
             rows = validate_records(table, records)
@@ -283,12 +290,12 @@ class IngestService:
                 loc.append(index_base[exc.index] if isinstance(index_base, list) else exc.index)
             loc.extend(_split_field(exc.field))
             raise BadInput(exc.message, field=loc, status=422, kind="schema") from None
-        return await self.commit_rows(table, [r.payload for r in rows], [r.event_type for r in rows],
-                                      [r.occurred_at for r in rows])
+        return await self.commit_rows(table + ("-lazy" if lazy else ""), [r.payload for r in rows],
+                                      [r.event_type for r in rows], [r.occurred_at for r in rows])
 
-    async def run_event(self, kind: str, *, config=None, metadata=None, status=None):
+    async def run_event(self, kind: str, *, config=None, metadata=None, status=None, lazy: bool = False):
         rec = {"run_id": f"{kind}-{uuid7()}", "kind": kind, "status": status, "config": config, "metadata": metadata}
-        return await self.commit_records("runs", [rec])
+        return await self.commit_records("runs", [rec], lazy=lazy)
 
     # -- dedupe ----------------------------------------------------------------------------------------
     async def claim(self, key: str):
@@ -725,7 +732,7 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
             b = st.pop_batch()
             if b is None:
                 if confirms:
-                    s.background(s.run_event("atropos.confirm", metadata={"confirms": confirms}))
+                    s.background(s.run_event("atropos.confirm", metadata={"confirms": confirms}, lazy=True))
                 return {"batch": None}
             bid = uuid7()
             meta = {"batch_id": bid, "group_ids": [g.group_id for g in b], "sequences": sum(g.size for g in b),
@@ -734,7 +741,7 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
                 # recorded in the background (coalesced with other records into one commit) and confirmed by the
                 # trainer's next /batch; a batch sent but not confirmed when the server dies is served again
                 s.unconfirmed.append(bid)
-                s.background(s.run_event("atropos.batch", status="served", metadata=meta))
+                s.background(s.run_event("atropos.batch", status="served", metadata=meta, lazy=True))
             else:
                 try:  # at-most-once: committed before the batch leaves; a batch lost in flight is not re-sent
                     await s.run_event("atropos.batch", status="served", metadata=meta)
@@ -758,6 +765,8 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
     async def reset_data(request: Request):
         s = svc()
         async with s.batch_lock:
+            if s.pending_serves:  # served-batch records land before the reset, so replay sees them first
+                await asyncio.gather(*list(s.pending_serves), return_exceptions=True)
             async with s.state_lock:
                 st = s.state
                 dropped = [g.group_id for g in st.queue] + [g.group_id for b in st.curr_batch for g in b] + \
