@@ -45,6 +45,36 @@ def step_overhead(command: str, n: int) -> dict:
             "ratio": round(e / b, 2)}
 
 
+def big_caller_step(n: int, megabytes: int = 400) -> dict:
+    """A step from a caller holding a lot of memory (a trainer with a model): spawn helper vs forking here."""
+    import os
+
+    from envs.sandbox import Sandbox
+
+    ballast = b"\x01" * (megabytes << 20)  # touched pages: what makes a fork of the caller expensive
+    out = {"caller_mb": megabytes}
+    before = os.environ.get("LACHESIS_SANDBOX_SPAWNER")
+    try:
+        for label, flag in (("spawn_helper_ms", "1"), ("fork_here_ms", "0")):
+            os.environ["LACHESIS_SANDBOX_SPAWNER"] = flag
+            with Sandbox() as box:
+                box.write_files({"notes.txt": "a\nb\n"})
+                box.run("true")
+                ts = []
+                for _ in range(n):
+                    t = time.perf_counter()
+                    box.run("wc -l < notes.txt")
+                    ts.append(time.perf_counter() - t)
+            out[label] = round(statistics.median(ts) * 1e3, 2)
+    finally:
+        if before is None:
+            os.environ.pop("LACHESIS_SANDBOX_SPAWNER", None)
+        else:
+            os.environ["LACHESIS_SANDBOX_SPAWNER"] = before
+    del ballast
+    return out
+
+
 def episodes_per_s(name: str, n: int) -> dict:
     env = envs.make(name, split="test")
     policy = envs.get_policy(name, "expert", seed=0)
@@ -76,13 +106,17 @@ def main() -> None:
     args = ap.parse_args()
     results = {"isolation": isolation_mode(), "steps": [step_overhead(c, args.steps) for c in COMMANDS],
                "episodes": [episodes_per_s(n, args.episodes) for n in ("bash_exec_env", "git_repo_env",
-                                                                        "python_debug_env")]}
+                                                                        "python_debug_env")],
+               "big_caller": big_caller_step(max(10, args.steps // 4))}
     print(f"sandbox isolation: {results['isolation']}")
     for s in results["steps"]:
         print(f"  step {s['command']!r:<46} env {s['env_step_ms']:7.2f} ms  bare {s['bare_ms']:7.2f} ms  "
               f"ratio {s['ratio']:.2f}x (target <= 2x)")
     for e in results["episodes"]:
         print(f"  {e['env']:<17} {e['episodes_per_s']:6.2f} expert episodes/s  (mean reward {e['mean_reward']:.2f})")
+    b = results["big_caller"]
+    print(f"  step from a {b['caller_mb']} MB caller: spawn helper {b['spawn_helper_ms']:.2f} ms, "
+          f"forking the caller {b['fork_here_ms']:.2f} ms")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -1,8 +1,10 @@
 # The spawn helper: one small process per Python process that starts every sandboxed command.
 # Forking the caller (a trainer holding a model in memory) for each command costs tens of ms;
 # forking this helper costs well under one. Requests arrive on a SOCK_SEQPACKET socket (argv[1]) as
-# JSON plus file descriptors; replies are {"id", "pid"} after the fork and {"id", "exit"} when the
-# child ends. The child closes every other descriptor (the socket too) before it runs the command.
+# JSON plus file descriptors, one of them the request's own status pipe: the helper writes
+# "P<pid>\n" after the fork and "X<exit code>\n" when the child ends (or "E<error>\n"), then closes
+# it, so each caller reads its own answers without any shared reader. The child closes every other
+# descriptor (the socket too) before it runs the command.
 import ctypes
 import ctypes.util
 import json
@@ -115,10 +117,15 @@ def main():
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *a: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the caller, which closes the socket
-    children = {}
+    children = {}  # pid -> status fd
 
-    def send(obj):
-        sock.send(json.dumps(obj).encode())
+    def answer(fd, text, close=False):
+        try:
+            os.write(fd, text.encode() + b"\n")
+        except OSError:
+            pass
+        if close:
+            os.close(fd)
 
     while True:
         ready, _, _ = select.select([sock, wake_r], [], [])
@@ -126,13 +133,13 @@ def main():
             os.read(wake_r, 4096)
         while children:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, wstatus = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
                 break
             if pid in children:
-                send({"id": children.pop(pid), "exit": os.waitstatus_to_exitcode(status)})
+                answer(children.pop(pid), f"X{os.waitstatus_to_exitcode(wstatus)}", close=True)
         if sock in ready:
             try:
                 msg, fdlist, _, _ = socket.recv_fds(sock, 1 << 20, 8)
@@ -142,10 +149,11 @@ def main():
                 return  # the caller is gone
             req = json.loads(msg)
             fds = dict(zip(req.pop("fd_names"), fdlist))
+            status = fds.pop("status")
             try:
                 pid = os.fork()
             except OSError as exc:
-                send({"id": req["id"], "error": str(exc)})
+                answer(status, f"E{exc}", close=True)
                 pid = None
             if pid == 0:
                 try:
@@ -156,11 +164,11 @@ def main():
                     except OSError:
                         pass
                 os._exit(127)
-            for fd in fdlist:
+            for fd in fds.values():
                 os.close(fd)
             if pid is not None:
-                children[pid] = req["id"]
-                send({"id": req["id"], "pid": pid})
+                children[pid] = status
+                answer(status, f"P{pid}")
 
 
 main()
