@@ -96,8 +96,10 @@ def export(
     _export(lake, view, output, fmt, as_of, where, overwrite, sets, json)
 
 
-def views(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
-    """List the dataset views and the helper views they use, with their row counts on the latest snapshot."""
+def views(lake: Optional[Path] = LakeOption,
+          counts: bool = typer.Option(False, "--counts", help="Also count each view's rows (runs every view)."),
+          json: bool = JsonOption) -> None:
+    """List the dataset views and the helper views they use (with --counts, their rows on the latest snapshot)."""
     from views import HELPER_VIEWS, list_views, view_description
 
     lk = open_lake(lake)
@@ -107,16 +109,19 @@ def views(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
         for name in list_views(lk.views_dir):
             err = snap.view_errors.get(name)
             count = None
-            if err is None:
+            if err is None and counts:
                 try:
                     count = snap.con.execute(f'SELECT count(*) FROM "{name}"').fetchall()[0][0]
                 except Exception as exc:  # a view that fails on this lake's data: show why
                     err = str(exc).splitlines()[0]
-            rows.append({"view": name, "kind": "helper" if name in HELPER_VIEWS else "dataset", "rows": count,
-                         "description": err or view_description(name, lk.views_dir)})
+            row = {"view": name, "kind": "helper" if name in HELPER_VIEWS else "dataset"}
+            if counts:
+                row["rows"] = count
+            row["description"] = err or view_description(name, lk.views_dir)
+            rows.append(row)
     finally:
         snap.close()
-    print_json(rows) if json else print_rows(rows, title=f"views on lake {lk.root} (versions: latest)")
+    print_json(rows) if json else print_rows(rows, title=f"views on lake {lk.root}")
 
 
 def register(app: typer.Typer) -> None:

@@ -184,7 +184,7 @@ def test_cli_export_and_errors(lake, cli_app, tmp_path):
     r = runner.invoke(cli_app, ["export", "sft", "--output", str(tmp_path / "n"), "--lake", str(lake.root),
                                 "--where", "reward >> > 1 AND"])
     assert r.exit_code == 2 and "Error" in r.output and "--where" in r.output and "Traceback" not in r.output
-    r = runner.invoke(cli_app, ["views", "--lake", str(lake.root), "--json"])
+    r = runner.invoke(cli_app, ["views", "--lake", str(lake.root), "--json", "--counts"])
     assert r.exit_code == 0
     listed = {v["view"]: v for v in json.loads(r.stdout)}
     assert listed["sft"]["kind"] == "dataset" and listed["sft"]["rows"] > 0

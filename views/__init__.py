@@ -32,12 +32,17 @@ def view_order(name: str, views_dir: str | Path | None = None) -> list[str]:
 
 
 def view_description(name: str, views_dir: str | Path | None = None) -> str:
-    """The first comment line of a view's SQL file."""
+    """The first sentence of a view's leading comment."""
+    words = []
     for line in view_sql(name, views_dir).splitlines():
         line = line.strip()
-        if line.startswith("--") and not _ORDER_RE.match(line):
-            return line.lstrip("-").strip()
-    return ""
+        if not line.startswith("--"):
+            break
+        if not _ORDER_RE.match(line):
+            words.append(line.lstrip("-").strip())
+    text = " ".join(words)
+    end = text.find(". ")
+    return text if end < 0 else text[:end + 1]
 
 
 # Helper views used by other views; `lake views` lists them apart from the datasets.

@@ -133,6 +133,9 @@ def export_view(lake_or_snapshot: Any, view: str, output: str | os.PathLike, *, 
         except TypeError:  # a lake without lazy registration
             snap = lake.snapshot(parse_as_of(as_of))
         try:
+            err = getattr(snap, "view_errors", {}).get(view)
+            if err and view not in available_views(snap.con):
+                raise ExportError(f"view {view!r} does not bind on this lake: {err.splitlines()[0]}")
             return export_snapshot(snap.con, snap.versions, view, output, format=format, where=where,
                                    overwrite=overwrite, variables=variables, rows_per_file=rows_per_file,
                                    views_dir=getattr(lake_or_snapshot, "views_dir", None))
@@ -156,7 +159,10 @@ def query_view(con: duckdb.DuckDBPyConnection, view: str, where: str | None = No
     views = available_views(con)
     if view not in views:
         raise UnknownViewError(view, views)
-    described = con.execute(f'DESCRIBE SELECT * FROM "{view}"').fetchall()
+    try:
+        described = con.execute(f'DESCRIBE SELECT * FROM "{view}"').fetchall()
+    except duckdb.Error as exc:
+        raise ExportError(f"view {view!r} failed: {exc}") from None
     cols = [r[0] for r in described]
     json_cols = {r[0] for r in described if r[1] == "JSON"}
     order = _order_columns(view, cols, views_dir)
