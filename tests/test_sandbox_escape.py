@@ -137,7 +137,8 @@ def test_fork_bomb_ends_within_limits(box):
     start = time.monotonic()
     res = box.run(":(){ :|:& };:", timeout_s=1.5)
     assert time.monotonic() - start < 5
-    assert "Resource temporarily unavailable" in res.output or res.killed  # forks hit RLIMIT_NPROC
+    if box.own_uid:  # an own uid makes RLIMIT_NPROC bite (without one the group kill ends the bomb)
+        assert "Resource temporarily unavailable" in res.output or res.killed
     if box.own_uid:
         time.sleep(0.1)
         assert _uid_processes(box.uid) == []
