@@ -23,27 +23,33 @@ from .config import setup_env
 ENV = "bash_exec_env"
 
 
-def _skills_into_lake(lake, console) -> int:
-    """Sample skills (the vendored Hermes corpus), when the ingest wing can parse them; else 0."""
-    try:
-        from ingest import skills as sk
-    except Exception:
+def _skills_into_lake(lake, work: Path, console) -> int:
+    """The sample skills (the vendored Hermes skill corpus) through the ingest wing's folder watcher; 0 if absent."""
+    import tarfile
+
+    repo = Path(__file__).resolve().parent.parent
+    tgzs = sorted((repo / "tests" / "data").glob("hermes_skills_*.tar.gz"))
+    if not tgzs:
         return 0
-    for name in ("import_skills", "ingest_skills", "load_skills_folder"):
-        fn = getattr(sk, name, None)
-        if callable(fn):
-            try:
-                res = fn(lake)
-                return int(getattr(res, "rows", res) or 0)
-            except Exception as exc:  # optional step: report, never fail the demo on it
-                console.print(f"[yellow]skills not loaded: {exc}")
-                return 0
-    return 0
+    try:
+        from ingest.watch import Watcher
+
+        dest = work / "skills"
+        with tarfile.open(tgzs[-1]) as tf:
+            tf.extractall(dest, filter="data")
+        w = Watcher(lake, skills_dir=dest, settle=0.0)
+        w.scan()
+        return int(w.stats.get("skill_upserts", 0))
+    except Exception as exc:  # optional step: say why, never fail the demo on it
+        console.print(f"[yellow]    sample skills not loaded: {type(exc).__name__}: {exc}")
+        return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m trainers.demo", description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", default=None, help="where the lake, dataset, run and plots go (default demo_out/<time>)")
+    ap.add_argument("--from-lake", default=None, metavar="LAKE",
+                    help="skip the rollouts: train on this existing lake's sft view (just train-sft)")
     ap.add_argument("--expert", type=int, default=1200, help="expert rollouts (train split)")
     ap.add_argument("--noisy", type=int, default=300, help="noisy rollouts (other train tasks)")
     ap.add_argument("--train-seconds", type=float, default=150.0, help="training time budget")
@@ -65,8 +71,11 @@ def main(argv: list[str] | None = None) -> int:
 
     console = Console()
     work = Path(a.workdir or Path("demo_out") / time.strftime("%Y%m%d-%H%M%S", time.gmtime())).resolve()
-    lake_root = work / "lake"
-    if lake_root.exists() and any(lake_root.iterdir()):
+    lake_root = Path(a.from_lake).resolve() if a.from_lake else work / "lake"
+    if a.from_lake and not (lake_root / "trajectories").exists():
+        console.print(f"[red]error: {lake_root} is not a lake (no trajectories table): fill one with `lake rollout` first")
+        return 2
+    if not a.from_lake and lake_root.exists() and any(lake_root.iterdir()):
         console.print(f"[red]error: {lake_root} exists: the demo starts from a fresh lake; pass a new --workdir")
         return 2
     work.mkdir(parents=True, exist_ok=True)
@@ -81,17 +90,24 @@ def main(argv: list[str] | None = None) -> int:
 
     from .rollouts import policy_rows
 
-    lake = Lake.init(str(lake_root))
-    console.print(f"[bold]1/5[/] fresh lake at {lake_root}; rolling out {a.expert} expert + {a.noisy} noisy episodes of {ENV} (train split)")
-    expert = policy_rows(ENV, "train", a.expert, "expert", seed=a.seed, workers=a.workers)
-    noisy = policy_rows(ENV, "train", a.noisy, "noisy", seed=a.seed + 100_000, offset=a.expert, workers=a.workers)
-    lake.append("trajectories", expert + noisy)
-    n_skills = _skills_into_lake(lake, console)
+    if a.from_lake:
+        lake = Lake(str(lake_root))
+        roll = {"from_lake": str(lake_root)}
+        console.print(f"[bold]1/5[/] using the lake at {lake_root} (no new rollouts)")
+    else:
+        lake = Lake.init(str(lake_root))
+        console.print(f"[bold]1/5[/] fresh lake at {lake_root}; rolling out {a.expert} expert + {a.noisy} noisy "
+                      f"episodes of {ENV} (train split)")
+        expert = policy_rows(ENV, "train", a.expert, "expert", seed=a.seed, workers=a.workers)
+        noisy = policy_rows(ENV, "train", a.noisy, "noisy", seed=a.seed + 100_000, offset=a.expert, workers=a.workers)
+        lake.append("trajectories", expert + noisy)
+        n_skills = _skills_into_lake(lake, work, console)
+        roll = {"expert": len(expert), "expert_success": sum(r["success"] for r in expert) / max(1, len(expert)),
+                "noisy": len(noisy), "noisy_success": sum(r["success"] for r in noisy) / max(1, len(noisy)),
+                "skills": n_skills}
+        console.print(f"    expert success {roll['expert_success']:.2f}, noisy success {roll['noisy_success']:.2f}, "
+                      f"{n_skills} sample skills")
     lap("rollouts", t0)
-    roll = {"expert": len(expert), "expert_success": sum(r["success"] for r in expert) / max(1, len(expert)),
-            "noisy": len(noisy), "noisy_success": sum(r["success"] for r in noisy) / max(1, len(noisy)),
-            "skills": n_skills}
-    console.print(f"    expert success {roll['expert_success']:.2f}, noisy success {roll['noisy_success']:.2f} ({times['rollouts']} s)")
 
     # 2. the sft view -> pinned dataset
     t0 = time.perf_counter()

@@ -22,7 +22,7 @@ from .errors import TrainerInputError
 
 ALIASES = {"hermes-3": "NousResearch/Hermes-3-Llama-3.1-8B", "hermes3": "NousResearch/Hermes-3-Llama-3.1-8B"}
 TINY_NAMES = ("tiny", "tiny-llama")
-TINY_VERSION = 1  # bump when the recipe below changes: the cache key includes it
+TINY_VERSION = 2  # bump when the recipe below changes: the cache key includes it
 TINY_CONFIG = dict(layers=2, hidden=128, heads=4, kv_heads=2, vocab=1024, max_positions=4096)
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 
@@ -45,6 +45,7 @@ def _env_train_texts() -> tuple[list[str], dict]:
             info["envs"][name] = f"error: {exc}"
             continue
         n = 0
+        system_prompt = ""
         for t in tasks:
             t = t if isinstance(t, dict) else getattr(t, "__dict__", {})
             for key in ("instruction", "prompt", "description"):
@@ -64,10 +65,27 @@ def _env_train_texts() -> tuple[list[str], dict]:
             texts.append(str(obs))
             if rinfo.get("tools"):
                 texts.append(json.dumps(rinfo["tools"], ensure_ascii=False))
+            system_prompt = str(rinfo.get("system_prompt") or "")
             env.close()
         except Exception:
             pass
+        texts.extend(_chat_scaffold(tasks[:300], system_prompt))
     return texts, info
+
+
+def _chat_scaffold(tasks, system_prompt: str) -> list[str]:
+    """Train tasks as conversation text without the special tokens (roles, tool-call JSON, tool turns), so the
+    vocabulary has merges for the chat format itself ("assistant", '{"name": "run", "arguments": {'...)."""
+    out = []
+    for t in tasks:
+        t = t if isinstance(t, dict) else getattr(t, "__dict__", {})
+        calls = "".join("<tool_call>\n" + json.dumps({"name": c.get("name"), "arguments": c.get("arguments", {})},
+                                                      ensure_ascii=False) + "\n</tool_call>"
+                        for c in (t.get("solution") or []) if isinstance(c, dict))
+        out.append(f"system\n{system_prompt}\nuser\n{t.get('instruction', '')}\nassistant\n{calls}\n"
+                   "tool\n<tool_response>\n(no output)\n</tool_response>\nassistant\n"
+                   '<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call>\n')
+    return out
 
 
 def _task_id(t) -> str | None:
@@ -88,17 +106,39 @@ def _env_names() -> list[str]:
     return ["python_debug_env", "bash_exec_env", "git_repo_env"]
 
 
+SKILL_TEXT_BUDGET = 100_000  # characters: enough for the words of skill documents, not enough to crowd out task text
+
+
 def _skill_texts() -> list[str]:
-    """Sample skill documents shipped with the repository (SKILL.md files), when there are any."""
-    roots = [Path(__file__).resolve().parent.parent / d for d in ("skills", "samples/skills", "examples/skills")]
-    texts = []
-    for root in roots:
+    """Sample skill documents: SKILL.md files under skills/ or samples/skills, else the vendored Hermes skill
+    corpus (tests/data/hermes_skills_*.tar.gz) when the checkout has it. Capped at SKILL_TEXT_BUDGET characters."""
+    repo = Path(__file__).resolve().parent.parent
+    texts: list[str] = []
+    used = 0
+    for root in (repo / "skills", repo / "samples" / "skills"):
         if root.is_dir():
-            for p in sorted(root.rglob("*.md"))[:500]:
-                try:
-                    texts.append(p.read_text(errors="replace")[:8000])
-                except OSError:
-                    pass
+            for p in sorted(root.rglob("SKILL.md")):
+                if used >= SKILL_TEXT_BUDGET:
+                    return texts
+                t = p.read_text(errors="replace")[:4000]
+                texts.append(t)
+                used += len(t)
+    if texts:
+        return texts
+    import tarfile
+
+    for tgz in sorted((repo / "tests" / "data").glob("hermes_skills_*.tar.gz")):
+        try:
+            with tarfile.open(tgz) as tf:
+                for m in sorted(tf.getmembers(), key=lambda m: m.name):
+                    if used >= SKILL_TEXT_BUDGET:
+                        return texts
+                    if m.isfile() and m.name.endswith("SKILL.md"):
+                        t = tf.extractfile(m).read().decode("utf-8", "replace")[:4000]
+                        texts.append(t)
+                        used += len(t)
+        except (OSError, tarfile.TarError):
+            continue
     return texts
 
 
@@ -132,7 +172,8 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
     )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     tok.train_from_iterator(list(texts), trainer=trainer)
     hf = PreTrainedTokenizerFast(
