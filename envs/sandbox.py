@@ -16,6 +16,7 @@ Isolation depends on what the kernel allows (detected once, `isolation_mode()`):
   fork bomb and nothing outside the workspace is writable.
 - "userns" (unprivileged user namespaces): the same view, built per command inside a user namespace;
   the process limit counts the caller's own processes, so it is set relative to how many run already.
+  (Meant for unprivileged callers: forced as root it maps to root itself; root gets "full".)
 - "rlimits": timeouts, rlimits, scrubbed env and output limits only (other kernels, macOS); as root
   the command still runs as an unused uid.
 
