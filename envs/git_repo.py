@@ -7,8 +7,17 @@ episodes, are the same on every run.
 """
 from __future__ import annotations
 
+import atexit
+import hashlib
+import json
+import os
 import random
+import shutil
+import tempfile
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from envs.base import SUBMIT_SCHEMA, Suite, ToolArgumentError, ToolEnv, rng_for, str_arg, tool_schema
@@ -291,6 +300,56 @@ def generate(split: str, index: int) -> Task:
                 setup=d.setup, env=ENV, split=split, template=template, slots=d.slots, source="builtin")
 
 
+class RepoCache:
+    """Built repositories, kept per process: a task's setup runs once, later episodes copy the result.
+
+    Online RL plays every task several times (a GRPO group), and the setup is a dozen git commands.
+    The copy is taken right after the setup, before any agent command, so it holds only what the
+    task's own (trusted) setup made; hashes and reflogs are reproducible because dates are fixed."""
+
+    def __init__(self, max_entries: int = 512):
+        self.max_entries = max_entries
+        self._dir: Path | None = None
+        self._entries: OrderedDict[str, Path] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(task: Task) -> str:
+        return hashlib.blake2b(json.dumps([task.files, task.setup]).encode(), digest_size=16).hexdigest()
+
+    def restore(self, task: Task, box: Sandbox) -> bool:
+        with self._lock:
+            src = self._entries.get(self.key(task))
+            if src is None:
+                return False
+            self._entries.move_to_end(self.key(task))
+        shutil.copytree(src, box.workspace, symlinks=True, dirs_exist_ok=True)
+        if box.own_uid:
+            for root, dirs, files in os.walk(box.workspace):
+                for name in dirs + files:
+                    os.lchown(os.path.join(root, name), box.uid, box.gid)
+        return True
+
+    def store(self, task: Task, box: Sandbox) -> None:
+        with self._lock:
+            if self._dir is None:
+                self._dir = Path(tempfile.mkdtemp(prefix="lachesis-git-cache-"))
+                os.chmod(self._dir, 0o700)
+                atexit.register(shutil.rmtree, self._dir, True)
+            key = self.key(task)
+            if key in self._entries:
+                return
+            dst = self._dir / key
+            shutil.copytree(box.workspace, dst, symlinks=True)
+            self._entries[key] = dst
+            while len(self._entries) > self.max_entries:
+                _, old = self._entries.popitem(last=False)
+                shutil.rmtree(old, ignore_errors=True)
+
+
+_REPOS = RepoCache()
+
+
 class GitRepoEnv(ToolEnv):
     env_name = ENV
     system_prompt = SYSTEM_PROMPT
@@ -307,11 +366,15 @@ class GitRepoEnv(ToolEnv):
         return ("checks", problem) if problem else None
 
     def prepare(self, box: Sandbox, task: Task) -> None:
-        if task.setup:
-            script = "set -e\n" + "\n".join(task.setup)
-            result = box.run(script, timeout_s=30)
-            if result.exit_code != 0:
-                raise RuntimeError(f"{task.task_id}: repository setup failed: {result.observation()[-500:]}")
+        if not task.setup:
+            return
+        if _REPOS.restore(task, box):
+            return
+        script = "set -e\n" + "\n".join(task.setup)
+        result = box.run(script, timeout_s=30)
+        if result.exit_code != 0:
+            raise RuntimeError(f"{task.task_id}: repository setup failed: {result.observation()[-500:]}")
+        _REPOS.store(task, box)
 
     def call_tool(self, box: Sandbox, call: ToolCall) -> str:
         if call.name != "run":
