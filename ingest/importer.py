@@ -91,10 +91,13 @@ def ingest_file(lake: Lake, writer, path: Path, fmt: str = "auto", *, ids: set[s
         seen.add(tid)
         keep.append(r)
     if keep:
+        from ingest.records import append_records
+
         try:
-            out = writer.append("trajectories", keep)
-        except RecordError as exc:
-            raise BadInput(exc.message, field=exc.field, kind="schema") from None
+            out = append_records(writer, keep)
+        except BadInput as exc:
+            # name the line of the file: records carry no line, so find the first bad record's source
+            raise BadInput(exc.reason, field=exc.field_str(), kind="schema") from None
         res.version = out.version
     res.appended = len(keep)
     if ids is not None:

@@ -31,6 +31,8 @@ from ingest.errors import BadInput, TooLarge
 from ingest.formats import detect_record, native_to_record, parse_body
 from ingest.hermes import hermes_to_record
 from ingest.skills import parse_skill, valid_name
+from ingest.records import split_field as _split_field
+from ingest.records import take_numeric_lists as _take_numeric_lists
 from ingest.util import gunzip_bounded, loads, stable_hash, text_hash, uuid7
 from lake import Lake, RecordError
 from lake.records import validate_records
@@ -319,50 +321,6 @@ class IngestService:
                 self.ids.add(k)
             if fut is not None and not fut.done():
                 fut.set_result(ok)
-
-
-_NUMERIC_LISTS = {"tokens": pa.int64(), "masks": pa.int64(), "inference_logprobs": pa.float64(),
-                  "advantages": pa.float64()}
-
-
-def _take_numeric_lists(rec: dict, loc) -> dict:
-    """Pop and check the long numeric list fields with Arrow (C speed); the lake's checker walks Python."""
-    out = {}
-    for key, typ in _NUMERIC_LISTS.items():
-        if key not in rec:
-            continue
-        v = rec.pop(key)
-        if v is None:
-            out[key] = None
-            continue
-        if not isinstance(v, list):
-            raise BadInput(f"expected an array, got {type(v).__name__}", field=["body", loc, key], status=422,
-                           kind="schema")
-        try:
-            arr = pa.array(v)
-            if pa.types.is_null(arr.type):
-                pass
-            elif pa.types.is_integer(arr.type) or (pa.types.is_floating(arr.type) and pa.types.is_floating(typ)):
-                pass
-            elif pa.types.is_floating(arr.type):
-                arr.cast(typ, safe=True)  # raises for 1.5 in an integer list
-            else:
-                raise TypeError(f"elements are {arr.type}, expected numbers")
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
-            raise BadInput(f"expected an array of {'integers' if pa.types.is_integer(typ) else 'numbers'}: {exc}",
-                           field=["body", loc, key], status=422, kind="schema") from None
-        out[key] = v
-    return out
-
-
-def _split_field(field: str):
-    out = []
-    for part in field.replace("]", "").split("."):
-        for j, p in enumerate(part.split("[")):
-            if p == "":
-                continue
-            out.append(int(p) if j > 0 and p.isdigit() else p)
-    return out
 
 
 # --------------------------------------------------------------------------------------------------------

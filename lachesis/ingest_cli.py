@@ -119,16 +119,21 @@ def import_(
         with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
                       console=Console(stderr=True)) as prog:
             task = prog.add_task("import", total=total or None)
-            sizes = {}
+            state = {"done": 0, "cur": None, "gz": False}
 
             def start(p):
+                if state["cur"] is not None:
+                    state["done"] += state["cur"].stat().st_size if state["cur"].exists() else 0
+                    prog.update(task, completed=state["done"])
+                state["cur"] = p
+                state["gz"] = p.name.lower().endswith(".gz")
                 prog.update(task, description=f"import {p.name}")
-                if sizes:
-                    last, sz = sizes.popitem()
-                    prog.update(task, completed=sz)
-                sizes[p] = prog.tasks[0].completed + (p.stat().st_size if p.exists() else 0)
 
-            summary = run_import(lk, path, format, on_file_start=start)
+            def advance(nbytes):  # bytes of plain files (gzip files jump at their end)
+                if not state["gz"]:
+                    prog.advance(task, nbytes)
+
+            summary = run_import(lk, path, format, on_file_start=start, progress=advance)
             prog.update(task, completed=total)
     d = summary.to_dict()
     if json:
