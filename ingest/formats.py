@@ -25,6 +25,7 @@ from ingest.util import excerpt, loads, stable_hash, uuid7
 
 FORMATS = ("auto", "hermes", "atropos", "native")
 TRAJECTORY_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".json.gz")
+MAX_LINE_BYTES = 256 << 20  # one record; a longer "line" (a gzip bomb of zeros, a binary file) is refused
 
 
 def detect_record(rec) -> str:
@@ -124,8 +125,9 @@ def iter_lines(path: str | os.PathLike, *, max_bytes: int | None = None) -> Iter
     try:
         with raw as fh:
             while True:
+                limit = MAX_LINE_BYTES if max_bytes is None else min(MAX_LINE_BYTES, max_bytes)
                 try:
-                    line = fh.readline()
+                    line = fh.readline(limit + 1)
                 except EOFError:
                     raise BadInput("truncated gzip stream (the last member is incomplete)",
                                    line=lineno + 1, kind="bad_gzip") from None
@@ -135,6 +137,8 @@ def iter_lines(path: str | os.PathLike, *, max_bytes: int | None = None) -> Iter
                     break
                 lineno += 1
                 total += len(line)
+                if len(line) > limit:
+                    raise TooLarge(f"line longer than {limit} bytes (inflated)", line=lineno)
                 if max_bytes is not None and total > max_bytes:
                     raise TooLarge(f"file inflates past the limit of {max_bytes} bytes", line=lineno)
                 if b"\x00" in line:

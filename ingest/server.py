@@ -61,6 +61,7 @@ class TableBatcher:
         self.task = asyncio.get_running_loop().create_task(self._run())
         self.commits = 0
         self.rows = 0
+        self.timings = deque(maxlen=2000)  # (build_s, commit_s, rows) per lake submit
 
     async def commit(self, payloads: list[dict], event_types: list[str], occurred: list) -> object:
         fut = asyncio.get_running_loop().create_future()
@@ -87,6 +88,7 @@ class TableBatcher:
             items, self.pending = self.pending, []
             if not items:
                 continue
+            t0 = time.perf_counter()
             try:
                 cf = await asyncio.to_thread(self._submit, items)
             except Exception as exc:  # building the Arrow table failed: isolate the bad request
@@ -108,11 +110,12 @@ class TableBatcher:
                         items[0][3].set_exception(BadInput(f"record does not fit the lake schema: {exc}",
                                                            status=422, kind="schema"))
                 continue
-            asyncio.ensure_future(self._finish(cf, items))
+            asyncio.ensure_future(self._finish(cf, items, t0, time.perf_counter()))
 
-    async def _finish(self, cf, items):
+    async def _finish(self, cf, items, t0=0.0, t1=0.0):
         try:
             res = await asyncio.wrap_future(cf)
+            self.timings.append((t1 - t0, time.perf_counter() - t1, sum(len(it[0]) for it in items)))
         except Exception as exc:  # a commit failure is transient for the client: 503, retry
             log.exception("commit to %s failed", self.table)
             for it in items:
@@ -326,6 +329,16 @@ class IngestService:
 # --------------------------------------------------------------------------------------------------------
 # HTTP helpers
 # --------------------------------------------------------------------------------------------------------
+def _timing(ts) -> dict:
+    if not ts:
+        return {}
+    ts = list(ts)
+    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    return {"build_ms_p50": round(med([t[0] for t in ts]) * 1000, 1),
+            "commit_ms_p50": round(med([t[1] for t in ts]) * 1000, 1),
+            "rows_per_submit_p50": med([t[2] for t in ts])}
+
+
 def _json(request: Request | None, obj=None, *, status: int = 200, raw: bytes | None = None) -> Response:
     body = raw if raw is not None else orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
     headers = {}
@@ -754,6 +767,7 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
                 "buffered_groups": sum(len(v) for v in s.state.buffer.values()),
                 "served_batches": s.served_batches, "step": s.state.step,
                 "commits": {t: b.commits for t, b in s.batchers.items()},
+                "commit_timing": {t: _timing(b.timings) for t, b in s.batchers.items()},
                 "ack_ms": {"p50": pct(0.5), "p99": pct(0.99)}, "versions": versions}
 
     @app.post("/v1/trajectories")

@@ -93,8 +93,10 @@ class ServerProcess:
 
 
 class WatchProcess:
-    def __init__(self, lake_root, *, skills=None, inbox=None, settle: float = 0.2, interval: float = 0.5):
-        self.args = ["watch", "--lake", str(lake_root), "--settle", str(settle), "--interval", str(interval)]
+    def __init__(self, lake_root, *, skills=None, inbox=None, settle: float = 0.2, interval: float = 0.5,
+                 extra=()):
+        self.args = ["watch", "--lake", str(lake_root), "--settle", str(settle), "--interval", str(interval),
+                     *extra]
         if skills:
             self.args += ["--skills", str(skills)]
         if inbox:

@@ -72,7 +72,7 @@ class Stability:
 
 class Watcher:
     def __init__(self, lake: Lake, *, skills_dir: Path | None = None, inbox_dir: Path | None = None,
-                 settle: float = 0.5, max_file_bytes: int | None = None, writer_name: str = "ingest-watch",
+                 settle: float = 0.5, max_file_bytes: int | None = 4 << 30, writer_name: str = "ingest-watch",
                  echo=None):
         from lake.lake import process_writer_id
 

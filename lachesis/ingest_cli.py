@@ -54,6 +54,7 @@ def watch(
     settle: float = typer.Option(0.5, help="Seconds a file must stay unchanged before it is read."),
     once: bool = typer.Option(False, "--once", help="Reconcile once and exit (no watching)."),
     interval: float = typer.Option(2.0, help="Rescan interval in seconds (watchdog wakes it earlier)."),
+    max_file_mb: float = typer.Option(4096.0, help="Largest inbox file accepted, after gunzip (MiB)."),
 ) -> None:
     """Watch a skills folder (SKILL.md, .usage.json) and an inbox of trajectory files."""
     import signal
@@ -72,6 +73,7 @@ def watch(
         if d is not None:
             d.mkdir(parents=True, exist_ok=True)
     w = Watcher(lk, skills_dir=skills, inbox_dir=inbox, settle=0 if once else settle,
+                max_file_bytes=int(max_file_mb * (1 << 20)),
                 echo=lambda m: console.print(m, highlight=False))
     if once:
         w.scan()

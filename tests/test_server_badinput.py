@@ -120,7 +120,8 @@ def env(tmp_path_factory):
     inbox, skills = tmp / "inbox", tmp / "skills"
     inbox.mkdir()
     skills.mkdir()
-    wp = WatchProcess(tmp / "lake", inbox=inbox, skills=skills, settle=0.2, interval=0.3).start()
+    wp = WatchProcess(tmp / "lake", inbox=inbox, skills=skills, settle=0.2, interval=0.3,
+                      extra=["--max-file-mb", "8"]).start()
     yield {"tmp": tmp, "srv": srv, "c": c, "inbox": inbox, "skills": skills, "wp": wp}
     srv.kill()
     wp.stop()
@@ -174,6 +175,8 @@ FILE_CASES = [
     ("native-bad-reward.jsonl", j({"trajectory_id": "f1", "messages": [], "reward": "high"}) + b"\n", "field",
      "reward"),
     ("unknown-format.json", j([{"hello": "world"}]), "line: 1", "unknown record format"),
+    ("bomb.jsonl.gz", gzip.compress(b"\0" * (20 << 20)), "line: 1", "longer than"),
+    ("big.jsonl", (j(HERMES) + b"\n") * 1 + b"[" + b" " * (9 << 20) + b"]\n", "line: 2", "longer than"),
 ]
 SKILL_CASES = [
     ("noname/SKILL.md", b"---\ndescription: no name here\n---\nbody\n", "no 'name'"),
