@@ -212,6 +212,7 @@ class ToolEnv(gymnasium.Env):
                 "tool_results": per_call}
         reward = 0.0
         if terminated or truncated:
+            self.box.stop_everything()
             report = self.score(self.box, self.task, last_output=self._last_output, answer=answer)
             reward = float(report.reward)
             info.update(reward=reward, success=report.success, checks=report.as_dict(),

@@ -444,6 +444,12 @@ class Sandbox:
         if sweep and self.own_uid:
             self._kill_uid()
 
+    def stop_everything(self) -> None:
+        """Kill every process the agent left behind (called before scoring, so nothing of the agent's
+        runs next to the checker: no late file edits, no ptrace of the checker by a daemonized child)."""
+        if self.own_uid and not self._closed:
+            self._kill_uid()
+
     def _kill_uid(self) -> None:
         """kill(-1) as the sandbox uid signals every process of that uid, including ones that left the group."""
         spawner = get_spawner(sandbox_python())

@@ -213,3 +213,23 @@ def test_a_killed_spawn_helper_is_replaced(box):
     time.sleep(0.05)
     assert box.run("echo two").output == "two\n"
     assert get_spawner(sandbox_python()) is not helper
+
+
+def test_a_daemon_left_behind_cannot_change_the_result_during_scoring():
+    env = envs.make("bash_exec_env", split="test")
+    try:
+        env.reset(options={"index": 0})  # template "create": the check reads the file the agent wrote
+        task = env.unwrapped.task
+        path = task.checker["checks"][0]["path"]
+        if not env.unwrapped.box.own_uid:
+            pytest.skip("needs an own uid to sweep")
+        # Correct file now, but a detached process would break it while the checker runs.
+        daemon = f"echo {task.slots['w']} > {path}; setsid sh -c 'sleep 0.3; echo broken > {path}' >/dev/null 2>&1 &"
+        env.step(format_tool_call("run", {"command": daemon}))
+        time.sleep(0.05)
+        obs, reward, *_ = env.step(format_tool_call("submit", {}))
+        time.sleep(0.5)
+        assert reward == 1.0
+        assert (env.unwrapped.box.workspace / path).read_text() != "broken\n"  # the daemon was killed
+    finally:
+        env.close()
