@@ -14,6 +14,10 @@ DEFAULT_SEED = 0
 
 def setup_env() -> None:
     """Offline, quiet defaults; a user's explicit environment variables win."""
+    import warnings
+
+    # raised inside peft/transformers for a setting we never use (training-notes.md pitfall 2)
+    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
