@@ -38,4 +38,7 @@ bench-views *ARGS:
 bench-sft *ARGS:
     {{bin}}/python bench/bench_sft.py {{ARGS}}
 
-bench: bench-lake bench-views bench-sft
+bench: bench-lake bench-views bench-sft bench-envs
+
+bench-envs *ARGS:
+    {{bin}}/python bench/bench_envs.py {{ARGS}}

@@ -1,8 +1,8 @@
 """Environment benchmark: step overhead against a bare subprocess.run of the same command (measured in the
 same run, interleaved, so both see the same machine load), and expert episodes/s per environment.
 
-    python -m envs.bench                  # quick
-    python -m envs.bench --steps 200 --episodes 30 --json out.json
+    python bench/bench_envs.py                  # quick
+    python bench/bench_envs.py --steps 200 --episodes 30 --json out.json
 
 Target: env step <= 2x the bare subprocess.run. The step runs the full path: parse the tool call, the
 sandbox (namespaces, chroot, uid, rlimits, timeout, output cap), the quota check.

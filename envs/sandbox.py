@@ -22,7 +22,7 @@ Isolation depends on what the kernel allows (detected once, `isolation_mode()`):
 
 Commands are started by a small spawn helper (spawner.py), one per process, so a caller holding a
 model in memory is never forked per command (measured: 50 ms per command from a 400 MB torch
-process when it forks itself, 5 ms through the helper; `python -m envs.bench` measures it again).
+process when it forks itself, 5 ms through the helper; `python bench/bench_envs.py` measures it again).
 
 Hidden tests and checkers never touch the workspace: they are piped to a checker process on stdin at
 scoring time (see checks.py), so the agent cannot read or edit them (peers.md item 9).
