@@ -329,6 +329,21 @@ class IngestService:
 # --------------------------------------------------------------------------------------------------------
 # HTTP helpers
 # --------------------------------------------------------------------------------------------------------
+def _group_rows_and_body(sd, extra, gid, env_name, loc):
+    """Rows for the lake + the served JSON; numbers that JSON/Arrow cannot hold are a 422, not a 500."""
+    try:
+        body = orjson.dumps(A.served_dict(sd))
+        rows = A.group_to_rows(sd, extra, group_id=gid, env_name=env_name, qseq=uuid7())
+    except (TypeError, OverflowError, ValueError) as exc:  # e.g. an integer beyond 64 bits
+        raise BadInput(f"value out of range: {exc}", field=loc, status=422, kind="value_error") from None
+    for key, lo, hi in (("tokens", -(1 << 63), (1 << 63) - 1), ("masks", -(1 << 63), (1 << 63) - 1)):
+        for i, seq in enumerate(getattr(sd, key)):
+            if seq and (max(seq) > hi or min(seq) < lo):
+                raise BadInput("integer out of the 64-bit range", field=loc + [key, i], status=422,
+                               kind="value_error")
+    return rows, body
+
+
 def _timing(ts) -> dict:
     if not ts:
         return {}
@@ -597,8 +612,12 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
             if claimed == "dup":
                 s.counters["duplicates"] += 1
                 return {"status": "received", "duplicate": True}
-        rows = A.group_to_rows(sd, obj, group_id=gid, env_name=s.state.env_name(sd.env_id), qseq=uuid7())
-        body = orjson.dumps(A.served_dict(sd))
+        try:
+            rows, body = _group_rows_and_body(sd, obj, gid, s.state.env_name(sd.env_id), ["body"])
+        except BadInput:
+            if key:
+                s.release([first], False)
+            raise
         ok = False
         try:
             now = _now()
@@ -658,10 +677,10 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
                         dups += 1
                         continue
                     claimed_keys.append(f"{gid}:0")
-                rows = A.group_to_rows(sd, g, group_id=gid, env_name=s.state.env_name(sd.env_id), qseq=uuid7())
+                rows, body = _group_rows_and_body(sd, g, gid, s.state.env_name(sd.env_id), ["body", i])
                 rows_all.extend(rows)
                 gids.append((gid, sd))
-                bodies.append(orjson.dumps(A.served_dict(sd)))
+                bodies.append(body)
             ok = False
             if rows_all:
                 now = _now()
