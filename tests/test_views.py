@@ -186,9 +186,15 @@ def test_dpo_pairs_same_task_and_prompt_with_gap(tmp_path):
     recs.append(trajectory(9, "task-p", 0.0, False, messages=other_prompt))
     recs.append(trajectory(20, "task-q", 0.6, True))
     recs.append(trajectory(21, "task-q", 0.5, False))  # gap 0.1 < 0.5
+    for i, r in ((30, 1.0), (31, 0.0)):  # an Atropos group without task ids: the group is the task
+        rec = trajectory(i, None, r, r > 0.5, messages=chat("grp", r > 0.5, i))
+        rec["group_id"] = "group-1"
+        recs.append(rec)
     lk.append("trajectories", recs)
     with lk.snapshot() as s:
-        pairs = rows(s, "SELECT * FROM dpo ORDER BY pair_index")
+        grp = rows(s, "SELECT chosen_trajectory_id, rejected_trajectory_id FROM dpo WHERE task_id = 'group-1'")
+        assert grp == [{"chosen_trajectory_id": "traj-00030", "rejected_trajectory_id": "traj-00031"}]
+        pairs = rows(s, "SELECT * FROM dpo WHERE task_id = 'task-p' ORDER BY pair_index")
         assert [(p["chosen_trajectory_id"], p["rejected_trajectory_id"]) for p in pairs] == [
             ("traj-00000", "traj-00003"), ("traj-00001", "traj-00002")]
         p = pairs[0]
@@ -197,9 +203,9 @@ def test_dpo_pairs_same_task_and_prompt_with_gap(tmp_path):
         assert p["chosen"][-1]["content"].startswith("solved") and p["rejected"][-1]["content"].startswith("gave up")
         assert p["score_gap"] == 1.0
         s.con.execute("SET VARIABLE dpo_min_gap = 0.75")
-        assert len(rows(s, "SELECT * FROM dpo")) == 1
+        assert len(rows(s, "SELECT * FROM dpo")) == 2  # task-p's best/worst and the group's pair
         s.con.execute("SET VARIABLE dpo_min_gap = 0.05")
-        assert {p["task_id"] for p in rows(s, "SELECT * FROM dpo")} == {"task-p", "task-q"}
+        assert {p["task_id"] for p in rows(s, "SELECT * FROM dpo")} == {"task-p", "task-q", "group-1"}
 
 
 def test_replay_steps_returns_and_next_observation(tmp_path):

@@ -4,6 +4,7 @@
 -- absent fields are NULL), its task key and its dataset split. A message that carries structured tool_calls
 -- (or reasoning) has the `<tool_call>` blocks (or the leading `<think>` block) removed from its content, so a
 -- chat template does not render them twice.
+-- Task key: task_id, else group_id (an Atropos group shares one prompt), else trajectory_id.
 -- Split: per task, never per trajectory, so a task is in exactly one split. With the default
 -- `sft_split_source = 'auto'` a task that any trajectory marks as a held-out split (test/eval/validation) is
 -- test, one marked train is train, and the rest are split by md5(task_id) with `sft_test_fraction` (0.1) as test.
@@ -16,7 +17,7 @@ WITH params AS (
 ),
 task_flags AS (
     SELECT
-        coalesce(task_id, trajectory_id) AS task_key,
+        coalesce(task_id, group_id, trajectory_id) AS task_key,
         bool_or(lower(split) IN ('test', 'eval', 'evaluation', 'validation', 'valid', 'val', 'heldout', 'held_out', 'held-out')) AS marked_test,
         bool_or(lower(split) = 'train') AS marked_train
     FROM trajectories_current
@@ -35,7 +36,7 @@ tasks AS (
 )
 SELECT
     t.*,
-    coalesce(t.task_id, t.trajectory_id) AS task_key,
+    coalesce(t.task_id, t.group_id, t.trajectory_id) AS task_key,
     tasks.dataset_split,
     coalesce(t.reward, CASE WHEN t.success THEN 1.0 WHEN NOT t.success THEN 0.0 END) AS score,
     list_position(list_transform(t.messages, lambda m: m.role IN ('assistant', 'gpt')), true) AS first_assistant,
@@ -62,4 +63,4 @@ SELECT
     }) AS chat,
     CASE WHEN json_valid(t.metadata) THEN json_extract(t.metadata, '$.tools') END AS tools
 FROM trajectories_current t
-JOIN tasks ON tasks.task_key = coalesce(t.task_id, t.trajectory_id)
+JOIN tasks ON tasks.task_key = coalesce(t.task_id, t.group_id, t.trajectory_id)
