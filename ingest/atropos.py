@@ -67,9 +67,14 @@ class ScoredData(BaseModel):
     def validate_messages(cls, v):
         if v is None:
             return None
+        # run-api's check, made total: a non-list or non-dict here would be a TypeError (a 500 in run-api)
+        if not isinstance(v, list):
+            raise ValueError("messages must be a list of message lists")
         for message_list in v:
+            if not isinstance(message_list, list):
+                raise ValueError("messages must be a list of message lists")
             for msg in message_list:
-                if "role" not in msg or "content" not in msg:
+                if not isinstance(msg, dict) or "role" not in msg or "content" not in msg:
                     raise ValueError("Message must have 'role' and 'content' fields")
         return v
 

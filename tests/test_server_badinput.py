@@ -255,3 +255,55 @@ def test_nothing_written_and_still_serving(env):
     with Lake(env["tmp"] / "lake").snapshot() as snap:
         assert snap.sql("SELECT count(*) FROM trajectories").fetchall()[0][0] == 1 + 2 + 1
         assert snap.sql("SELECT name FROM skills").fetchall() == [("fine",)]
+
+
+def _mutate(rng, obj, depth=0):
+    """A random structural mutation of a JSON value (type swaps, drops, odd numbers, deep nesting)."""
+    choices = [None, True, -1, 2 ** 63, 1.5, float("1e308"), "", "x" * 50, [], {}, [[[]]], {"role": 1}]
+    if isinstance(obj, dict) and obj and rng.random() < 0.7:
+        k = rng.choice(list(obj))
+        out = dict(obj)
+        r = rng.random()
+        if r < 0.3:
+            out.pop(k)
+        elif r < 0.7:
+            out[k] = _mutate(rng, obj[k], depth + 1) if depth < 4 else rng.choice(choices)
+        else:
+            out[k] = rng.choice(choices)
+        return out
+    if isinstance(obj, list) and obj and rng.random() < 0.7:
+        i = rng.randrange(len(obj))
+        out = list(obj)
+        out[i] = _mutate(rng, obj[i], depth + 1) if depth < 4 else rng.choice(choices)
+        return out
+    return rng.choice(choices)
+
+
+def test_fuzz_no_5xx(env):
+    """Seeded random mutations of valid requests: every answer is 2xx or 4xx, never 5xx."""
+    rng = random.Random(2026)
+    c = env["c"]
+    valid = [
+        ("/scored_data", g(messages=[[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]],
+                           inference_logprobs=[[1.0, -0.1, -0.2]] * 2, overrides=[{}, {}])),
+        ("/scored_data_list", [GOOD, GOOD]),
+        ("/v1/trajectories", {"trajectory_id": "fz", "messages": [{"role": "user", "content": "x"},
+                              {"role": "assistant", "content": None, "tool_calls": [
+                                  {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}],
+                              "reward": 1.0, "steps": [{"observation": "o", "action": "a", "reward": 0.0}]}),
+        ("/v1/trajectories", HERMES),
+        ("/v1/rewards", {"trajectory_id": SEED_ID, "reward": 0.5, "labels": {"k": 1}}),
+        ("/v1/skills", {"content": SKILL_OK, "category": "cat"}),
+        ("/register-env", {"max_token_length": 8, "desired_name": "e", "weight": 1.0, "group_size": 2}),
+        ("/disconnect-env", {"env_id": 5}),
+    ]
+    seen = {}
+    for k in range(int(os.environ.get("FUZZ_N", "160"))):
+        path, body = valid[k % len(valid)]
+        mutated = _mutate(rng, body)
+        data = json.dumps(mutated, allow_nan=True).encode()
+        r = c.post(path, content=data, headers={"Content-Type": "application/json"})
+        seen[r.status_code] = seen.get(r.status_code, 0) + 1
+        assert r.status_code < 500, (path, data[:300], r.text[:300])
+    assert env["srv"].alive()
+    assert any(code >= 400 for code in seen) and any(code < 300 for code in seen), seen
