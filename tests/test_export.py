@@ -133,9 +133,13 @@ def test_other_views_export(lake, tmp_path):
     assert m["row_count"] > 0 and m["event_id_count"] >= 2 * m["row_count"] - 0  # chosen and rejected ids
     assert m["view_sql_files"].keys() == {"dpo", "trajectory_chats", "trajectories_current"}
     cur = export_view(lake, "trajectories_current", tmp_path / "cur")  # env split column is null: no split files
-    assert [f["path"] for f in cur["files"]] == ["data-00000-of-00001.parquet"] and cur["row_count"] == 600
+    assert [f["path"] for f in cur["files"]] == ["train-00000-of-00001.parquet"] and cur["row_count"] == 600
     empty = export_view(lake, "replay", tmp_path / "replay")  # no steps in these trajectories
-    assert empty["row_count"] == 0 and [f["path"] for f in empty["files"]] == ["data-00000-of-00001.parquet"]
+    assert empty["row_count"] == 0 and [f["path"] for f in empty["files"]] == ["train-00000-of-00001.parquet"]
+    import datasets
+
+    ds = datasets.load_dataset("parquet", data_dir=str(tmp_path / "cur"))  # manifest.json is not read as data
+    assert set(ds) == {"train"} and ds["train"].num_rows == 600
 
 
 def test_bad_input_errors(lake, tmp_path):

@@ -1,8 +1,8 @@
 """Materialise a view on a pinned lake snapshot into a dataset folder with a lineage manifest.
 
 A dataset folder holds parquet (or jsonl) files named the way `datasets.load_dataset("parquet", data_dir=...)`
-infers splits from (`train-00000-of-00001.parquet`, `test-...`; `data-...` for views without a `split`
-column) plus `manifest.json`: the lake version of every table, the hash of the view's SQL (and of the views it
+infers splits from (`train-00000-of-00001.parquet`, `test-...`; all rows are `train-...` for views without a
+`split` column: any other name makes `datasets` read manifest.json as data) plus `manifest.json`: the lake version of every table, the hash of the view's SQL (and of the views it
 uses), the row count, and the hash of the event ids behind the rows. The same lake version gives
 byte-identical files and the same manifest: rows are sorted by the view's declared order, the writer
 settings are fixed, and the manifest holds no clock time and no absolute path.
@@ -307,16 +307,17 @@ def _event_ids_hash(con: duckdb.DuckDBPyConnection, table: pa.Table) -> tuple[st
 
 
 def _groups(table: pa.Table) -> list[tuple[str, pa.Table]]:
-    """(file prefix, rows) per split; one group named after the split, or 'data' without a split column."""
+    """(file prefix, rows) per split; everything is 'train' without a usable split column (a name without a
+    split keyword makes `datasets` take every file in the folder, manifest.json included)."""
     if "split" not in table.column_names:
-        return [("data", table)]
+        return [("train", table)]
     if table.num_rows == 0:
         return [("train", table)]
     import pyarrow.compute as pc
 
     values = sorted({v for v in table.column("split").to_pylist()}, key=str)
     if not set(values) <= SPLIT_NAMES:  # e.g. an env's split column with nulls: one file set, no split names
-        return [("data", table)]
+        return [("train", table)]
     groups = []
     for v in values:
         mask = pc.equal(pc.cast(table.column("split"), pa.string()), v)

@@ -1,5 +1,6 @@
 -- Supervised fine-tuning data: the chats of good trajectories, ready for TRL's SFTTrainer
--- (`messages`, plus `tools` when the trajectory's metadata lists them).
+-- (`messages`, plus `tools` when the trajectory's metadata lists them). No column is named like one TRL
+-- reads or writes (labels, prompt, completion, input_ids...): late reward labels are `reward_labels`.
 -- Good: success is true (unless `SET VARIABLE sft_use_success = false`) or reward >= `sft_min_reward` (0.5).
 -- Deduplicated by sample_hash (md5 of the messages): of identical chats the one in the test split, then the
 -- best reward, then the first event is kept. `split` is per task (see trajectory_chats), never per row.
@@ -30,7 +31,7 @@ SELECT
     model,
     policy_version,
     split AS env_split,
-    labels
+    labels AS reward_labels
 FROM good
 QUALIFY row_number() OVER (
     PARTITION BY sample_hash
