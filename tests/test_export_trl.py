@@ -40,3 +40,23 @@ def test_sft_and_instruction_exports_train_with_trl(tmp_path):
     export_view(lk, "instruction", tmp_path / "instruction")
     _train(tmp_path, tmp_path / "sft", "sft")
     _train(tmp_path, tmp_path / "instruction", "instruction")
+
+
+@pytest.mark.slow
+def test_dpo_export_is_trl_preference_data(tmp_path):
+    import datasets
+    from trl.data_utils import apply_chat_template, is_conversational
+
+    from test_views_support import trajectory
+    from trainers.models import build_tokenizer
+
+    lk = new_lake(tmp_path / "lake")
+    lk.append("trajectories", [trajectory(i, f"task-{i % 3}", float(i % 2), i % 2 == 1) for i in range(12)])
+    export_view(lk, "dpo", tmp_path / "dpo")
+    ds = datasets.load_dataset("parquet", data_dir=str(tmp_path / "dpo"))
+    row = next(iter(ds.values()))[0]
+    assert is_conversational(row)
+    tok = build_tokenizer(["Solve task solved gave up on run bash"], vocab_size=300)
+    out = apply_chat_template({k: row[k] for k in ("prompt", "chosen", "rejected")}, tok)
+    assert out["prompt"].endswith("<|im_start|>assistant\n")
+    assert "solved" in out["chosen"] and "gave up" in out["rejected"] and "<tool_call>" in out["chosen"]
