@@ -153,17 +153,11 @@ def expected_selection(truth: dict, min_uses: int = 5, provenance: str = "agent"
 
 
 def ingest_skills_folder(lake: Lake, root: Path) -> None:
-    """Load a Hermes skills folder into the lake with the ingest wing's own parser (not views/)."""
-    from ingest import skills as ing
+    """Load a Hermes skills folder into the lake the product's way: one pass of `lake watch`'s Watcher
+    (the ingest wing's parser and provenance rules, not views/)."""
+    from ingest.watch import Watcher
 
-    bundled, hub = ing.read_bundled_manifest(root), ing.read_hub_lock(root)
-    records = []
-    for p in ing.iter_skill_files(root):
-        rel = p.relative_to(root).as_posix()
-        doc = ing.parse_skill(p.read_bytes(), rel)
-        prov, entry = ing.provenance(doc.name, p.parent.name, bundled, hub)
-        records.append(ing.skill_record(doc, root=root, prov=prov, hub_entry=entry, category_description=None))
-    lake.append("skills", records)
-    usage = ing.read_usage(root) or {}
-    if usage:
-        lake.append("skill_usage", [ing.usage_record(n, r) for n, r in sorted(usage.items())])
+    w = Watcher(lake, skills_dir=root, settle=0.0)
+    for _ in range(3):  # a first sighting only records a file's signature; it is read once it is stable
+        w.scan()
+    assert w.stats["skill_upserts"] > 0, w.stats
