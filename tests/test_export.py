@@ -115,6 +115,10 @@ def test_jsonl_export_matches_parquet_rows(lake, first, tmp_path):
     pq_rows = pq.read_table(root / "a" / "train-00000-of-00001.parquet").to_pylist()
     assert [json.loads(x)["sample_hash"] for x in lines] == [r["sample_hash"] for r in pq_rows]
     assert json.loads(lines[0])["messages"] == pq_rows[0]["messages"]
+    import datasets
+
+    ds = datasets.load_dataset("json", data_dir=str(tmp_path / "j1"))  # manifest.json is not taken as data
+    assert {k: v.num_rows for k, v in ds.items()} == a["splits"]
 
 
 def test_where_and_variables_are_applied_and_recorded(lake, tmp_path):
