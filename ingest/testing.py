@@ -134,3 +134,31 @@ def extract_hermes_corpus(dest: Path) -> Path:
     with tarfile.open(src) as tf:
         tf.extractall(dest, filter="data")
     return dest
+
+
+def hermes_skills_tree(dest: Path) -> Path:
+    """A Hermes-layout skills folder (`<category>/<name>/SKILL.md`, 177 skills) from the vendored corpus:
+    the bundled `skills/` tree with the hub-installable `optional-skills/` merged in, `.bundled_manifest`
+    naming the bundled ones and `.hub/lock.json` the optional ones, as `~/.hermes/skills` looks after
+    installing them. Returns the folder to watch (point a Watcher at it, not at the raw sdist layout)."""
+    import json
+    import shutil
+    import tempfile
+
+    dest = Path(dest)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = extract_hermes_corpus(Path(tmp))
+        shutil.copytree(src / "skills", dest, dirs_exist_ok=True)
+        shutil.copytree(src / "optional-skills", dest, dirs_exist_ok=True)
+        bundled = []
+        for p in sorted((src / "skills").rglob("SKILL.md")):
+            for line in p.read_text(encoding="utf-8").splitlines():
+                if line.startswith("name:"):
+                    bundled.append(line.split(":", 1)[1].strip())
+                    break
+        hub = sorted({p.parent.name for p in (src / "optional-skills").rglob("SKILL.md")})
+    (dest / ".bundled_manifest").write_text("".join(f"{n}:0\n" for n in bundled), encoding="utf-8")
+    (dest / ".hub").mkdir(exist_ok=True)
+    lock = {"version": 1, "installed": {d: {"source": "official", "identifier": f"official/{d}"} for d in hub}}
+    (dest / ".hub" / "lock.json").write_text(json.dumps(lock, indent=2), encoding="utf-8")
+    return dest
