@@ -3,9 +3,8 @@ example trainer's API loop pulls /batch, `lake serve` is killed (-9) and restart
 
 atroposlib pulls wandb, datasets, transformers, math-verify, nltk... so it is not in the shared venv. Give a
 Python that has it in $ATROPOS_PYTHON (default /tmp/atropos-venv/bin/python, made by
-`python -m venv /tmp/atropos-venv && echo $PWD/.venv/lib/python3.11/site-packages >
-/tmp/atropos-venv/lib/python3.11/site-packages/shared.pth && /tmp/atropos-venv/bin/pip install atroposlib==0.4.0
--c constraints.txt`: it reuses the shared CPU torch/transformers and adds only atroposlib's other deps)."""
+tests/data/make_atropos_venv.sh: a venv layered over .venv that adds only atroposlib's other dependencies and
+leaves the CPU torch alone). Without it the test is skipped with that reason."""
 import json
 import os
 import subprocess
