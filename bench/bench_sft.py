@@ -37,7 +37,7 @@ def conversations(args):
     return convs[: args.examples], src
 
 
-def ours(model_path, convs, args):
+def ours(model_path, convs, args, share_prefix=True):
     import torch
 
     from trainers.models import load_model, load_tokenizer
@@ -48,7 +48,7 @@ def ours(model_path, convs, args):
     examples, _ = encode_all(tok, convs, args.max_length)
     tok_s = time.perf_counter() - t
     s = SFTSettings(epochs=args.epochs, batch_size=args.batch_size, lr=2e-4 if not args.full else 1e-3,
-                    full=args.full, warmup_steps=0, seed=0, log_every=10_000)
+                    full=args.full, warmup_steps=0, seed=0, log_every=10_000, share_prefix=share_prefix)
     torch.manual_seed(0)
     model, trainable = prepare_model(load_model(model_path), s)
     m = train_loop(model, examples, s, tok.pad_token_id)
@@ -113,17 +113,20 @@ def main():
 
     model_path = str(tiny_model_path())
     convs, src = conversations(args)
-    a = ours(model_path, convs, args)
     b = trl_plain(model_path, convs, args)
+    a = ours(model_path, convs, args)
+    a0 = ours(model_path, convs, args, share_prefix=False)
     ratio = a["tokens_per_s"] / b["tokens_per_s"]
     out = {"bench": "sft_tokens_per_s", "data": src, "examples": len(convs), "threads": args.threads,
-           "mode": "full" if args.full else "lora", "ours": a, "trl": b, "ratio": ratio,
+           "mode": "full" if args.full else "lora", "ours": a, "ours_no_shared_prefix": a0, "trl": b, "ratio": ratio,
+           "ratio_no_shared_prefix": a0["tokens_per_s"] / b["tokens_per_s"],
            "same_label_tokens": a["label_tokens_per_epoch"] == b["label_tokens_per_epoch"]}
     if args.json:
         print(json.dumps(out, indent=2))
     print(f"SFT tokens/s  ours {a['tokens_per_s']:.0f} ({a['tokens']} tokens, {a['train_s']:.1f} s, loss {a['final_loss']:.3f})"
           f"  trl SFTTrainer {b['tokens_per_s']:.0f} ({b['tokens']} tokens, {b['train_s']:.1f} s, loss {b['final_loss']:.3f})"
           f"  ratio {ratio:.2f}x  (label tokens equal: {out['same_label_tokens']})")
+    print(f"without shared-prefix batches: ours {a0['tokens_per_s']:.0f} tok/s, ratio {out['ratio_no_shared_prefix']:.2f}x")
 
 
 if __name__ == "__main__":

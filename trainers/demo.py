@@ -52,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="skip the rollouts: train on this existing lake's sft view (just train-sft)")
     ap.add_argument("--expert", type=int, default=1200, help="expert rollouts (train split)")
     ap.add_argument("--noisy", type=int, default=300, help="noisy rollouts (other train tasks)")
-    ap.add_argument("--train-seconds", type=float, default=150.0, help="training time budget")
+    ap.add_argument("--train-seconds", type=float, default=180.0, help="training time budget (at most)")
+    ap.add_argument("--deadline", type=float, default=285.0,
+                    help="whole-demo wall-clock target in seconds: the training budget shrinks to keep it (0 = off)")
     ap.add_argument("--eval-limit", type=int, default=100, help="test tasks evaluated (all 100 by default)")
     ap.add_argument("--eval-split", default="test", help="test (default); train with --eval-offset for tuning")
     ap.add_argument("--eval-offset", type=int, default=0)
@@ -136,9 +138,14 @@ def main(argv: list[str] | None = None) -> int:
 
     # 4. fine-tune
     t0 = time.perf_counter()
-    console.print(f"[bold]4/5[/] fine-tuning the tiny model ({'LoRA' if a.lora else 'full'}, {a.train_seconds:.0f} s budget)")
+    budget = a.train_seconds
+    if a.deadline:  # leave time for loading the data (~5 s) and the second evaluation (~1.5x the first: 2 turns)
+        left = a.deadline - (time.perf_counter() - t_start) - 1.5 * times["eval_before"] - 8
+        budget = max(20.0, min(budget, left))
+    times["train_budget"] = round(budget, 1)
+    console.print(f"[bold]4/5[/] fine-tuning the tiny model ({'LoRA' if a.lora else 'full'}, {budget:.0f} s budget)")
     run = run_sft(SFTSettings(model="tiny", data=str(ds_dir), output=str(work / "run"), full=not a.lora,
-                              time_budget_s=a.train_seconds, epochs=1000, lr=a.lr if not a.lora else max(a.lr, 2e-3),
+                              time_budget_s=budget, epochs=1000, lr=a.lr if not a.lora else max(a.lr, 2e-3),
                               batch_size=a.batch_size, seed=a.seed, lake_root=str(lake_root), progress=True), console)
     lap("train", t0)
 
