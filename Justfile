@@ -38,7 +38,15 @@ bench-views *ARGS:
 bench-sft *ARGS:
     {{bin}}/python bench/bench_sft.py {{ARGS}}
 
-bench: bench-lake bench-views bench-sft bench-envs
+bench: bench-lake bench-views bench-sft bench-envs bench-ingest
 
 bench-envs *ARGS:
     {{bin}}/python bench/bench_envs.py {{ARGS}}
+
+# A side venv with atroposlib 0.4.0 for the real-Atropos compatibility tests (kept out of .venv: wandb, nltk, ...).
+atropos-venv:
+    bash tests/data/make_atropos_venv.sh /tmp/atropos-venv
+    ATROPOS_PYTHON=/tmp/atropos-venv/bin/python {{bin}}/python -m pytest -m slow tests/test_server_atropos.py
+
+bench-ingest *ARGS:
+    {{bin}}/python bench/bench_ingest.py {{ARGS}}
