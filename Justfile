@@ -48,5 +48,7 @@ atropos-venv:
     bash tests/data/make_atropos_venv.sh /tmp/atropos-venv
     ATROPOS_PYTHON=/tmp/atropos-venv/bin/python {{bin}}/python -m pytest -m slow tests/test_server_atropos.py
 
+# Needs atroposlib's run-api as the baseline: builds the side venv first when it is missing.
 bench-ingest *ARGS:
-    {{bin}}/python bench/bench_ingest.py {{ARGS}}
+    test -x /tmp/atropos-venv/bin/python || bash tests/data/make_atropos_venv.sh /tmp/atropos-venv
+    ATROPOS_PYTHON=/tmp/atropos-venv/bin/python {{bin}}/python bench/bench_ingest.py {{ARGS}}

@@ -67,6 +67,9 @@ def _check(value: Any, typ: pa.DataType, path: str, unknown: dict[str, Any]) -> 
     if pa.types.is_list(typ):
         if not isinstance(value, list):
             raise _err(path, f"expected an array, got {_type_name(value)}")
+        fast = _FAST_LIST.get(typ.value_type.id)
+        if fast is not None and all(type(v) in fast for v in value):
+            return value  # token ids, logprobs, tags: one type check per element, no recursion
         return [_check(v, typ.value_type, f"{path}[{i}]", unknown) for i, v in enumerate(value)]
     if pa.types.is_struct(typ):
         if not isinstance(value, dict):
@@ -82,6 +85,15 @@ def _check(value: Any, typ: pa.DataType, path: str, unknown: dict[str, Any]) -> 
             out[f.name] = _check(value.get(f.name), f.type, f"{path}.{f.name}", unknown)
         return out
     raise _err(path, f"unsupported type {typ}")  # pragma: no cover - schemas only use the types above
+
+
+# Element types for which a list passes as is when every element has exactly one of these Python types
+# (`type(v) in`, so True never passes as an int); anything else takes the element-by-element path and its errors.
+_FAST_LIST = {
+    pa.int64().id: (int,),
+    pa.float64().id: (float, int),
+    pa.string().id: (str,),
+}
 
 
 def _normalize_struct(value: dict[str, Any], typ: pa.StructType) -> dict[str, Any]:
