@@ -105,12 +105,12 @@ def test_reloaded_adapter_reproduces_trained_model_logits(tiny_dir, tmp_path):
 def test_full_finetune_writes_a_complete_model(tiny_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
+    from trainers.sft import SFTSettings, run_sft
+
     data = th.write_jsonl(tmp_path / "chats.jsonl", th.tool_chats(16))
-    r = th.run_cli("rl_finetune_supervised", "--model", str(tiny_dir), "--data", str(data), "--full", "--max-steps", "3",
-                   "--batch-size", "8", "--output", str(tmp_path / "run"), "--no-lake", "--json")
-    assert r.returncode == 0, r.stderr
-    summary = json.loads(r.stdout)
-    assert summary["full"] and summary["steps"] == 3
+    summary = run_sft(SFTSettings(model=str(tiny_dir), data=str(data), full=True, max_steps=3, batch_size=8,
+                                  output=str(tmp_path / "run"), record_in_lake=False, progress=False))
+    assert summary["full"] and summary["steps"] == 3 and summary["trainable_params"] > 500_000
     AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "model")
 
 
@@ -161,5 +161,5 @@ def test_shared_prefix_batches_give_the_full_sequence_loss_and_gradients(tiny_di
     model.zero_grad()
     shared = forward_shared_prefix(model, *collate_suffix(examples, batch, P, tok.pad_token_id))
     shared.backward()
-    assert abs(float(full) - float(shared)) < 1e-5
+    assert abs(float(full.detach()) - float(shared.detach())) < 1e-5
     assert max(float((a - p.grad).abs().max()) for a, p in zip(g_full, model.parameters())) < 1e-5

@@ -22,7 +22,11 @@ def setup_env() -> None:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    try:  # "Loading weights" / "Writing model shards" bars would drown the rich progress
+
+
+def quiet_transformers() -> None:
+    """No "Loading weights" / "Writing model shards" bars: they would drown the rich progress."""
+    try:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()

@@ -208,9 +208,6 @@ def play(episodes: list["Episode"], generate, tok, s: EvalSettings, on_done=None
 
 def run_eval(s: EvalSettings, console=None) -> dict:
     setup_env()
-    set_threads(s.threads)
-    import torch
-
     import envs
 
     from .models import load_model, load_tokenizer, model_label, resolve_adapter, resolve_model
@@ -222,6 +219,9 @@ def run_eval(s: EvalSettings, console=None) -> dict:
         tasks = tasks[: s.limit]
     model_path = resolve_model(s.model)
     adapter = resolve_adapter(s.adapter)
+    set_threads(s.threads)
+    import torch
+
     tok_path = adapter if adapter and (Path(adapter) / "tokenizer_config.json").exists() else model_path
     tok = load_tokenizer(tok_path, s.chat_template)
     torch.manual_seed(s.seed)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .chat import CHATML_TEMPLATE, SPECIAL_TOKENS, TOOL_TOKENS, has_generation_markers
-from .config import cache_dir, load_dtype, setup_env
+from .config import cache_dir, load_dtype, quiet_transformers, setup_env
 from .errors import TrainerInputError
 
 ALIASES = {"hermes-3": "NousResearch/Hermes-3-Llama-3.1-8B", "hermes3": "NousResearch/Hermes-3-Llama-3.1-8B"}
@@ -223,6 +223,7 @@ def tiny_model_path(rebuild: bool = False, root: Path | None = None) -> Path:
     if (path / "config.json").exists() and (path / "model.safetensors").exists() and not rebuild:
         return path
     setup_env()
+    quiet_transformers()
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tok = build_tokenizer(texts, TINY_CONFIG["vocab"])
     model = build_tiny_model(tok)
@@ -334,6 +335,7 @@ def load_tokenizer(path: str, chat_template: str | None = None):
 def load_model(path: str, adapter: str | None = None, trainable: bool = False, dtype=None):
     """AutoModelForCausalLM.from_pretrained in float32 on CPU (a checkpoint's bf16 is not kept there); optional adapter."""
     setup_env()
+    quiet_transformers()
     from transformers import AutoModelForCausalLM
 
     try:

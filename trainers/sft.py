@@ -314,9 +314,6 @@ def train_loop(model, examples, s: SFTSettings, pad_id: int, on_log: Callable[[d
 def run_sft(s: SFTSettings, console=None) -> dict:
     """Load data + model, train, save the run folder, record a `runs` event. Returns the run summary."""
     setup_env()
-    set_threads(s.threads)
-    import torch
-
     from .data import conversations, load_rows
     from .models import load_model, load_tokenizer, model_label, resolve_model
 
@@ -338,6 +335,9 @@ def run_sft(s: SFTSettings, console=None) -> dict:
             shutil.rmtree(out, ignore_errors=True)
         raise
     (out / "manifest.json").write_text(json.dumps({**manifest, "filter": {"split": s.split}, **data_stats, **enc_stats}, indent=2, default=str))
+    set_threads(s.threads)
+    import torch
+
     torch.manual_seed(s.seed)
     model = load_model(model_path).to(pick_device())
     model, trainable = prepare_model(model, s)
