@@ -10,19 +10,12 @@ from lachesis.console import JsonOption, LakeOption, console, fail, open_lake, p
 
 
 def parse_as_of(text: Optional[str]):
-    """`7` pins every table at min(7, latest); `trajectories=7,skills=2` pins those tables."""
-    if text is None:
-        return None
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
-    pins = {}
-    for part in text.split(","):
-        table, _, version = part.partition("=")
-        if not version.strip().isdigit():
-            fail(f"--as-of takes VERSION or TABLE=VERSION[,TABLE=VERSION], got {text!r}")
-        pins[table.strip()] = int(version)
-    return pins
+    from lake.as_of import AsOfError, parse_as_of as parse
+
+    try:
+        return parse(text)
+    except AsOfError as exc:
+        fail(str(exc))
 
 
 def init(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:

@@ -27,19 +27,8 @@ SetOption = typer.Option(
 
 
 def _as_of(text: Optional[str]):
-    if text is None:
-        return None
     from views.export import ExportError, parse_as_of
 
-    text = text.strip()
-    if "=" in text and not text.startswith("{") and not Path(text).exists():
-        pins = {}
-        for part in text.split(","):
-            table, _, version = part.partition("=")
-            if not version.strip().isdigit():
-                fail(f"--as-of takes VERSION, TABLE=VERSION[,TABLE=VERSION] or a manifest.json, got {text!r}")
-            pins[table.strip()] = int(version)
-        return pins
     try:
         return parse_as_of(text)
     except ExportError as exc:

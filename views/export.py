@@ -22,6 +22,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lake.as_of import AsOfError
+from lake.as_of import parse_as_of as _lake_parse_as_of
 from views import list_views, view_order
 from views.registry import view_sql_hash
 
@@ -90,28 +92,11 @@ def _coerce(value: Any) -> Any:
 
 
 def parse_as_of(as_of: Any) -> Any:
-    """--as-of: None, an int version, a JSON object {table: version}, or a manifest.json path (its versions)."""
-    if as_of is None or isinstance(as_of, (int, dict)):
-        return as_of
-    text = str(as_of).strip()
-    if re.fullmatch(r"-?\d+", text):
-        return int(text)
-    if text.startswith("{"):
-        try:
-            obj = json.loads(text)
-        except ValueError as exc:
-            raise ExportError(f"--as-of {text!r} is not valid JSON: {exc}") from None
-        return {str(k): int(v) for k, v in obj.items()}
-    p = Path(text)
-    if p.is_dir():
-        p = p / MANIFEST_NAME
-    if p.is_file():
-        try:
-            manifest = json.loads(p.read_text(encoding="utf-8"))
-            return {str(k): int(v) for k, v in manifest["lake_versions"].items()}
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ExportError(f"--as-of {text}: not a dataset manifest ({exc})") from None
-    raise ExportError(f"--as-of {text!r}: give a version number, a JSON object {{table: version}} or a manifest.json")
+    """--as-of in any spelling the lake takes (lake.as_of), as an ExportError when it is not one."""
+    try:
+        return _lake_parse_as_of(as_of)
+    except AsOfError as exc:
+        raise ExportError(str(exc)) from None
 
 
 def export_view(lake_or_snapshot: Any, view: str, output: str | os.PathLike, *, format: str = "parquet",
