@@ -294,3 +294,10 @@ def _with_env(task: Task, env: str) -> Task:
 def rng_for(env: str, split: str, index: int) -> random.Random:
     """Per-task RNG: tasks are reproducible one by one, with no global state."""
     return random.Random(f"{env}:{split}:{index}")
+
+
+def template_for(templates, index: int) -> str:
+    """The template of built-in task `index`: template i % n, so every template is in every slice of a
+    split (Suite.only_templates counts on this order)."""
+    names = list(templates)
+    return names[index % len(names)]

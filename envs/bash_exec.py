@@ -7,32 +7,15 @@ the names from the instruction (learnability.md: a 0.5M-parameter model can lear
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from typing import Callable
 
-from envs.base import SUBMIT_SCHEMA, Suite, ToolArgumentError, ToolEnv, rng_for, str_arg, tool_schema
-from envs.checks import CheckReport, run_state_checks, validate_checks
-from envs.pools import Pools, vocabulary
-from envs.sandbox import Sandbox
+from envs.base import Suite
+from envs.command_env import CommandEnv, Draft, Template, command_task, run_tools
+from envs.pools import Pools, PoolsBySplit, vocabulary
 from envs.tasks import Task
-from envs.toolcalls import ToolCall
 
 ENV = "bash_exec_env"
 EXTENSIONS = ("txt", "md", "csv", "log", "py", "json", "yaml", "ini", "cfg", "dat", "sh", "xml")
 TRAIN_TASKS, TEST_TASKS = 3000, 100
-
-
-@dataclass(frozen=True)
-class Draft:
-    phrasing: str  # format string over the slots
-    command: str
-    files: dict[str, str]
-    checks: list[dict]
-    slots: dict[str, str]
-
-
-def _lines(p: Pools, rng: random.Random, n: int) -> list[str]:
-    return [" ".join(p.word(rng) for _ in range(rng.randint(1, 3))) for _ in range(n)]
 
 
 def _file(p: Pools, rng: random.Random, avoid: set[str] = frozenset(), ext: str | None = None) -> str:
@@ -49,7 +32,7 @@ def _text(lines: list[str]) -> str:
 def _distractors(p: Pools, rng: random.Random, files: dict[str, str], n: int = 2) -> dict[str, str]:
     out = dict(files)
     for _ in range(n):
-        out[_file(p, rng, set(out))] = _text(_lines(p, rng, rng.randint(1, 4)))
+        out[_file(p, rng, set(out))] = _text(p.lines(rng, rng.randint(1, 4)))
     return out
 
 
@@ -64,34 +47,36 @@ def t_create(p: Pools, rng: random.Random) -> Draft:
     w = p.word(rng)
     base = _distractors(p, rng, {})
     f = _file(p, rng, set(base))
-    return Draft(rng.choice(CREATE), f"echo {w} > {f}", base,
-                 [{"type": "file", "path": f, "content": w + "\n", "strip": True}] + _keep(base), {"w": w, "f": f})
+    return Draft(rng.choice(CREATE), f"echo {w} > {f}",
+                 [{"type": "file", "path": f, "content": w + "\n", "strip": True}] + _keep(base), {"w": w, "f": f},
+                 files=base)
 
 
 def t_count(p: Pools, rng: random.Random) -> Draft:
     n = p.number(rng, 2, 40)
     f = _file(p, rng)
-    base = _distractors(p, rng, {f: _text(_lines(p, rng, n))})
-    return Draft(rng.choice(COUNT), f"wc -l < {f}", base,
-                 [{"type": "output", "text": str(n), "match": "first_token"}] + _keep(base), {"f": f, "answer": str(n)})
+    base = _distractors(p, rng, {f: _text(p.lines(rng, n))})
+    return Draft(rng.choice(COUNT), f"wc -l < {f}",
+                 [{"type": "output", "text": str(n), "match": "first_token"}] + _keep(base), {"f": f, "answer": str(n)},
+                 files=base)
 
 
 def t_move(p: Pools, rng: random.Random) -> Draft:
     f = _file(p, rng)
     d = p.stem(rng)
-    base = _distractors(p, rng, {f: _text(_lines(p, rng, rng.randint(1, 4)))})
-    return Draft(rng.choice(MOVE), f"mkdir -p {d} && mv {f} {d}/", base,
+    base = _distractors(p, rng, {f: _text(p.lines(rng, rng.randint(1, 4)))})
+    return Draft(rng.choice(MOVE), f"mkdir -p {d} && mv {f} {d}/",
                  [{"type": "file", "path": f"{d}/{f}", "content": base[f]}, {"type": "absent", "path": f}]
-                 + _keep(base, f), {"f": f, "d": d})
+                 + _keep(base, f), {"f": f, "d": d}, files=base)
 
 
 def t_tail(p: Pools, rng: random.Random) -> Draft:
     n = p.number(rng, 2, 12)
     f = _file(p, rng)
-    lines = _lines(p, rng, n + rng.randint(2, 8))
+    lines = p.lines(rng, n + rng.randint(2, 8))
     base = _distractors(p, rng, {f: _text(lines)})
-    return Draft(rng.choice(TAIL), f"tail -n {n} {f}", base,
-                 [{"type": "output", "text": "\n".join(lines[-n:])}] + _keep(base), {"f": f, "n": str(n)})
+    return Draft(rng.choice(TAIL), f"tail -n {n} {f}",
+                 [{"type": "output", "text": "\n".join(lines[-n:])}] + _keep(base), {"f": f, "n": str(n)}, files=base)
 
 
 def t_find(p: Pools, rng: random.Random) -> Draft:
@@ -101,42 +86,43 @@ def t_find(p: Pools, rng: random.Random) -> Draft:
     hits = [f"{d}/{_file(p, rng, ext=ext)}", f"{d}/{sub}/{_file(p, rng, ext=ext)}"][: rng.randint(1, 2)]
     if sub == d:  # keep the nested hit distinct from the top one
         hits = hits[:1]
-    files = {h: _text(_lines(p, rng, 1)) for h in hits}
-    files[f"{d}/{_file(p, rng, ext=other)}"] = _text(_lines(p, rng, 1))
-    files[_file(p, rng, ext=ext)] = _text(_lines(p, rng, 1))  # same extension outside the directory
-    return Draft(rng.choice(FIND), f"find {d} -name '*.{ext}'", files,
+    files = {h: _text(p.lines(rng, 1)) for h in hits}
+    files[f"{d}/{_file(p, rng, ext=other)}"] = _text(p.lines(rng, 1))
+    files[_file(p, rng, ext=ext)] = _text(p.lines(rng, 1))  # same extension outside the directory
+    return Draft(rng.choice(FIND), f"find {d} -name '*.{ext}'",
                  [{"type": "output", "text": "\n".join(hits), "match": "lines"}] + _keep(files),
-                 {"d": d, "ext": ext})
+                 {"d": d, "ext": ext}, files=files)
 
 
 def t_tar(p: Pools, rng: random.Random) -> Draft:
     d = p.stem(rng)
     a = p.stem(rng)
     members = [f"{d}/{_file(p, rng)}" for _ in range(rng.randint(1, 3))]
-    files = _distractors(p, rng, {m: _text(_lines(p, rng, 2)) for m in members}, 1)
-    return Draft(rng.choice(TAR), f"tar czf {a}.tar.gz {d}", files,
-                 [{"type": "tar", "path": f"{a}.tar.gz", "members": members}] + _keep(files), {"d": d, "a": a})
+    files = _distractors(p, rng, {m: _text(p.lines(rng, 2)) for m in members}, 1)
+    return Draft(rng.choice(TAR), f"tar czf {a}.tar.gz {d}",
+                 [{"type": "tar", "path": f"{a}.tar.gz", "members": members}] + _keep(files), {"d": d, "a": a},
+                 files=files)
 
 
 def t_sed(p: Pools, rng: random.Random) -> Draft:
     w1, w2 = p.distinct(p.word, rng, 2)
     f = _file(p, rng)
-    lines = _lines(p, rng, rng.randint(2, 5))
+    lines = p.lines(rng, rng.randint(2, 5))
     for i in rng.sample(range(len(lines)), rng.randint(1, len(lines))):
         lines[i] = f"{lines[i]} {w1}"
     before = _text(lines)
     base = _distractors(p, rng, {f: before})
-    return Draft(rng.choice(SED), f"sed -i 's/{w1}/{w2}/g' {f}", base,
+    return Draft(rng.choice(SED), f"sed -i 's/{w1}/{w2}/g' {f}",
                  [{"type": "file", "path": f, "content": before.replace(w1, w2)}] + _keep(base, f),
-                 {"f": f, "w1": w1, "w2": w2})
+                 {"f": f, "w1": w1, "w2": w2}, files=base)
 
 
 def t_copy(p: Pools, rng: random.Random) -> Draft:
     f = _file(p, rng)
-    base = _distractors(p, rng, {f: _text(_lines(p, rng, rng.randint(1, 4)))})
+    base = _distractors(p, rng, {f: _text(p.lines(rng, rng.randint(1, 4)))})
     g = _file(p, rng, set(base))
-    return Draft(rng.choice(COPY), f"cp {f} {g}", base,
-                 [{"type": "file", "path": g, "content": base[f]}] + _keep(base), {"f": f, "g": g})
+    return Draft(rng.choice(COPY), f"cp {f} {g}",
+                 [{"type": "file", "path": g, "content": base[f]}] + _keep(base), {"f": f, "g": g}, files=base)
 
 
 def t_grep(p: Pools, rng: random.Random) -> Draft:
@@ -146,20 +132,21 @@ def t_grep(p: Pools, rng: random.Random) -> Draft:
     want = k + rng.randint(1, 5)
     lines: list[str] = []
     while len(lines) < want:
-        lines += [line for line in _lines(p, rng, want) if w not in line]
+        lines += [line for line in p.lines(rng, want) if w not in line]
     lines = lines[:want]
     for i in range(k):
         lines[i] = f"{lines[i]} {w}"
     rng.shuffle(lines)
     base = _distractors(p, rng, {f: _text(lines)})
-    return Draft(rng.choice(GREP), f"grep -c {w} {f}", base,
-                 [{"type": "output", "text": str(k), "match": "first_token"}] + _keep(base), {"f": f, "w": w, "answer": str(k)})
+    return Draft(rng.choice(GREP), f"grep -c {w} {f}",
+                 [{"type": "output", "text": str(k), "match": "first_token"}] + _keep(base),
+                 {"f": f, "w": w, "answer": str(k)}, files=base)
 
 
 def t_remove(p: Pools, rng: random.Random) -> Draft:
     f = _file(p, rng)
-    base = _distractors(p, rng, {f: _text(_lines(p, rng, 2))}, 3)
-    return Draft(rng.choice(REMOVE), f"rm {f}", base, [{"type": "absent", "path": f}] + _keep(base, f), {"f": f})
+    base = _distractors(p, rng, {f: _text(p.lines(rng, 2))}, 3)
+    return Draft(rng.choice(REMOVE), f"rm {f}", [{"type": "absent", "path": f}] + _keep(base, f), {"f": f}, files=base)
 
 
 CREATE = ["Write the word {w} into a new file {f}.", "Create a file {f} that contains the word {w}.",
@@ -183,7 +170,7 @@ GREP = ["How many lines of {f} contain {w}?", "Count the lines in {f} that menti
 REMOVE = ["Delete the file {f}.", "Remove {f} from the workspace.", "Get rid of the file {f}.",
           "Erase {f}."]
 
-TEMPLATES: dict[str, Callable[[Pools, random.Random], Draft]] = {
+TEMPLATES: dict[str, Template] = {
     "create": t_create, "count": t_count, "move": t_move, "tail": t_tail, "find": t_find,
     "tar": t_tar, "sed": t_sed, "copy": t_copy, "grep": t_grep, "remove": t_remove,
 }
@@ -191,44 +178,18 @@ SYSTEM_PROMPT = "You are a shell agent. Use the run tool, then call submit."
 STOPWORDS = vocabulary(*CREATE, *COUNT, *MOVE, *TAIL, *FIND, *TAR, *SED, *COPY, *GREP, *REMOVE, *EXTENSIONS,
                        SYSTEM_PROMPT, "echo wc mkdir mv tail find name tar czf gz sed cp grep rm ls cat head",
                        "exit code no output truncated killed submitted reward error tool run submit command")
-_POOLS: dict[str, Pools] = {}
-
-
-def _pools(split: str) -> Pools:
-    if split not in _POOLS:
-        _POOLS[split] = Pools(split, STOPWORDS)
-    return _POOLS[split]
+_pools = PoolsBySplit(STOPWORDS)
 
 
 def generate(split: str, index: int) -> Task:
-    rng = rng_for(ENV, split, index)
-    names = list(TEMPLATES)
-    template = names[index % len(names)]  # stratified: every template is in every slice of the split
-    d = TEMPLATES[template](_pools(split), rng)
-    return Task(task_id=f"{ENV}:{split}:{index:05d}", instruction=d.phrasing.format(**d.slots), files=d.files,
-                solution=[{"name": "run", "arguments": {"command": d.command}}], checker={"checks": d.checks},
-                env=ENV, split=split, template=template, slots=d.slots, source="builtin")
+    return command_task(ENV, TEMPLATES, _pools(split), split, index)
 
 
-class BashExecEnv(ToolEnv):
+class BashExecEnv(CommandEnv):
     env_name = ENV
     system_prompt = SYSTEM_PROMPT
-    tools = [tool_schema("run", "Run a bash command in the workspace.", {"command": "the command"}), SUBMIT_SCHEMA]
+    tools = run_tools("Run a bash command in the workspace.")
 
     @classmethod
     def builtin_suite(cls) -> Suite:
         return Suite(ENV, {"train": TRAIN_TASKS, "test": TEST_TASKS}, generate, template_names=tuple(TEMPLATES))
-
-    def validate_task(self, task: Task) -> tuple[str, str] | None:
-        problem = validate_checks(task.checker.get("checks"))
-        return ("checks", problem) if problem else None
-
-    def call_tool(self, box: Sandbox, call: ToolCall) -> str:
-        if call.name != "run":
-            raise ToolArgumentError(f"unknown tool {call.name!r}")
-        result = box.run(str_arg(call, "command"))
-        self.remember_output(result.output)
-        return result.observation()
-
-    def score(self, box: Sandbox, task: Task, *, last_output: str, answer: str | None) -> CheckReport:
-        return run_state_checks(box, task.checker["checks"], last_output=last_output, answer=answer)

@@ -16,16 +16,13 @@ import shutil
 import tempfile
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from envs.base import SUBMIT_SCHEMA, Suite, ToolArgumentError, ToolEnv, rng_for, str_arg, tool_schema
-from envs.checks import CheckReport, run_state_checks, validate_checks
-from envs.pools import Pools, vocabulary
+from envs.base import Suite
+from envs.command_env import CommandEnv, Draft, Template, command_task, run_tools
+from envs.pools import Pools, PoolsBySplit, vocabulary
 from envs.sandbox import Sandbox
 from envs.tasks import Task
-from envs.toolcalls import ToolCall
 
 ENV = "git_repo_env"
 TRAIN_TASKS, TEST_TASKS = 3000, 100
@@ -40,19 +37,6 @@ GIT_ENV = {
     "GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "init.defaultBranch", "GIT_CONFIG_VALUE_0": "main",
     "GIT_CONFIG_KEY_1": "advice.detachedHead", "GIT_CONFIG_VALUE_1": "false",
 }
-
-
-@dataclass(frozen=True)
-class Draft:
-    phrasing: str
-    setup: list[str]
-    command: str
-    checks: list[dict]
-    slots: dict[str, str]
-
-
-def _content(p: Pools, rng: random.Random, n: int = 2) -> list[str]:
-    return [" ".join(p.word(rng) for _ in range(rng.randint(1, 3))) for _ in range(n)]
 
 
 def _write(path: str, lines: list[str]) -> str:
@@ -73,7 +57,7 @@ def _base(p: Pools, rng: random.Random, names: set[str]) -> tuple[list[str], dic
     files: dict[str, list[str]] = {}
     for _ in range(rng.randint(1, 2)):
         f = _name(p, rng, names, ext=True)
-        files[f] = _content(p, rng)
+        files[f] = p.lines(rng, 2)
         setup += [_write(f, files[f]), _commit(_msg(p, rng))]
     return setup, files
 
@@ -107,29 +91,29 @@ def t_commit(p: Pools, rng: random.Random) -> Draft:
     names: set[str] = set()
     setup, _ = _base(p, rng, names)
     f = _name(p, rng, names, ext=True)
-    lines = _content(p, rng)
+    lines = p.lines(rng, 2)
     m = _msg(p, rng)
-    return Draft(rng.choice(COMMIT), setup + [_write(f, lines)], f"git add {f} && git commit -qm '{m}'",
+    return Draft(rng.choice(COMMIT), f"git add {f} && git commit -qm '{m}'",
                  [cmd(["git", "log", "-1", "--format=%s"], m), cmd(["git", "show", f"HEAD:{f}"], "\n".join(lines)),
-                  ON_MAIN], {"f": f, "m": m})
+                  ON_MAIN], {"f": f, "m": m}, setup=setup + [_write(f, lines)])
 
 
 def t_branch(p: Pools, rng: random.Random) -> Draft:
     names: set[str] = set()
     setup, _ = _base(p, rng, names)
     b = _name(p, rng, names)
-    return Draft(rng.choice(BRANCH), setup, f"git branch {b}",
+    return Draft(rng.choice(BRANCH), f"git branch {b}",
                  [sh(f'test "$(git rev-parse -q --verify refs/heads/{b})" = "$(git rev-parse HEAD)"'), ON_MAIN],
-                 {"b": b})
+                 {"b": b}, setup=setup)
 
 
 def t_switch(p: Pools, rng: random.Random) -> Draft:
     names: set[str] = set()
     setup, _ = _base(p, rng, names)
     b = _name(p, rng, names)
-    return Draft(rng.choice(SWITCH), setup, f"git checkout -qb {b}",
+    return Draft(rng.choice(SWITCH), f"git checkout -qb {b}",
                  [cmd(["git", "symbolic-ref", "--short", "HEAD"], b),
-                  sh(f'test "$(git rev-parse {b})" = "$(git rev-parse main)"')], {"b": b})
+                  sh(f'test "$(git rev-parse {b})" = "$(git rev-parse main)"')], {"b": b}, setup=setup)
 
 
 def t_merge(p: Pools, rng: random.Random) -> Draft:
@@ -137,13 +121,13 @@ def t_merge(p: Pools, rng: random.Random) -> Draft:
     setup, _ = _base(p, rng, names)
     b = _name(p, rng, names)
     f, g = _name(p, rng, names, ext=True), _name(p, rng, names, ext=True)
-    fl, gl = _content(p, rng), _content(p, rng)
+    fl, gl = p.lines(rng, 2), p.lines(rng, 2)
     setup += [f"git checkout -qb {b}", _write(f, fl), _commit(_msg(p, rng)), "git checkout -q main"]
     if rng.random() < 0.5:  # half the merges are true merges, half fast-forwards
         setup += [_write(g, gl), _commit(_msg(p, rng))]
-    return Draft(rng.choice(MERGE), setup, f"git merge -q --no-edit {b}",
+    return Draft(rng.choice(MERGE), f"git merge -q --no-edit {b}",
                  [sh(f"git merge-base --is-ancestor {b} HEAD"), ON_MAIN, NO_MERGE,
-                  cmd(["git", "show", f"HEAD:{f}"], "\n".join(fl))], {"b": b})
+                  cmd(["git", "show", f"HEAD:{f}"], "\n".join(fl))], {"b": b}, setup=setup)
 
 
 def t_conflict(p: Pools, rng: random.Random) -> Draft:
@@ -151,14 +135,14 @@ def t_conflict(p: Pools, rng: random.Random) -> Draft:
     setup, files = _base(p, rng, names)
     f = next(iter(files))
     b = _name(p, rng, names)
-    ours, theirs = _content(p, rng), _content(p, rng)
+    ours, theirs = p.lines(rng, 2), p.lines(rng, 2)
     while theirs[0] == ours[0]:
-        theirs = _content(p, rng)
+        theirs = p.lines(rng, 2)
     setup += [f"git checkout -qb {b}", _write(f, theirs), _commit(_msg(p, rng)), "git checkout -q main",
               _write(f, ours), _commit(_msg(p, rng)), f"git merge -q {b} >/dev/null 2>&1 || true"]
-    return Draft(rng.choice(CONFLICT), setup, f"git checkout --theirs {f} && git add {f} && git commit -q --no-edit",
+    return Draft(rng.choice(CONFLICT), f"git checkout --theirs {f} && git add {f} && git commit -q --no-edit",
                  [cmd(["git", "show", f"HEAD:{f}"], "\n".join(theirs)), NO_MERGE, ON_MAIN,
-                  sh("test $(git rev-list --parents -n 1 HEAD | wc -w) = 3")], {"f": f, "b": b})
+                  sh("test $(git rev-list --parents -n 1 HEAD | wc -w) = 3")], {"f": f, "b": b}, setup=setup)
 
 
 def t_revert(p: Pools, rng: random.Random) -> Draft:
@@ -167,11 +151,11 @@ def t_revert(p: Pools, rng: random.Random) -> Draft:
     f = next(iter(files))
     m, m2 = _msg(p, rng), _msg(p, rng)
     g = _name(p, rng, names, ext=True)
-    changed = _content(p, rng)
-    setup += [_write(f, changed), _commit(m), _write(g, _content(p, rng)), _commit(m2)]
-    return Draft(rng.choice(REVERT), setup, f"git revert --no-edit ':/{m}'",
+    changed = p.lines(rng, 2)
+    setup += [_write(f, changed), _commit(m), _write(g, p.lines(rng, 2)), _commit(m2)]
+    return Draft(rng.choice(REVERT), f"git revert --no-edit ':/{m}'",
                  [cmd(["git", "show", f"HEAD:{f}"], "\n".join(files[f])), cmd(["git", "cat-file", "-e", f"HEAD:{g}"]),
-                  cmd(["git", "log", "-1", "--format=%s"], f'Revert "{m}"'), ON_MAIN], {"m": m})
+                  cmd(["git", "log", "-1", "--format=%s"], f'Revert "{m}"'), ON_MAIN], {"m": m}, setup=setup)
 
 
 def t_cherry_pick(p: Pools, rng: random.Random) -> Draft:
@@ -179,14 +163,14 @@ def t_cherry_pick(p: Pools, rng: random.Random) -> Draft:
     setup, _ = _base(p, rng, names)
     b = _name(p, rng, names)
     h, k = _name(p, rng, names, ext=True), _name(p, rng, names, ext=True)
-    hl = _content(p, rng)
+    hl = p.lines(rng, 2)
     m, m2 = _msg(p, rng), _msg(p, rng)
-    setup += [f"git checkout -qb {b}", _write(h, hl), _commit(m), _write(k, _content(p, rng)), _commit(m2),
+    setup += [f"git checkout -qb {b}", _write(h, hl), _commit(m), _write(k, p.lines(rng, 2)), _commit(m2),
               "git checkout -q main"]
-    return Draft(rng.choice(CHERRY), setup, f"git cherry-pick ':/{m}'",
+    return Draft(rng.choice(CHERRY), f"git cherry-pick ':/{m}'",
                  [cmd(["git", "show", f"HEAD:{h}"], "\n".join(hl)), cmd(["git", "cat-file", "-e", f"HEAD:{k}"],
                                                                        returncode=128),
-                  cmd(["git", "log", "-1", "--format=%s"], m), ON_MAIN], {"m": m, "b": b})
+                  cmd(["git", "log", "-1", "--format=%s"], m), ON_MAIN], {"m": m, "b": b}, setup=setup)
 
 
 def t_bisect(p: Pools, rng: random.Random) -> Draft:
@@ -196,9 +180,9 @@ def t_bisect(p: Pools, rng: random.Random) -> Draft:
     t = _name(p, rng, names)
     n = rng.randint(5, 9)
     bad = rng.randint(1, n - 1)
-    lines = [x for x in _content(p, rng, n) if w not in x]
+    lines = [x for x in p.lines(rng, n) if w not in x]
     while len(lines) < n:
-        lines += [x for x in _content(p, rng, n) if w not in x]
+        lines += [x for x in p.lines(rng, n) if w not in x]
     lines = lines[:n]
     setup = ["git init -q ."]
     msgs = []
@@ -208,9 +192,9 @@ def t_bisect(p: Pools, rng: random.Random) -> Draft:
         setup += [f"printf '%s\\n' '{line}' >> {f}", _commit(msgs[-1])]
     command = (f"git bisect start HEAD $(git rev-list --max-parents=0 HEAD) && "
                f"git bisect run sh -c '! grep -q {w} {f}' && git tag {t} refs/bisect/bad && git bisect reset")
-    return Draft(rng.choice(BISECT), setup, command,
+    return Draft(rng.choice(BISECT), command,
                  [cmd(["git", "log", "-1", "--format=%s", f"refs/tags/{t}"], msgs[bad]), ON_MAIN,
-                  sh("test ! -e .git/BISECT_LOG")], {"f": f, "w": w, "t": t})
+                  sh("test ! -e .git/BISECT_LOG")], {"f": f, "w": w, "t": t}, setup=setup)
 
 
 def t_recover(p: Pools, rng: random.Random) -> Draft:
@@ -219,28 +203,29 @@ def t_recover(p: Pools, rng: random.Random) -> Draft:
     b = _name(p, rng, names)
     h = _name(p, rng, names, ext=True)
     m = _msg(p, rng)
-    setup += [f"git checkout -qb {b}", _write(h, _content(p, rng)), _commit(m), "git checkout -q main",
+    setup += [f"git checkout -qb {b}", _write(h, p.lines(rng, 2)), _commit(m), "git checkout -q main",
               f"git branch -qD {b}"]
-    return Draft(rng.choice(RECOVER), setup, f"git branch {b} HEAD@{{1}}",
-                 [cmd(["git", "log", "-1", "--format=%s", f"refs/heads/{b}"], m), ON_MAIN], {"b": b})
+    return Draft(rng.choice(RECOVER), f"git branch {b} HEAD@{{1}}",
+                 [cmd(["git", "log", "-1", "--format=%s", f"refs/heads/{b}"], m), ON_MAIN], {"b": b}, setup=setup)
 
 
 def t_tag(p: Pools, rng: random.Random) -> Draft:
     names: set[str] = set()
     setup, _ = _base(p, rng, names)
     t = _name(p, rng, names)
-    return Draft(rng.choice(TAG), setup, f"git tag {t}",
-                 [sh(f'test "$(git rev-parse -q --verify refs/tags/{t})" = "$(git rev-parse HEAD)"')], {"t": t})
+    return Draft(rng.choice(TAG), f"git tag {t}",
+                 [sh(f'test "$(git rev-parse -q --verify refs/tags/{t})" = "$(git rev-parse HEAD)"')], {"t": t},
+                 setup=setup)
 
 
 def t_amend(p: Pools, rng: random.Random) -> Draft:
     names: set[str] = set()
     setup, _ = _base(p, rng, names)
     m = _msg(p, rng)
-    return Draft(rng.choice(AMEND), setup, f"git commit --amend -qm '{m}'",
+    return Draft(rng.choice(AMEND), f"git commit --amend -qm '{m}'",
                  [cmd(["git", "log", "-1", "--format=%s"], m),
                   cmd(["git", "rev-list", "--count", "HEAD"], str(sum(1 for s in setup if "commit -qm" in s)))],
-                 {"m": m})
+                 {"m": m}, setup=setup)
 
 
 COMMIT = ["Commit the file {f} with the message '{m}'.", "Add {f} and commit it as '{m}'.",
@@ -270,7 +255,7 @@ TAG = ["Tag the current commit as {t}.", "Create a tag {t} on HEAD.", "Add the t
 AMEND = ["Change the last commit message to '{m}'.", "Amend the latest commit so its message is '{m}'.",
          "Reword the last commit as '{m}'.", "Fix the message of the last commit to read '{m}'."]
 
-TEMPLATES: dict[str, Callable[[Pools, random.Random], Draft]] = {
+TEMPLATES: dict[str, Template] = {
     "commit": t_commit, "branch": t_branch, "switch": t_switch, "merge": t_merge, "conflict": t_conflict,
     "revert": t_revert, "cherry_pick": t_cherry_pick, "bisect": t_bisect, "recover": t_recover,
     "tag": t_tag, "amend": t_amend,
@@ -281,23 +266,11 @@ STOPWORDS = vocabulary(*COMMIT, *BRANCH, *SWITCH, *MERGE, *CONFLICT, *REVERT, *C
                        "git add commit branch checkout merge revert cherry pick bisect start run reset tag amend HEAD "
                        "refs bad good main theirs ours edit rev list parents max printf sh grep exit code no output "
                        "truncated killed submitted reward error tool submit command agent example com")
-_POOLS: dict[str, Pools] = {}
-
-
-def _pools(split: str) -> Pools:
-    if split not in _POOLS:
-        _POOLS[split] = Pools(split, STOPWORDS)
-    return _POOLS[split]
+_pools = PoolsBySplit(STOPWORDS)
 
 
 def generate(split: str, index: int) -> Task:
-    rng = rng_for(ENV, split, index)
-    names = list(TEMPLATES)
-    template = names[index % len(names)]
-    d = TEMPLATES[template](_pools(split), rng)
-    return Task(task_id=f"{ENV}:{split}:{index:05d}", instruction=d.phrasing.format(**d.slots), files={},
-                solution=[{"name": "run", "arguments": {"command": d.command}}], checker={"checks": d.checks},
-                setup=d.setup, env=ENV, split=split, template=template, slots=d.slots, source="builtin")
+    return command_task(ENV, TEMPLATES, _pools(split), split, index)
 
 
 class RepoCache:
@@ -350,20 +323,15 @@ class RepoCache:
 _REPOS = RepoCache()
 
 
-class GitRepoEnv(ToolEnv):
+class GitRepoEnv(CommandEnv):
     env_name = ENV
     system_prompt = SYSTEM_PROMPT
     sandbox_env = GIT_ENV
-    tools = [tool_schema("run", "Run a shell command (git is available) in the repository.",
-                         {"command": "the command"}), SUBMIT_SCHEMA]
+    tools = run_tools("Run a shell command (git is available) in the repository.")
 
     @classmethod
     def builtin_suite(cls) -> Suite:
         return Suite(ENV, {"train": TRAIN_TASKS, "test": TEST_TASKS}, generate, template_names=tuple(TEMPLATES))
-
-    def validate_task(self, task: Task) -> tuple[str, str] | None:
-        problem = validate_checks(task.checker.get("checks"))
-        return ("checks", problem) if problem else None
 
     def prepare(self, box: Sandbox, task: Task) -> None:
         if not task.setup:
@@ -375,13 +343,3 @@ class GitRepoEnv(ToolEnv):
         if result.exit_code != 0:
             raise RuntimeError(f"{task.task_id}: repository setup failed: {result.observation()[-500:]}")
         _REPOS.store(task, box)
-
-    def call_tool(self, box: Sandbox, call: ToolCall) -> str:
-        if call.name != "run":
-            raise ToolArgumentError(f"unknown tool {call.name!r}")
-        result = box.run(str_arg(call, "command"))
-        self.remember_output(result.output)
-        return result.observation()
-
-    def score(self, box: Sandbox, task: Task, *, last_output: str, answer: str | None) -> CheckReport:
-        return run_state_checks(box, task.checker["checks"], last_output=last_output, answer=answer)

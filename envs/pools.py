@@ -95,6 +95,10 @@ class Pools:
             if s[0].isalpha() and self._ok(s):
                 return s
 
+    def lines(self, rng: random.Random, n: int) -> list[str]:
+        """n lines of one to three words: the text of a workspace file."""
+        return [" ".join(self.word(rng) for _ in range(rng.randint(1, 3))) for _ in range(n)]
+
     def number(self, rng: random.Random, lo: int, hi: int) -> int:
         choices = [n for n in range(lo, hi + 1) if split_of(str(n)) == self.split]
         if not choices:
@@ -108,6 +112,19 @@ class Pools:
             if v not in out:
                 out.append(v)
         return out
+
+
+class PoolsBySplit:
+    """An env's Pools, one per split, built on first use (building one filters the whole word list)."""
+
+    def __init__(self, stopwords: frozenset[str]):
+        self.stopwords = stopwords
+        self._pools: dict[str, Pools] = {}
+
+    def __call__(self, split: str) -> Pools:
+        if split not in self._pools:
+            self._pools[split] = Pools(split, self.stopwords)
+        return self._pools[split]
 
 
 def vocabulary(*texts: str) -> frozenset[str]:

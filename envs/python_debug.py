@@ -12,9 +12,9 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from envs.base import SUBMIT_SCHEMA, Suite, ToolArgumentError, ToolEnv, rng_for, str_arg, tool_schema
+from envs.base import SUBMIT_SCHEMA, Suite, ToolArgumentError, ToolEnv, rng_for, str_arg, template_for, tool_schema
 from envs.checks import CheckReport, run_python_tests
-from envs.pools import Pools, vocabulary
+from envs.pools import PoolsBySplit, vocabulary
 from envs.sandbox import Sandbox, safe_relpath
 from envs.tasks import Task
 from envs.toolcalls import ToolCall
@@ -100,13 +100,7 @@ _CODE_TEXT = " ".join(f.code + f.bug + f.fix + f.hint for f in FAMILIES.values()
 STOPWORDS = vocabulary(*PHRASINGS, SYSTEM_PROMPT, _CODE_TEXT, " ".join(keyword.kwlist), " ".join(dir(builtins)),
                        " ".join(sys.stdlib_module_names), "test assert import from def return py passed failed "
                        "error tool submit read file write replace run tests AssertionError")
-_POOLS: dict[str, Pools] = {}
-
-
-def _pools(split: str) -> Pools:
-    if split not in _POOLS:
-        _POOLS[split] = Pools(split, STOPWORDS)
-    return _POOLS[split]
+_pools = PoolsBySplit(STOPWORDS)
 
 
 def _test_source(mod: str, fn: str, cases: list[tuple[tuple, object]]) -> str:
@@ -118,8 +112,7 @@ def _test_source(mod: str, fn: str, cases: list[tuple[tuple, object]]) -> str:
 
 def generate(split: str, index: int) -> Task:
     rng = rng_for(ENV, split, index)
-    fams = list(FAMILIES)
-    template = fams[index % len(fams)]
+    template = template_for(FAMILIES, index)
     fam = FAMILIES[template]
     p = _pools(split)
     names = p.distinct(p.identifier, rng, 3 + len(fam.args) + len(fam.extra))
