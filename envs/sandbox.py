@@ -544,11 +544,7 @@ class Sandbox:
             os.close(mnt)
             os.chroot(root)
             os.chdir(b"/workspace")
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(uid)
-            for res, value in rlimits:
-                resource.setrlimit(res, (value, value))
+            _become_sandbox_user(True, uid, gid, rlimits)  # full mode runs as root: always an own uid
 
         return preexec
 
@@ -605,12 +601,7 @@ class Sandbox:
                              | _linux.MS_NODEV, b"size=1m,mode=755")
                 os.chroot(root)
                 os.chdir(b"/workspace")
-            if own_uid:
-                os.setgroups([])
-                os.setgid(gid)
-                os.setuid(uid)
-            for res, value in rlimits:
-                resource.setrlimit(res, (value, value))
+            _become_sandbox_user(own_uid, uid, gid, rlimits)
 
         return preexec
 
@@ -639,6 +630,18 @@ class Sandbox:
             self.close()
         except Exception:
             pass
+
+
+def _become_sandbox_user(own_uid: bool, uid: int, gid: int, rlimits: list[tuple[int, int]]) -> None:
+    """The last step of both preexec functions, in the child: drop to the sandbox's own uid (groups and
+    gid first: once the uid is dropped they can no longer be changed), then apply the rlimits.
+    programs/spawner.py does the same for the commands it starts."""
+    if own_uid:
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+    for res, value in rlimits:
+        resource.setrlimit(res, (value, value))
 
 
 def _open_ns(pid: int) -> tuple[int, int]:
