@@ -11,22 +11,27 @@ from typing import Any, Callable
 import gymnasium
 
 
-class UnknownEnvironmentError(KeyError):
+class _UnknownName(KeyError):
+    """An unknown name of some kind; the message lists the names that exist."""
+
+    def __init__(self, kind: str, name: str, known: list[str]):
+        self.known = known
+        super().__init__(f"unknown {kind} {name!r}; {kind}s: {', '.join(known) or '(none)'}")
+
+    def __str__(self) -> str:
+        return self.args[0]  # KeyError's own str() would show the message in quotes
+
+
+class UnknownEnvironmentError(_UnknownName):
     def __init__(self, name: str, known: list[str]):
-        self.name, self.known = name, known
-        super().__init__(f"unknown environment {name!r}; environments: {', '.join(known) or '(none)'}")
-
-    def __str__(self) -> str:
-        return self.args[0]
+        self.name = name
+        super().__init__("environment", name, known)
 
 
-class UnknownTagError(KeyError):
+class UnknownTagError(_UnknownName):
     def __init__(self, tag: str, known: list[str]):
-        self.tag, self.known = tag, known
-        super().__init__(f"unknown tag {tag!r}; tags: {', '.join(known) or '(none)'}")
-
-    def __str__(self) -> str:
-        return self.args[0]
+        self.tag = tag
+        super().__init__("tag", tag, known)
 
 
 @dataclass(frozen=True)
