@@ -42,18 +42,22 @@ def test_tokenizer_splits_digits_and_keeps_tool_tokens_atomic(tiny_dir):
 
 
 def test_template_renders_tools_and_tool_calls_hermes_style(tiny_dir):
+    from trainers.chat import normalize_messages
     from trainers.models import load_tokenizer
 
-    tok = load_tokenizer(str(tiny_dir))
     row = th.tool_chats(1)[0]
-    from trainers.chat import normalize_messages
-
-    text = tok.apply_chat_template(normalize_messages(row["messages"]), tools=row["tools"], tokenize=False)
-    assert text.startswith("<|im_start|>system\nYou operate a shell workspace.\n\n")
-    assert "<tools>\n" + json.dumps(th.TOOLS[0], ensure_ascii=False) in text
-    assert '<|im_start|>assistant\n<tool_call>\n{"name": "run", "arguments": {"command": ' in text
-    assert "<|im_start|>tool\n<tool_response>\n" in text
-    assert text.endswith('Done.\n<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call><|im_end|>\n')
+    msgs = normalize_messages(row["messages"])
+    for kind in ("tiny", "chatml"):
+        tok = load_tokenizer(str(tiny_dir), None if kind == "tiny" else "chatml")
+        text = tok.apply_chat_template(msgs, tools=row["tools"], tokenize=False)
+        assert text.startswith("<|im_start|>system\nYou operate a shell workspace.\n\n")
+        if kind == "tiny":  # compact signatures in <tools>
+            assert "<tools>\nrun(command) Run a shell command in the workspace\nsubmit() Finish the task\n</tools>" in text
+        else:  # Hermes-3: the full JSON schema of each tool
+            assert "<tools>\n" + json.dumps(th.TOOLS[0], ensure_ascii=False) in text
+        assert '<|im_start|>assistant\n<tool_call>\n{"name": "run", "arguments": {"command": ' in text
+        assert "<|im_start|>tool\n<tool_response>\n" in text
+        assert text.endswith('Done.\n<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call><|im_end|>\n')
 
 
 def test_hermes3_alias_offline_is_a_one_line_error(tiny_dir, tmp_path):

@@ -47,6 +47,26 @@ CHATML_TEMPLATE = (
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
 
+# The tiny model's variant: the same ChatML turns and <tool_call> JSON, but each tool rendered as a one-line
+# signature inside <tools> instead of its full JSON schema. For a from-scratch 2-layer model the ~390-token JSON
+# tools block dilutes attention over the prompt and delays learning to copy names from the instruction (measured:
+# trainers/README.md); a pretrained Hermes-3 keeps the full-JSON template above.
+COMPACT_TOOLS = (
+    "{%- for tool in tools %}{%- set f = tool.function if tool.function is defined else tool %}"
+    "{{- '\\n' + f.name + '(' }}"
+    "{%- for k, v in (f.get('parameters') or {}).get('properties', {}).items() %}"
+    "{%- if not loop.first %}{{- ', ' }}{%- endif %}{{- k }}{%- endfor %}"
+    "{{- ') ' + (f.get('description') or '') }}{%- endfor %}"
+)
+TINY_TEMPLATE = (
+    CHATML_TEMPLATE
+    .replace("'" + TOOLS_PREAMBLE + "'", "'Tools:\\n<tools>'")
+    .replace("{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}", COMPACT_TOOLS)
+    .replace("'" + TOOLS_POSTAMBLE + "<|im_end|>\\n'",
+             "'\\n</tools>\\nCall a tool as <tool_call>\\n{\"name\": ..., \"arguments\": {...}}\\n</tool_call><|im_end|>\\n'")
+)
+assert TINY_TEMPLATE != CHATML_TEMPLATE and "tojson }}{%- endfor" not in TINY_TEMPLATE
+
 SPECIAL_TOKENS = ["<|begin_of_text|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
 TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", default=None, help="where the lake, dataset, run and plots go (default demo_out/<time>)")
     ap.add_argument("--from-lake", default=None, metavar="LAKE",
                     help="skip the rollouts: train on this existing lake's sft view (just train-sft)")
-    ap.add_argument("--expert", type=int, default=1200, help="expert rollouts (train split)")
+    ap.add_argument("--expert", type=int, default=1500, help="expert rollouts (train split)")
     ap.add_argument("--noisy", type=int, default=300, help="noisy rollouts (other train tasks)")
     ap.add_argument("--train-seconds", type=float, default=180.0, help="training time budget (at most)")
     ap.add_argument("--deadline", type=float, default=285.0,

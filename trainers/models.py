@@ -16,13 +16,13 @@ import string
 from pathlib import Path
 from typing import Iterable
 
-from .chat import CHATML_TEMPLATE, SPECIAL_TOKENS, TOOL_TOKENS, has_generation_markers
+from .chat import CHATML_TEMPLATE, SPECIAL_TOKENS, TINY_TEMPLATE, TOOL_TOKENS, has_generation_markers
 from .config import cache_dir, load_dtype, quiet_transformers, setup_env
 from .errors import TrainerInputError
 
 ALIASES = {"hermes-3": "NousResearch/Hermes-3-Llama-3.1-8B", "hermes3": "NousResearch/Hermes-3-Llama-3.1-8B"}
 TINY_NAMES = ("tiny", "tiny-llama")
-TINY_VERSION = 2  # bump when the recipe below changes: the cache key includes it
+TINY_VERSION = 3  # bump when the recipe below changes: the cache key includes it
 TINY_CONFIG = dict(layers=2, hidden=128, heads=4, kv_heads=2, vocab=1024, max_positions=4096)
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 
@@ -65,6 +65,10 @@ def _env_train_texts() -> tuple[list[str], dict]:
             texts.append(str(obs))
             if rinfo.get("tools"):
                 texts.append(json.dumps(rinfo["tools"], ensure_ascii=False))
+                for tl in rinfo["tools"]:
+                    f = tl.get("function", tl)
+                    args = ", ".join((f.get("parameters") or {}).get("properties", {}))
+                    texts.extend([f"Tools:\n<tools>\n{f.get('name')}({args}) {f.get('description', '')}\n</tools>"] * 20)
             system_prompt = str(rinfo.get("system_prompt") or "")
             env.close()
         except Exception:
@@ -147,7 +151,7 @@ def _generic_texts(seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     words = ("file list print return def import class value error fix bug test run commit branch merge folder "
              "count lines create move copy archive find replace word directory output result submit").split()
-    out = [CHATML_TEMPLATE, "You are a helpful assistant that uses tools.", '{"name": "run", "arguments": {"command": "ls"}}']
+    out = [CHATML_TEMPLATE, TINY_TEMPLATE, "You are a helpful assistant that uses tools.", '{"name": "run", "arguments": {"command": "ls"}}']
     for _ in range(300):
         a = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 9)))
         out.append(f"{rng.choice(words)} {a}.{rng.choice(['txt', 'py', 'md', 'csv', 'json', 'log'])} {rng.randint(0, 999)}")
@@ -185,7 +189,7 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
         padding_side="left",  # generation pads left; must be a constructor argument or save_pretrained drops it
     )
     hf.add_tokens(TOOL_TOKENS)  # atomic but not special: decode(skip_special_tokens=True) keeps them
-    hf.chat_template = CHATML_TEMPLATE
+    hf.chat_template = TINY_TEMPLATE  # compact tool signatures (chat.py explains why); same turns and tool calls
     return hf
 
 
