@@ -421,17 +421,20 @@ async def read_body(request: Request, svc: IngestService) -> bytes:
 
 
 async def read_json(request: Request, svc: IngestService):
-    data = await read_body(request, svc)
+    return _parse_json_body(await read_body(request, svc))
+
+
+def _parse_json_body(data: bytes):
+    """A request body as JSON; an empty or malformed body is a 422 that says what is wrong (and where)."""
     if not data.strip():
         raise BadInput("Field required", field=["body"], status=422, kind="missing")
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        kind = "json_invalid"
         msg = f"JSON decode error: {exc}"
         if "utf-8" in str(exc).lower():
             msg = f"body is not valid UTF-8: {exc}"
-        raise BadInput(msg, field=["body", getattr(exc, "pos", 0)], status=422, kind=kind) from None
+        raise BadInput(msg, field=["body", getattr(exc, "pos", 0)], status=422, kind="json_invalid") from None
 
 
 def _validate(model, obj):
@@ -588,17 +591,10 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
         except IndexError:
             return JSONResponse({"detail": f"unknown env_id {ident.env_id}"}, status_code=404)
 
-    async def _raise_json(data: bytes):
-        if not data.strip():
-            raise BadInput("Field required", field=["body"], status=422, kind="missing")
-        try:
-            orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            msg = f"JSON decode error: {exc}"
-            if "utf-8" in str(exc).lower():
-                msg = f"body is not valid UTF-8: {exc}"
-            raise BadInput(msg, field=["body", getattr(exc, "pos", 0)], status=422, kind="json_invalid") from None
-        raise BadInput("JSON decode error", field=["body"], status=422, kind="json_invalid")
+    def _raise_json(data: bytes):
+        """pydantic said the body is not JSON: raise the same 422 as read_json would."""
+        _parse_json_body(data)
+        raise BadInput("JSON decode error", field=["body"], status=422, kind="json_invalid")  # orjson took it
 
     async def _ingest_group(request: Request, s: IngestService, sd, key: str | None):
         obj = sd.model_extra or {}
@@ -640,7 +636,7 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
             sd = A.ScoredDataX.model_validate_json(data)
         except ValidationError as exc:
             if any(e["type"] == "json_invalid" for e in exc.errors()) or not data.strip():
-                await _raise_json(data)
+                _raise_json(data)
             raise _Detail(A.validation_detail(exc)) from None
         return await _ingest_group(request, s, sd, request.headers.get("idempotency-key"))
 
