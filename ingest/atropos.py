@@ -6,6 +6,8 @@ light queue entries (`QGroup`) that carry the group's pre-encoded JSON so /batch
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -91,7 +93,9 @@ def validation_detail(exc: ValidationError, prefix=("body",)) -> list[dict]:
     for e in exc.errors(include_url=False):
         d = {"type": e["type"], "loc": list(prefix) + list(e["loc"]), "msg": e["msg"]}
         inp = e.get("input")
-        if isinstance(inp, (str, int, float, bool)) or inp is None:
+        if isinstance(inp, float) and not math.isfinite(inp):
+            d["input"] = str(inp)  # JSON has no inf/nan: echoing it raw made the 422 itself fail with a 500
+        elif isinstance(inp, (str, int, float, bool)) or inp is None:
             d["input"] = inp
         else:
             d["input"] = _short(inp)

@@ -47,6 +47,8 @@ HTTP_CASES = [
      422, "range"),
     ("native-token-beyond-int64", "POST", "/v1/trajectories",
      b'{"trajectory_id":"x0","messages":[],"tokens":[%d]}' % (2 ** 70), {}, 422, "tokens"),
+    ("infinite-token", "POST", "/scored_data", b'{"tokens":[[1,1e999]],"masks":[[1,2]],"scores":[1]}', {}, 422,
+     "tokens"),
     ("group-is-list", "POST", "/scored_data", j([GOOD]), {}, 422, "model_type"),
     ("empty-group", "POST", "/scored_data", j(g(tokens=[], masks=[], scores=[])), {}, 422, "at least one"),
     ("env-id-string", "POST", "/scored_data", j(g(env_id="zero")), {}, 422, "env_id"),
