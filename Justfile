@@ -24,9 +24,9 @@ test-all:
 demo *ARGS:
     {{bin}}/python -m trainers.demo {{ARGS}}
 
-# Export the sft view, fine-tune the tiny model on it, evaluate before and after.
-train-sft *ARGS:
-    {{bin}}/python -m trainers.demo --skip-rollouts-if-present {{ARGS}}
+# Export the sft view of an existing lake, fine-tune the tiny model on it, evaluate before and after.
+train-sft LAKE="data/lake" *ARGS:
+    {{bin}}/python -m trainers.demo --from-lake {{LAKE}} {{ARGS}}
 
 # Benchmarks: each prints ratios against a baseline measured in the same run.
 bench-lake *ARGS:
