@@ -47,7 +47,7 @@ def _skills_into_lake(lake, work: Path, console) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m trainers.demo", description=__doc__.splitlines()[0])
-    ap.add_argument("--workdir", default=None, help="where the lake, dataset, run and plots go (default demo_out/<time>)")
+    ap.add_argument("--workdir", default=None, help="where the lake, dataset, run and plots go (default runs/demo-<time>)")
     ap.add_argument("--from-lake", default=None, metavar="LAKE",
                     help="skip the rollouts: train on this existing lake's sft view (just train-sft)")
     ap.add_argument("--expert", type=int, default=1500, help="expert rollouts (train split)")
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.table import Table
 
     console = Console()
-    work = Path(a.workdir or Path("demo_out") / time.strftime("%Y%m%d-%H%M%S", time.gmtime())).resolve()
+    work = Path(a.workdir or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S", time.gmtime())).resolve()
     lake_root = Path(a.from_lake).resolve() if a.from_lake else work / "lake"
     if a.from_lake and not (lake_root / "trajectories").exists():
         console.print(f"[red]error: {lake_root} is not a lake (no trajectories table): fill one with `lake rollout` first")
