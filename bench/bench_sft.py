@@ -7,6 +7,7 @@ is given) for the same number of examples. Tokens/s counts non-padding tokens fe
 training; tokenisation is timed separately. Prints the ratio ours / TRL (target >= 1.0x).
 
 usage: python bench/bench_sft.py [--data FILE_OR_FOLDER] [--examples 256] [--epochs 1] [--threads 1] [--full]
+                                [--template tiny|chatml]
 """
 from __future__ import annotations
 
@@ -30,9 +31,10 @@ def conversations(args):
     if args.data:
         rows, _, src = load_rows(args.data)
     else:
-        from trainers.rollouts import policy_rows
+        from trainers.rollouts import conversations_of, policy_rows
 
-        rows, src = policy_rows("bash_exec_env", "train", args.examples, policy="expert", seed=0), "bash_exec_env expert"
+        rows = conversations_of(policy_rows("bash_exec_env", "train", args.examples, policy="expert", seed=0))
+        src = "bash_exec_env expert rollouts (train split)"
     convs, _ = to_convs(rows, src, "all")
     return convs[: args.examples], src
 
@@ -43,7 +45,7 @@ def ours(model_path, convs, args, share_prefix=True):
     from trainers.models import load_model, load_tokenizer
     from trainers.sft import SFTSettings, encode_all, prepare_model, train_loop
 
-    tok = load_tokenizer(model_path)
+    tok = load_tokenizer(model_path, "chatml" if args.template == "chatml" else None)
     t = time.perf_counter()
     examples, _ = encode_all(tok, convs, args.max_length)
     tok_s = time.perf_counter() - t
@@ -65,10 +67,10 @@ def trl_plain(model_path, convs, args):
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
-    from trainers.chat import CHATML_TEMPLATE
+    from trainers.chat import CHATML_TEMPLATE, TINY_TEMPLATE
 
     tok = AutoTokenizer.from_pretrained(model_path)
-    tok.chat_template = CHATML_TEMPLATE
+    tok.chat_template = CHATML_TEMPLATE if args.template == "chatml" else TINY_TEMPLATE
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     rows = [{"messages": c["messages"], "tools": c["tools"] or []} for c in convs]
     ds = Dataset.from_list(rows, features=Features({"messages": List(Json()), "tools": List(Json())}))
@@ -104,6 +106,8 @@ def main():
     ap.add_argument("--max-length", type=int, default=1024)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("LACHESIS_THREADS", "1")))
     ap.add_argument("--full", action="store_true")
+    ap.add_argument("--template", choices=["tiny", "chatml"], default="tiny",
+                    help="tiny: compact tool signatures (the tiny model's own); chatml: full JSON tools (Hermes-3's)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     import torch
@@ -117,7 +121,7 @@ def main():
     a = ours(model_path, convs, args)
     a0 = ours(model_path, convs, args, share_prefix=False)
     ratio = a["tokens_per_s"] / b["tokens_per_s"]
-    out = {"bench": "sft_tokens_per_s", "data": src, "examples": len(convs), "threads": args.threads,
+    out = {"bench": "sft_tokens_per_s", "data": src, "template": args.template, "epochs": args.epochs, "examples": len(convs), "threads": args.threads,
            "mode": "full" if args.full else "lora", "ours": a, "ours_no_shared_prefix": a0, "trl": b, "ratio": ratio,
            "ratio_no_shared_prefix": a0["tokens_per_s"] / b["tokens_per_s"],
            "same_label_tokens": a["label_tokens_per_epoch"] == b["label_tokens_per_epoch"]}
