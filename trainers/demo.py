@@ -24,22 +24,18 @@ ENV = "bash_exec_env"
 
 
 def _skills_into_lake(lake, work: Path, console) -> int:
-    """The sample skills (the vendored Hermes skill corpus) through the ingest wing's folder watcher; 0 if absent."""
-    import tarfile
-
-    repo = Path(__file__).resolve().parent.parent
-    tgzs = sorted((repo / "tests" / "data").glob("hermes_skills_*.tar.gz"))
-    if not tgzs:
-        return 0
+    """The sample skills (the vendored Hermes skill corpus, in the Hermes folder layout) through the ingest
+    wing's folder watcher; 0 if the corpus is absent."""
     try:
+        from ingest.testing import hermes_skills_tree
         from ingest.watch import Watcher
 
-        dest = work / "skills"
-        with tarfile.open(tgzs[-1]) as tf:
-            tf.extractall(dest, filter="data")
+        dest = hermes_skills_tree(work / "skills")
         w = Watcher(lake, skills_dir=dest, settle=0.0)
         w.scan()
         return int(w.stats.get("skill_upserts", 0))
+    except FileNotFoundError:
+        return 0
     except Exception as exc:  # optional step: say why, never fail the demo on it
         console.print(f"[yellow]    sample skills not loaded: {type(exc).__name__}: {exc}")
         return 0
