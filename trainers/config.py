@@ -7,9 +7,34 @@ in one place.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_SEED = 0
+
+
+@dataclass
+class RunSettings:
+    """What every training run takes: the model, the data, adapters, where it records itself."""
+
+    model: str = "tiny"
+    data: str = ""
+    output: str | None = None  # run folder; default runs/<run_id>
+    epochs: float = 1.0
+    max_steps: int | None = None
+    lr: float | None = None
+    batch_size: int = 8
+    max_length: int = 1024
+    full: bool = False
+    lora_r: int = 16
+    lora_alpha: int = 32
+    target_modules: str = "all-linear"
+    seed: int = DEFAULT_SEED
+    split: str | None = "all"
+    lake_root: str | None = None
+    record_in_lake: bool = True
+    threads: int | None = None
+    chat_template: str | None = None
 
 
 def setup_env() -> None:

@@ -10,16 +10,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from views.export import file_sha256
+
 from .chat import normalize_messages, normalize_tools
 from .errors import TrainerInputError
 
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -49,7 +44,7 @@ def _read_parquet(paths: list[Path]) -> list[dict]:
 
 
 def _file_manifest(files: list[Path], rows: int, source: str) -> dict:
-    return {"source": source, "rows": rows, "files": [{"path": str(p), "sha256": _sha256(p)} for p in files]}
+    return {"source": source, "rows": rows, "files": [{"path": str(p), "sha256": file_sha256(p)} for p in files]}
 
 
 def load_rows(data: str, lake_root: str | None = None, work_dir: Path | None = None) -> tuple[list[dict], dict, str]:
@@ -75,7 +70,7 @@ def load_rows(data: str, lake_root: str | None = None, work_dir: Path | None = N
             except ValueError:
                 raise TrainerInputError(f"{mpath} is not valid JSON: re-export the dataset") from None
             manifest = {"source": str(p), "export_manifest": manifest,
-                        "files": [{"path": str(f), "sha256": _sha256(f)} for f in files], "rows": len(rows)}
+                        "files": [{"path": str(f), "sha256": file_sha256(f)} for f in files], "rows": len(rows)}
         else:
             manifest = _file_manifest(files, len(rows), str(p))
         return rows, manifest, str(p)

@@ -13,31 +13,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .chat import normalize_messages, normalize_tools
-from .config import DEFAULT_SEED, cpu_defaults, set_threads, setup_env
+from .config import RunSettings, cpu_defaults, set_threads, setup_env
 from .errors import TrainerInputError
 
 
 @dataclass
-class DPOSettings:
-    model: str = "tiny"
-    data: str = ""
-    output: str | None = None
-    epochs: float = 1.0
-    max_steps: int | None = None
-    lr: float | None = None
-    batch_size: int = 8
-    max_length: int = 1024
-    full: bool = False
-    lora_r: int = 16
-    lora_alpha: int = 32
-    target_modules: str = "all-linear"
+class DPOSettings(RunSettings):
     beta: float = 0.1
-    seed: int = DEFAULT_SEED
-    split: str | None = "all"
-    lake_root: str | None = None
-    record_in_lake: bool = True
-    threads: int | None = None
-    chat_template: str | None = None
 
 
 def _side(v, name: str, i: int):

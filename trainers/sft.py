@@ -19,41 +19,27 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .config import DEFAULT_SEED, device as pick_device, set_threads, setup_env
+from .config import RunSettings, device as pick_device, set_threads, setup_env
 from .errors import TrainerInputError
 
 IGNORE = -100
 
 
 @dataclass
-class SFTSettings:
-    model: str = "tiny"
-    data: str = ""
-    output: str | None = None  # run folder; default runs/<run_id>
+class SFTSettings(RunSettings):
     epochs: float = 3.0
-    max_steps: int | None = None
     time_budget_s: float | None = None  # stop after this much training time (the lr schedule follows the clock)
     lr: float | None = None  # default: 1e-3 for full fine-tuning of the tiny model, 2e-4 for LoRA
     batch_size: int = 16
     grad_accum: int = 1
-    max_length: int = 1024
-    full: bool = False
-    lora_r: int = 16
-    lora_alpha: int = 32
     lora_dropout: float = 0.0
-    target_modules: str = "all-linear"
     share_prefix: bool = True  # compute a batch's common prompt prefix (system prompt + tools) once
     bucket_by_length: bool = False
     warmup_steps: int = 30
     min_lr_ratio: float = 0.1
     weight_decay: float = 0.01
     grad_clip: float = 1.0
-    seed: int = DEFAULT_SEED
     split: str | None = "train"
-    lake_root: str | None = None
-    record_in_lake: bool = True
-    threads: int | None = None
-    chat_template: str | None = None
     log_every: int = 10
     plot: bool = True
     progress: bool = True

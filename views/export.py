@@ -324,7 +324,7 @@ def _write_files(con: duckdb.DuckDBPyConnection, table: pa.Table, folder: Path, 
                 _write_parquet(part, path)
             else:
                 _write_jsonl(part, path)
-            files.append({"path": name, "rows": part.num_rows, "sha256": _sha256(path)})
+            files.append({"path": name, "rows": part.num_rows, "sha256": file_sha256(path)})
     return files
 
 
@@ -352,7 +352,7 @@ def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
