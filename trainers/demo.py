@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="also print the results as JSON")
     a = ap.parse_args(argv)
     t_start = time.perf_counter()
+    # The demo is the machine's main job: 2 torch threads gave 2094 steps in 200 s against ~1200 with one.
+    # Tests and shared runs keep 1 (training-notes pitfall 3); LACHESIS_THREADS=1 restores it here.
+    os.environ.setdefault("LACHESIS_THREADS", "2")
     setup_env()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from rich.console import Console
