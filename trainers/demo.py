@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", default=None, help="where the lake, dataset, run and plots go (default runs/demo-<time>)")
     ap.add_argument("--from-lake", default=None, metavar="LAKE",
                     help="skip the rollouts: train on this existing lake's sft view (just train-sft)")
-    ap.add_argument("--expert", type=int, default=1500, help="expert rollouts (train split)")
-    ap.add_argument("--noisy", type=int, default=300, help="noisy rollouts (other train tasks)")
+    ap.add_argument("--expert", type=int, default=2200, help="expert rollouts (train split)")
+    ap.add_argument("--noisy", type=int, default=100, help="noisy rollouts (other train tasks)")
     ap.add_argument("--train-seconds", type=float, default=200.0, help="training time budget (at most)")
     ap.add_argument("--deadline", type=float, default=290.0,
                     help="whole-demo wall-clock target in seconds: the training budget shrinks to keep it (0 = off)")
