@@ -96,7 +96,7 @@ def compacted_connection(lk: Lake, single: Path) -> tuple[duckdb.DuckDBPyConnect
     """Plain DuckDB: `trajectories` over one Parquet file with the snapshot's rows, other tables empty,
     and the same views/*.sql registered."""
     snap = lk.snapshot(for_query="SELECT * FROM trajectories")
-    files = snap.table_files("trajectories") if hasattr(snap, "table_files") else snap.files["trajectories"]
+    files = snap.table_files("trajectories")
     snap.con.execute(f"COPY (SELECT * FROM trajectories) TO '{single}' (FORMAT parquet, COMPRESSION zstd, "
                      "ROW_GROUP_SIZE 131072)")
     snap.close()

@@ -54,7 +54,8 @@ def append(
     from lake.jsonl import JsonlError, read_jsonl
 
     lk = open_lake(lake)
-    lk.table_path(table) if table in lk.tables() else fail(f"unknown table '{table}'; tables: {', '.join(lk.tables())}")
+    if table not in lk.tables():
+        fail(f"unknown table '{table}'; tables: {', '.join(lk.tables())}")
     if not file.is_file():
         fail(f"{file}: no such file")
     try:

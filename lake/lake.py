@@ -206,6 +206,7 @@ class Writer:
                      event_type: str | pa.Array | None = None, occurred_at: pa.Array | None = None) -> Future:
         from lake.envelope import TIMESTAMP, complete_payload
 
+        self.lake.table_path(table)  # an unknown table is a LakeError before anything is queued
         payload = complete_payload(table, payload)
         n = payload.num_rows
         if event_type is None or isinstance(event_type, str):
@@ -217,7 +218,6 @@ class Writer:
 
     def append_arrow(self, table: str, payload: pa.Table, *, seq: int | None = None,
                      event_type: str | None = None) -> AppendResult:
-        self.lake.table_path(table)
         return self.submit_arrow(table, payload, seq=seq, event_type=event_type).result()
 
     def submit(self, table: str, records: Iterable[Mapping[str, Any]], *, seq: int | None = None) -> Future:

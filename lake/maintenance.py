@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -80,7 +79,3 @@ def _iso(ms: int | None) -> str | None:
     if ms is None:
         return None
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def data_file_count(path: Path) -> int:
-    return sum(1 for _ in Path(path).rglob("*.parquet"))

@@ -18,7 +18,6 @@ ENVELOPE = [
     pa.field("source", pa.string(), nullable=False),
     pa.field("content_hash", pa.string(), nullable=False),
 ]
-ENVELOPE_NAMES = [f.name for f in ENVELOPE] + ["day"]
 
 TOOL_CALL = pa.struct([("id", pa.string()), ("name", pa.string()), ("arguments", pa.string())])
 MESSAGE = pa.struct(

@@ -56,28 +56,26 @@ class Snapshot:
         dt = self.lake.delta_table(table, version)
         files = dt.file_uris()
         self.files[table] = files
+        # The code's schema, then columns a newer writer merged into this version's Delta schema. A column the
+        # code knows but no file of this version holds yet (schema evolution) is read as a typed NULL.
         schema = table_schema(table)
-        # Columns added later (schema evolution) are in the Delta schema of this version, maybe in no file yet.
-        known = {f.name for f in schema} | set(dt.schema().to_arrow().names)
+        delta_fields = {f.name: f for f in pa.schema(dt.schema().to_arrow())}  # arro3 -> pyarrow
+        fields = [delta_fields.get(f.name, f) for f in schema] + [
+            f for name, f in delta_fields.items() if name not in schema.names]
         if not files:
-            empty = pa.schema(list(schema) + [f for f in dt.schema().to_arrow() if f.name not in schema.names])
-            self.con.register(f"__empty_{table}", empty.empty_table())
+            self.con.register(f"__empty_{table}", pa.schema(fields).empty_table())
             self.con.execute(f'CREATE VIEW "{table}" AS SELECT * FROM "__empty_{table}"')
             return
         source = (f"read_parquet([{', '.join(_quote(f) for f in files)}], hive_partitioning=true, "
                   f"hive_types_autocast=false, union_by_name=true)")
         present = {r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
-        delta_fields = {f.name: f for f in dt.schema().to_arrow()}
         cols = []
-        for name in [f.name for f in schema] + [n for n in delta_fields if n not in schema.names]:
-            if name not in known:
-                continue
-            if name in present:
-                cols.append(f'"{name}"')
+        for field in fields:
+            if field.name in present:
+                cols.append(f'"{field.name}"')
             else:
-                typ = self.con.from_arrow(pa.schema([delta_fields.get(name) or schema.field(name)]).empty_table())
-                duck_type = typ.types[0]
-                cols.append(f'CAST(NULL AS {duck_type}) AS "{name}"')
+                duck_type = self.con.from_arrow(pa.schema([field]).empty_table()).types[0]
+                cols.append(f'CAST(NULL AS {duck_type}) AS "{field.name}"')
         self.con.execute(f'CREATE VIEW "{table}" AS SELECT {", ".join(cols)} FROM {source}')
 
     def _register_views(self, view_sql: dict[str, str]) -> list[str]:
