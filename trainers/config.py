@@ -36,6 +36,11 @@ class RunSettings:
     threads: int | None = None
     chat_template: str | None = None
 
+    def lora_targets(self) -> str | list[str]:
+        """peft's target_modules: "all-linear" as is, else the comma-separated module names."""
+        t = self.target_modules
+        return t if t == "all-linear" else [m.strip() for m in t.split(",") if m.strip()]
+
 
 def setup_env() -> None:
     """Offline, quiet defaults; a user's explicit environment variables win."""

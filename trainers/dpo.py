@@ -10,7 +10,6 @@ import json
 import shutil
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from .chat import normalize_messages, normalize_tools
 from .config import RunSettings, cpu_defaults, set_threads, setup_env
@@ -70,13 +69,9 @@ def run_dpo(s: DPOSettings, console=None) -> dict:
     set_threads(s.threads)
     from .data import load_rows
     from .models import load_model, load_tokenizer, model_label, resolve_model
-    from .sft import new_run_id, record_run, write_loss_plot
+    from .sft import new_run_folder, record_run, write_loss_plot
 
-    run_id = new_run_id("dpo")
-    out = Path(s.output or Path("runs") / run_id).expanduser()
-    if out.exists() and any(out.iterdir()):
-        raise TrainerInputError(f"output folder {out} is not empty: pass a new --output folder")
-    out.mkdir(parents=True, exist_ok=True)
+    run_id, out = new_run_folder("dpo", s.output)
     try:
         rows, manifest, source = load_rows(s.data, s.lake_root, out)
         prefs = preference_rows(rows, source, s.split)
@@ -95,8 +90,8 @@ def run_dpo(s: DPOSettings, console=None) -> dict:
     model = load_model(model_path)
     peft_cfg = None
     if not s.full:
-        tm = s.target_modules if s.target_modules == "all-linear" else [t.strip() for t in s.target_modules.split(",")]
-        peft_cfg = LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, target_modules=tm, lora_dropout=0.0, task_type="CAUSAL_LM")
+        peft_cfg = LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, target_modules=s.lora_targets(), lora_dropout=0.0,
+                              task_type="CAUSAL_LM")
     log_path = out / "train_log.jsonl"
     log_f = log_path.open("w")
     t0 = time.perf_counter()

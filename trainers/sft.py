@@ -179,10 +179,8 @@ def prepare_model(model, s: SFTSettings):
     if not s.full:
         from peft import LoraConfig, get_peft_model
 
-        targets = s.target_modules
-        targets = targets if targets == "all-linear" else [t.strip() for t in targets.split(",") if t.strip()]
         cfg = LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, lora_dropout=s.lora_dropout,
-                         target_modules=targets, task_type="CAUSAL_LM")
+                         target_modules=s.lora_targets(), task_type="CAUSAL_LM")
         try:
             model = get_peft_model(model, cfg)
         except ValueError as exc:
@@ -203,6 +201,16 @@ def lr_at(step: int, progress: float, s: SFTSettings, base_lr: float) -> float:
 # ----------------------------------------------------------------------------------------------- the run
 def new_run_id(prefix: str = "sft") -> str:
     return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+
+
+def new_run_folder(prefix: str, output: str | None) -> tuple[str, Path]:
+    """A run id and its empty folder (default runs/<run_id>); a non-empty --output is refused."""
+    run_id = new_run_id(prefix)
+    out = Path(output or Path("runs") / run_id).expanduser()
+    if out.exists() and any(out.iterdir()):
+        raise TrainerInputError(f"output folder {out} is not empty: pass a new --output folder")
+    out.mkdir(parents=True, exist_ok=True)
+    return run_id, out
 
 
 def train_loop(model, examples, s: SFTSettings, pad_id: int, on_log: Callable[[dict], None] | None = None,
@@ -303,11 +311,7 @@ def run_sft(s: SFTSettings, console=None) -> dict:
     from .data import conversations, load_rows
     from .models import load_model, load_tokenizer, model_label, resolve_model
 
-    run_id = new_run_id("sft" if s.kind == "train" else s.kind)
-    out = Path(s.output or Path("runs") / run_id).expanduser()
-    if out.exists() and any(out.iterdir()):
-        raise TrainerInputError(f"output folder {out} is not empty: pass a new --output folder")
-    out.mkdir(parents=True, exist_ok=True)
+    run_id, out = new_run_folder("sft" if s.kind == "train" else s.kind, s.output)
     try:
         rows, manifest, source = load_rows(s.data, s.lake_root, out)
         convs, data_stats = conversations(rows, source, s.split)
