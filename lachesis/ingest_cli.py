@@ -11,6 +11,8 @@ from typing import Optional
 
 import typer
 
+from lachesis.console import fail
+
 _LAKE_HELP = "Lake root (default: $LAKE_ROOT, else ./data/lake)."
 
 
@@ -103,8 +105,7 @@ def import_(
     if format not in FORMATS:
         raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}")
     if not path.exists():
-        print(f"error: {path} does not exist", file=sys.stderr)
-        raise typer.Exit(2)
+        fail(f"{path} does not exist")
     lk = Lake.init(_root(lake))
     if json:
         summary = run_import(lk, path, format)

@@ -5,18 +5,14 @@ no messages, model without weights, tokenizer without chat template, ...) prints
 """
 from __future__ import annotations
 
-import json
 import sys
 from typing import Optional
 
 import typer
 
+from lachesis.console import fail, print_json
+
 _APP_KW = dict(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=False)
-
-
-def _fail(msg: str, code: int = 2):
-    typer.echo(f"error: {msg}", err=True)
-    raise typer.Exit(code)
 
 
 def _run(fn, *args, **kw):
@@ -26,19 +22,15 @@ def _run(fn, *args, **kw):
     try:
         return fn(*args, **kw)
     except TrainerInputError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
-        _fail("interrupted", 130)
+        fail("interrupted", 130)
 
 
 def _console(quiet: bool):
     from rich.console import Console
 
     return Console(stderr=True, quiet=quiet)
-
-
-def _print_json(obj):
-    typer.echo(json.dumps(obj, indent=2, default=str))
 
 
 # ----------------------------------------------------------------------------------------------- rl_finetune_supervised
@@ -89,7 +81,7 @@ def _train_command(kind: str):
         console = _console(quiet or as_json)
         summary = _run(run_sft, s, console)
         if as_json:
-            _print_json(summary)
+            print_json(summary)
         else:
             _print_train_summary(summary, console)
 
@@ -165,9 +157,9 @@ def llm_finetune(
                         lake_root=lake, record_in_lake=not no_lake, threads=threads, chat_template=chat_template)
         summary = _run(run_dpo, s, console)
     else:
-        _fail(f"unknown --method {method!r}: use sft or dpo")
+        fail(f"unknown --method {method!r}: use sft or dpo")
     if as_json:
-        _print_json(summary)
+        print_json(summary)
     else:
         _print_train_summary(summary, console)
 
@@ -208,7 +200,7 @@ def hermes_eval(
     console = _console(quiet or as_json)
     summary = _run(run_eval, s, console)
     if as_json:
-        _print_json(summary)
+        print_json(summary)
         return
     from rich.table import Table
 
