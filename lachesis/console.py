@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
 import io
 import sys
@@ -18,6 +19,28 @@ err_console = Console(stderr=True)
 
 LakeOption = typer.Option(None, "--lake", help="Lake root (default: $LAKE_ROOT or ./data/lake).", show_default=False)
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
+
+
+def option(config: type, name: str, *flags: str, **kwargs: Any) -> Any:
+    """A typer option whose default and help come from field `name` of a command's config dataclass.
+
+    Every command keeps one typed config dataclass (TRL's `*_config.py` style: `metadata={"help": ...}` per
+    field, validation in `__post_init__`); the CLI never restates a default or a help text.
+    """
+    fields = {f.name: f for f in dataclasses.fields(config)}
+    if name not in fields:
+        raise KeyError(f"{config.__name__} has no field {name!r}")
+    f = fields[name]
+    if f.default is not dataclasses.MISSING:
+        default = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        default = f.default_factory()
+    else:
+        default = ...
+    help_text = f.metadata.get("help")
+    if not help_text:
+        raise KeyError(f"{config.__name__}.{name} has no help text")
+    return typer.Option(default, *flags, help=help_text, **kwargs)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
