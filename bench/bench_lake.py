@@ -117,7 +117,7 @@ def bench_bulk(tmp: Path, rows: int) -> dict:
 
 
 def bench_query(tmp: Path, lk: Lake) -> dict:
-    compact(lk, "trajectories")
+    compact(lk.table_set, "trajectories")
     snap = lk.snapshot()
     single = tmp / "single.parquet"
     con = duckdb.connect()

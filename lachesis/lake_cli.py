@@ -129,7 +129,7 @@ def log(
     names = [table] if table else lk.tables()
     if table and table not in lk.tables():
         fail(f"unknown table '{table}'; tables: {', '.join(lk.tables())}")
-    rows = [r for t in names for r in history(lk, t, limit)]
+    rows = [r for t in names for r in history(lk.table_set, t, limit)]
     print_json(rows) if json else print_rows(rows, title="lake log")
 
 
@@ -143,7 +143,7 @@ def compact(
     from lake.maintenance import compact as do_compact
 
     lk = open_lake(lake)
-    rows = [do_compact(lk, t, day) for t in ([table] if table else lk.tables())]
+    rows = [do_compact(lk.table_set, t, day) for t in ([table] if table else lk.tables())]
     print_json(rows) if json else print_rows(rows, title="compaction")
 
 
@@ -158,7 +158,7 @@ def vacuum(
     from lake.maintenance import vacuum as do_vacuum
 
     lk = open_lake(lake)
-    rows = [do_vacuum(lk, t, retention_hours, dry_run) for t in ([table] if table else lk.tables())]
+    rows = [do_vacuum(lk.table_set, t, retention_hours, dry_run) for t in ([table] if table else lk.tables())]
     if json:
         print_json(rows)
     else:

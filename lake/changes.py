@@ -4,24 +4,20 @@ Compaction commits add files with dataChange=false; they re-package old rows and
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lake import delta
 from lake.schemas import table_schema
-
-if TYPE_CHECKING:
-    from lake.lake import Lake
+from lake.tables import LakeError, TableSet
 
 
-def read_changes(lake: "Lake", table: str, after_version: int, upto_version: int | None = None) -> pa.Table:
-    path = lake.table_path(table)
-    latest = lake.version(table)
+def read_changes(tables: TableSet, table: str, after_version: int, upto_version: int | None = None) -> pa.Table:
+    path = tables.table_path(table)
+    latest = tables.version(table)
     upto = latest if upto_version is None else upto_version
     if upto > latest:
-        raise ValueError(f"table '{table}' is at version {latest}, cannot read changes up to {upto}")
+        raise LakeError(f"table '{table}' is at version {latest}, cannot read changes up to {upto}")
     schema = table_schema(table)
     pieces = []
     for version in range(after_version + 1, upto + 1):

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
 from lake.atomic import read_json, write_json_atomic
-
-if TYPE_CHECKING:
-    from lake.lake import Lake
+from lake.changes import read_changes
+from lake.tables import TableSet
 
 
 @dataclass
@@ -33,8 +32,8 @@ class ChangeBatch:
 
 
 class Consumer:
-    def __init__(self, lake: "Lake", name: str, table: str, checkpoint_path: str | Path):
-        self.lake, self.name, self.table = lake, name, table
+    def __init__(self, tables: TableSet, name: str, table: str, checkpoint_path: str | Path):
+        self.tables, self.name, self.table = tables, name, table
         self.path = Path(checkpoint_path)
 
     def load(self) -> Checkpoint:
@@ -44,15 +43,15 @@ class Consumer:
         return Checkpoint(int(data["offset"]), data.get("state", {}))
 
     def poll(self, checkpoint: Checkpoint, max_versions: int | None = None) -> ChangeBatch | None:
-        latest = self.lake.version(self.table)
+        latest = self.tables.version(self.table)
         if latest <= checkpoint.offset:
             return None
         upto = latest if max_versions is None else min(latest, checkpoint.offset + max_versions)
-        return ChangeBatch(self.lake.changes(self.table, checkpoint.offset, upto), checkpoint.offset, upto)
+        return ChangeBatch(read_changes(self.tables, self.table, checkpoint.offset, upto), checkpoint.offset, upto)
 
     def commit(self, batch: ChangeBatch, state: dict[str, Any]) -> Checkpoint:
         cp = Checkpoint(batch.upto, state)
         write_json_atomic(self.path, {"consumer": self.name, "table": self.table, "offset": cp.offset,
                                       "state": cp.state})
-        self.lake.register_consumer(self.name, {self.table: cp.offset})
+        self.tables.register_consumer(self.name, {self.table: cp.offset})
         return cp

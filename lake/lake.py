@@ -9,21 +9,20 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-import orjson
 import pyarrow as pa
 from deltalake import DeltaTable
 
 from lake import delta
+from lake.changes import read_changes
 from lake.commit import AppendResult, Batch, GroupCommitter
+from lake.envelope import TIMESTAMP, add_envelope, complete_payload
 from lake.records import validate_records
 from lake.schemas import DEFAULT_EVENT_TYPES, SCHEMA_VERSIONS, TABLES, payload_schema
+from lake.snapshot import Snapshot
+from lake.tables import MARKER, LakeError, TableSet, is_lake
 
 DEFAULT_ROOT = "data/lake"
-MARKER = "_lachesis"
-
-
-class LakeError(RuntimeError):
-    """A lake-level problem a user can act on (missing lake, unknown table, bad version)."""
+__all__ = ["DEFAULT_ROOT", "Lake", "LakeError", "Writer", "is_lake", "resolve_root"]
 
 
 def resolve_root(path: str | os.PathLike | None) -> Path:
@@ -37,10 +36,15 @@ def process_writer_id(name: str = "lake") -> str:
 
 
 class Lake:
+    """A lake opened for reading and writing: its tables (`table_set`), writers with group commit, snapshots.
+
+    `Lake.open(path)` opens an existing lake and `Lake.init(path)` creates one (or opens it if it is there);
+    both resolve a None path with `resolve_root`. `Lake(root)` is `open` without the resolution.
+    """
+
     def __init__(self, root: str | os.PathLike, views_dir: str | os.PathLike | None = None):
-        self.root = Path(root)
-        if not (self.root / MARKER).is_dir():
-            raise LakeError(f"no lake at {self.root} (create one with `lake init --lake {self.root}`)")
+        self.table_set = TableSet(root)  # raises LakeError when root holds no lake
+        self.root = self.table_set.root
         self.views_dir = Path(views_dir) if views_dir else default_views_dir()
         self._lock = threading.Lock()
         self._tables: dict[str, DeltaTable] = {}
@@ -50,34 +54,30 @@ class Lake:
 
     # -- layout -----------------------------------------------------------------------------------------
     @classmethod
-    def init(cls, root: str | os.PathLike, views_dir: str | os.PathLike | None = None) -> "Lake":
-        root = Path(root)
+    def open(cls, root: str | os.PathLike | None = None, views_dir: str | os.PathLike | None = None) -> "Lake":
+        """The existing lake at `root` (None: $LAKE_ROOT, else ./data/lake); LakeError if there is none."""
+        return cls(resolve_root(root), views_dir)
+
+    @classmethod
+    def init(cls, root: str | os.PathLike | None = None, views_dir: str | os.PathLike | None = None) -> "Lake":
+        """Create the lake at `root` (None: $LAKE_ROOT, else ./data/lake) with every table; safe to run again."""
+        root = resolve_root(root)
         (root / MARKER / "consumers").mkdir(parents=True, exist_ok=True)
         for table in TABLES:
             delta.create_table(root / table, table)
         return cls(root, views_dir)
 
     def tables(self) -> list[str]:
-        return [t for t in TABLES if (self.root / t / "_delta_log").is_dir()]
+        return self.table_set.tables()
 
     def table_path(self, table: str) -> Path:
-        if table not in TABLES:
-            raise LakeError(f"unknown table '{table}'; tables: {', '.join(TABLES)}")
-        return self.root / table
+        return self.table_set.table_path(table)
 
     def delta_table(self, table: str, version: int | None = None) -> DeltaTable:
-        path = self.table_path(table)
-        if not (path / "_delta_log").is_dir():
-            raise LakeError(f"table '{table}' does not exist in {self.root}; run `lake init`")
-        if version is None:
-            return DeltaTable(str(path))
-        try:
-            return DeltaTable(str(path), version=version)
-        except Exception as exc:
-            raise LakeError(f"table '{table}' has no version {version}: {exc}") from None
+        return self.table_set.delta_table(table, version)
 
     def version(self, table: str) -> int:
-        return self.delta_table(table).version()
+        return self.table_set.version(table)
 
     # -- writing ----------------------------------------------------------------------------------------
     def writer(self, writer_id: str) -> "Writer":
@@ -131,8 +131,6 @@ class Lake:
             keep.append(b)
         if not keep:
             return
-        from lake.envelope import add_envelope
-
         data = add_envelope(
             table,
             pa.concat_tables([b.payload for b in keep]),
@@ -146,54 +144,22 @@ class Lake:
             b.future.set_result(AppendResult(table, version, b.payload.num_rows, seq=b.seq))
 
     # -- reading ----------------------------------------------------------------------------------------
-    def snapshot(self, as_of: Any = None, for_query: str | None = None):
+    def snapshot(self, as_of: int | Mapping[str, int] | None = None, for_query: str | None = None) -> Snapshot:
         """A DuckDB view of the lake pinned at `as_of`; `for_query` registers only what that SQL reads."""
-        from lake.snapshot import Snapshot
+        return Snapshot(self.table_set, self.resolve_versions(as_of), self.views_dir, for_query=for_query)
 
-        return Snapshot(self, self.resolve_versions(as_of), for_query=for_query)
-
-    def resolve_versions(self, as_of: Any = None) -> dict[str, int]:
-        """Pin every table: None = latest; int N = min(N, latest); {table: N} = those, others latest."""
-        latest = {t: self.version(t) for t in self.tables()}
-        if as_of is None:
-            return latest
-        if isinstance(as_of, int):
-            if as_of < 0:
-                raise LakeError(f"version must be >= 0, got {as_of}")
-            return {t: min(as_of, v) for t, v in latest.items()}
-        if isinstance(as_of, Mapping):
-            out = dict(latest)
-            for t, v in as_of.items():
-                if t not in latest:
-                    raise LakeError(f"unknown table '{t}' in as-of; tables: {', '.join(latest)}")
-                if not 0 <= int(v) <= latest[t]:
-                    raise LakeError(f"table '{t}' has versions 0..{latest[t]}, not {v}")
-                out[t] = int(v)
-            return out
-        raise LakeError(f"cannot read a version from {as_of!r}")
+    def resolve_versions(self, as_of: int | Mapping[str, int] | None = None) -> dict[str, int]:
+        return self.table_set.resolve_versions(as_of)
 
     def changes(self, table: str, after_version: int, upto_version: int | None = None) -> pa.Table:
-        from lake.changes import read_changes
-
-        return read_changes(self, table, after_version, upto_version)
+        return read_changes(self.table_set, table, after_version, upto_version)
 
     # -- consumers --------------------------------------------------------------------------------------
     def register_consumer(self, name: str, offsets: Mapping[str, int]) -> None:
-        """Record how far consumer `name` has read each table, so vacuum keeps what it still needs."""
-        from lake.atomic import write_json_atomic
-
-        if not name or "/" in name or name.startswith("."):
-            raise LakeError(f"bad consumer name {name!r}")
-        path = self.root / MARKER / "consumers" / f"{name}.json"
-        with self._lock:
-            merged = {**(orjson.loads(path.read_bytes())["offsets"] if path.exists() else {}), **offsets}
-            write_json_atomic(path, {"name": name, "offsets": merged})
+        self.table_set.register_consumer(name, offsets)
 
     def consumers(self) -> dict[str, dict[str, int]]:
-        out = {}
-        for p in sorted((self.root / MARKER / "consumers").glob("*.json")):
-            out[p.stem] = orjson.loads(p.read_bytes())["offsets"]
-        return out
+        return self.table_set.consumers()
 
 
 class Writer:
@@ -204,8 +170,6 @@ class Writer:
 
     def submit_arrow(self, table: str, payload: pa.Table, *, seq: int | None = None,
                      event_type: str | pa.Array | None = None, occurred_at: pa.Array | None = None) -> Future:
-        from lake.envelope import TIMESTAMP, complete_payload
-
         self.lake.table_path(table)  # an unknown table is a LakeError before anything is queued
         payload = complete_payload(table, payload)
         n = payload.num_rows

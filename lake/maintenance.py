@@ -3,20 +3,18 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
 from lake import delta
-
-if TYPE_CHECKING:
-    from lake.lake import Lake
+from lake.tables import TableSet
 
 DEFAULT_RETENTION_HOURS = 168  # Delta's default: readers pinned to a week-old snapshot keep working
 
 
-def compact(lake: "Lake", table: str, day: str | None = None, target_size: int | None = None) -> dict[str, Any]:
+def compact(tables: TableSet, table: str, day: str | None = None, target_size: int | None = None) -> dict[str, Any]:
     """Merge small files per day partition (dataChange=false: consumers never see compaction as new data)."""
-    dt = lake.delta_table(table)
+    dt = tables.delta_table(table)
     filters = [("day", "=", day)] if day else None
     metrics = dt.optimize.compact(partition_filters=filters, target_size=target_size,
                                   writer_properties=delta.ZSTD)
@@ -24,26 +22,26 @@ def compact(lake: "Lake", table: str, day: str | None = None, target_size: int |
             "files_removed": metrics.get("numFilesRemoved", 0)}
 
 
-def protected_files(lake: "Lake", table: str) -> set[str]:
+def protected_files(tables: TableSet, table: str) -> set[str]:
     """Files that registered consumers still have to read: new-data adds after the slowest one's offset."""
-    offsets = [o[table] for o in lake.consumers().values() if table in o]
+    offsets = [o[table] for o in tables.consumers().values() if table in o]
     if not offsets:
         return set()
-    path = lake.table_path(table)
+    path = tables.table_path(table)
     keep = set()
-    for version in range(min(offsets) + 1, lake.version(table) + 1):
+    for version in range(min(offsets) + 1, tables.version(table) + 1):
         for file, _ in delta.added_files(path, version):
             keep.add(os.path.normpath(file))
     return keep
 
 
-def vacuum(lake: "Lake", table: str, retention_hours: int = DEFAULT_RETENTION_HOURS,
+def vacuum(tables: TableSet, table: str, retention_hours: int = DEFAULT_RETENTION_HOURS,
            dry_run: bool = False) -> dict[str, Any]:
     """Delete files no longer in the table and older than the retention, except files a consumer still needs."""
-    dt = lake.delta_table(table)
+    dt = tables.delta_table(table)
     candidates = dt.vacuum(retention_hours=retention_hours, dry_run=True, enforce_retention_duration=False)
-    root = lake.table_path(table)
-    keep = protected_files(lake, table)
+    root = tables.table_path(table)
+    keep = protected_files(tables, table)
     deleted, kept = [], []
     for rel in candidates:
         full = os.path.normpath(str(root / unquote(rel)))
@@ -59,9 +57,9 @@ def vacuum(lake: "Lake", table: str, retention_hours: int = DEFAULT_RETENTION_HO
             "files": deleted}
 
 
-def history(lake: "Lake", table: str, limit: int | None = None) -> list[dict[str, Any]]:
+def history(tables: TableSet, table: str, limit: int | None = None) -> list[dict[str, Any]]:
     rows = []
-    for h in lake.delta_table(table).history(limit):
+    for h in tables.delta_table(table).history(limit):
         metrics = h.get("operationMetrics") or {}
         rows.append({
             "table": table,

@@ -6,16 +6,14 @@ one SELECT and its name is the view's name.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
 
 from lake.schemas import table_schema
-
-if TYPE_CHECKING:
-    from lake.lake import Lake
+from lake.tables import TableSet
 
 
 class ViewError(RuntimeError):
@@ -37,13 +35,15 @@ def referenced_names(sql: str) -> set[str] | None:
 class Snapshot:
     """`for_query`: register only the tables and views that query needs (transitively), to open fast."""
 
-    def __init__(self, lake: "Lake", versions: dict[str, int], for_query: str | None = None):
-        self.lake = lake
+    def __init__(self, table_set: TableSet, versions: dict[str, int], views_dir: str | os.PathLike | None = None,
+                 for_query: str | None = None):
+        self.table_set = table_set
+        self.views_dir = Path(views_dir) if views_dir else None
         self.versions = dict(versions)
         self.con = duckdb.connect()
         self.files: dict[str, list[str]] = {}
         self.view_errors: dict[str, str] = {}
-        view_sql = _read_views(lake.views_dir)
+        view_sql = _read_views(self.views_dir)
         needed = _closure(for_query, view_sql) if for_query else None
         for table, version in self.versions.items():
             if needed is None or table in needed:
@@ -53,7 +53,7 @@ class Snapshot:
         self.views = self._register_views(view_sql)
 
     def _register_table(self, table: str, version: int) -> None:
-        dt = self.lake.delta_table(table, version)
+        dt = self.table_set.delta_table(table, version)
         files = dt.file_uris()
         self.files[table] = files
         # The code's schema, then columns a newer writer merged into this version's Delta schema. A column the
@@ -100,7 +100,7 @@ class Snapshot:
 
     def table_files(self, table: str) -> list[str]:
         if table not in self.files:
-            self.files[table] = self.lake.delta_table(table, self.versions[table]).file_uris()
+            self.files[table] = self.table_set.delta_table(table, self.versions[table]).file_uris()
         return self.files[table]
 
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:

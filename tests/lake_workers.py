@@ -27,7 +27,7 @@ def compactor(root: str, stop_file: str) -> None:
     lk = Lake(root)
     runs = 0
     while not os.path.exists(stop_file):
-        compact(lk, "trajectories")
+        compact(lk.table_set, "trajectories")
         runs += 1
         time.sleep(0.2)
     print(json.dumps({"compactions": runs}))
@@ -52,7 +52,7 @@ def consumer(root: str, checkpoint: str, seed: int) -> None:
     """Consume the change feed, dying at random (os._exit) before or after each checkpoint."""
     rng = random.Random(seed)
     lk = Lake(root)
-    c = Consumer(lk, "test-consumer", "trajectories", checkpoint)
+    c = Consumer(lk.table_set, "test-consumer", "trajectories", checkpoint)
     cp = c.load()
     while True:
         batch = c.poll(cp, max_versions=3)

@@ -140,7 +140,7 @@ def test_change_feed_skips_compaction(lake):
 
     for i in range(5):
         lake.append("trajectories", [trajectory(i)])
-    res = compact(lake, "trajectories")
+    res = compact(lake.table_set, "trajectories")
     assert res["files_removed"] == 5
     lake.append("trajectories", [trajectory(5)])
     latest = lake.version("trajectories")
@@ -157,12 +157,12 @@ def test_vacuum_keeps_files_a_consumer_still_needs(lake):
     for i in range(4):
         lake.append("trajectories", [trajectory(i)])
     lake.register_consumer("trainer", {"trajectories": 2})
-    compact(lake, "trajectories")
-    res = vacuum(lake, "trajectories", retention_hours=0)
+    compact(lake.table_set, "trajectories")
+    res = vacuum(lake.table_set, "trajectories", retention_hours=0)
     assert res["deleted"] == 2 and res["kept_for_consumers"] == 2
     assert lake.changes("trajectories", 2).num_rows == 2  # the consumer can still read versions 3 and 4
     lake.register_consumer("trainer", {"trajectories": lake.version("trajectories")})
-    assert vacuum(lake, "trajectories", retention_hours=0)["deleted"] == 2
+    assert vacuum(lake.table_set, "trajectories", retention_hours=0)["deleted"] == 2
     assert count(lake) == 4
 
 
