@@ -9,15 +9,6 @@ import typer
 from lachesis.console import JsonOption, LakeOption, console, fail, open_lake, print_json, print_rows, rows_to_csv
 
 
-def parse_as_of(text: Optional[str]):
-    from lake.as_of import AsOfError, parse_as_of as parse
-
-    try:
-        return parse(text)
-    except AsOfError as exc:
-        fail(str(exc))
-
-
 def init(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
     """Create a lake (every table, empty) at the lake root; safe to run again."""
     from lake import Lake, resolve_root
@@ -93,7 +84,7 @@ def sql(
         fail(f"--format must be table, json or csv, not {fmt!r}")
     lk = open_lake(lake)
     try:
-        snap = lk.snapshot(parse_as_of(as_of), for_query=query)
+        snap = lk.snapshot(as_of, for_query=query)
         rel = snap.sql(query)
     except LakeError as exc:
         fail(str(exc))

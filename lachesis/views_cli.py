@@ -20,19 +20,12 @@ AsOfOption = typer.Option(
 WhereOption = typer.Option(None, "--where", help="SQL condition on the view's columns, e.g. \"env = 'bash_exec'\".",
                            show_default=False)
 OverwriteOption = typer.Option(False, "--overwrite", help="Replace the dataset in a non-empty output folder.")
+AllowEmptyOption = typer.Option(False, "--allow-empty",
+                                help="Write a dataset of 0 rows instead of failing when the view is empty.")
 SetOption = typer.Option(
     None, "--set",
     help="View parameter NAME=VALUE (repeatable), e.g. sft_min_reward=0.8, sft_test_fraction=0.2, dpo_min_gap=0.3.",
     show_default=False)
-
-
-def _as_of(text: Optional[str]):
-    from views.export import ExportError, parse_as_of
-
-    try:
-        return parse_as_of(text)
-    except ExportError as exc:
-        fail(str(exc))
 
 
 def _variables(items: Optional[List[str]]) -> dict:
@@ -46,17 +39,18 @@ def _variables(items: Optional[List[str]]) -> dict:
 
 
 def _export(lake: Optional[Path], view: str, output: Path, fmt: str, as_of: Optional[str], where: Optional[str],
-            overwrite: bool, sets: Optional[List[str]], as_json: bool) -> None:
+            overwrite: bool, allow_empty: bool, sets: Optional[List[str]], as_json: bool) -> None:
     from lake import LakeError
-    from views.export import ExportError, export_view
+    from views.export import FORMATS, EmptyExportError, ExportError, export_view
 
-    if fmt not in ("parquet", "jsonl"):
-        fail(f"unknown format {fmt!r}; use parquet or jsonl")
+    if fmt not in FORMATS:
+        fail(f"unknown format {fmt!r}; use {' or '.join(FORMATS)}")
     lk = open_lake(lake)
-    pins = _as_of(as_of)
     try:
-        manifest = export_view(lk, view, output, format=fmt, as_of=pins, where=where, overwrite=overwrite,
-                               variables=_variables(sets))
+        manifest = export_view(lk, view, output, format=fmt, as_of=as_of, where=where, overwrite=overwrite,
+                               variables=_variables(sets), allow_empty=allow_empty)
+    except EmptyExportError as exc:
+        fail(str(exc), code=1)  # not a usage error: the command was right, the data is not there
     except (ExportError, LakeError) as exc:
         fail(str(exc))
     if as_json:
@@ -77,18 +71,21 @@ def export(
     as_of: Optional[str] = AsOfOption,
     where: Optional[str] = WhereOption,
     overwrite: bool = OverwriteOption,
+    allow_empty: bool = AllowEmptyOption,
     sets: Optional[List[str]] = SetOption,
     lake: Optional[Path] = LakeOption,
     json: bool = JsonOption,
 ) -> None:
     """Write a view on a pinned lake version as a dataset folder (parquet/jsonl + manifest.json)."""
-    _export(lake, view, output, fmt, as_of, where, overwrite, sets, json)
+    _export(lake, view, output, fmt, as_of, where, overwrite, allow_empty, sets, json)
 
 
 def views(lake: Optional[Path] = LakeOption,
           counts: bool = typer.Option(False, "--counts", help="Also count each view's rows (runs every view)."),
           json: bool = JsonOption) -> None:
     """List the dataset views and the helper views they use (with --counts, their rows on the latest snapshot)."""
+    import duckdb
+
     from views import HELPER_VIEWS, list_views, view_description
 
     lk = open_lake(lake)
@@ -101,7 +98,7 @@ def views(lake: Optional[Path] = LakeOption,
             if err is None and counts:
                 try:
                     count = snap.con.execute(f'SELECT count(*) FROM "{name}"').fetchall()[0][0]
-                except Exception as exc:  # a view that fails on this lake's data: show why
+                except duckdb.Error as exc:  # a view that fails on this lake's data: show why
                     err = str(exc).splitlines()[0]
             row = {"view": name, "kind": "helper" if name in HELPER_VIEWS else "dataset"}
             if counts:
@@ -130,13 +127,14 @@ def atropos_trajectory_export(
     as_of: Optional[str] = AsOfOption,
     where: Optional[str] = WhereOption,
     overwrite: bool = OverwriteOption,
+    allow_empty: bool = AllowEmptyOption,
     sets: Optional[List[str]] = SetOption,
     lake: Optional[Path] = LakeOption,
     json: bool = JsonOption,
 ) -> None:
     """Export the lake's trajectories as a training dataset (the sft view by default): the guide's
     `atropos_trajectory_export --format=parquet --output=trajectories/`."""
-    _export(lake, view, output, fmt, as_of, where, overwrite, sets, json)
+    _export(lake, view, output, fmt, as_of, where, overwrite, allow_empty, sets, json)
 
 
 def atropos_trajectory_export_main() -> None:
@@ -188,7 +186,7 @@ def skill_to_instruction(
             problems = [{"path": p.path, "reason": p.reason} for p in folder.problems]
         else:
             lk = open_lake(lake)
-            snap = lk.snapshot(_as_of(as_of), for_query="SELECT * FROM instruction_candidates, instruction")
+            snap = lk.snapshot(as_of, for_query="SELECT * FROM instruction_candidates, instruction")
             try:
                 result = instruction_from_connection(snap.con, **kw)
                 source = {"lake_versions": dict(sorted(snap.versions.items()))}

@@ -1,7 +1,10 @@
 """The Lachesis event lake: append-only Delta tables of agent events, snapshots in DuckDB, a change feed."""
 from lake.commit import AppendResult
-from lake.lake import Lake, LakeError, Writer, resolve_root
+from lake.errors import LakeError
+from lake.lake import Lake, Writer, resolve_root
 from lake.records import RecordError
 from lake.schemas import TABLES
+from lake.tables import TableSet, is_lake
 
-__all__ = ["AppendResult", "Lake", "LakeError", "RecordError", "TABLES", "Writer", "resolve_root"]
+__all__ = ["AppendResult", "Lake", "LakeError", "RecordError", "TABLES", "TableSet", "Writer", "is_lake",
+           "resolve_root"]

@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 
 from lake import delta
 from lake.schemas import table_schema
-from lake.tables import LakeError, TableSet
+from lake.errors import LakeError
+from lake.tables import TableSet
 
 
 def read_changes(tables: TableSet, table: str, after_version: int, upto_version: int | None = None) -> pa.Table:

@@ -13,16 +13,16 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from lake import delta
+from lake.as_of import AsOf
 from lake.changes import read_changes
 from lake.commit import AppendResult, Batch, GroupCommitter
 from lake.envelope import TIMESTAMP, add_envelope, complete_payload
 from lake.records import validate_records
 from lake.schemas import DEFAULT_EVENT_TYPES, SCHEMA_VERSIONS, TABLES, payload_schema
 from lake.snapshot import Snapshot
-from lake.tables import MARKER, LakeError, TableSet, is_lake
+from lake.tables import MARKER, TableSet
 
 DEFAULT_ROOT = "data/lake"
-__all__ = ["DEFAULT_ROOT", "Lake", "LakeError", "Writer", "is_lake", "resolve_root"]
 
 
 def resolve_root(path: str | os.PathLike | None) -> Path:
@@ -144,11 +144,12 @@ class Lake:
             b.future.set_result(AppendResult(table, version, b.payload.num_rows, seq=b.seq))
 
     # -- reading ----------------------------------------------------------------------------------------
-    def snapshot(self, as_of: int | Mapping[str, int] | None = None, for_query: str | None = None) -> Snapshot:
-        """A DuckDB view of the lake pinned at `as_of`; `for_query` registers only what that SQL reads."""
+    def snapshot(self, as_of: AsOf = None, for_query: str | None = None) -> Snapshot:
+        """A DuckDB view of the lake pinned at `as_of` (any spelling of lake.as_of; a bad one is an AsOfError,
+        a LakeError); `for_query` registers only the tables and views that SQL reads."""
         return Snapshot(self.table_set, self.resolve_versions(as_of), self.views_dir, for_query=for_query)
 
-    def resolve_versions(self, as_of: int | Mapping[str, int] | None = None) -> dict[str, int]:
+    def resolve_versions(self, as_of: AsOf = None) -> dict[str, int]:
         return self.table_set.resolve_versions(as_of)
 
     def changes(self, table: str, after_version: int, upto_version: int | None = None) -> pa.Table:

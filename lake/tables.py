@@ -15,14 +15,12 @@ import orjson
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
+from lake.as_of import AsOf, parse_as_of
 from lake.atomic import write_json_atomic
+from lake.errors import LakeError
 from lake.schemas import TABLES
 
 MARKER = "_lachesis"
-
-
-class LakeError(RuntimeError):
-    """A lake-level problem a user can act on (missing lake, unknown table, bad version)."""
 
 
 def is_lake(root: str | os.PathLike) -> bool:
@@ -60,8 +58,10 @@ class TableSet:
     def version(self, table: str) -> int:
         return self.delta_table(table).version()
 
-    def resolve_versions(self, as_of: int | Mapping[str, int] | None = None) -> dict[str, int]:
-        """Pin every table: None = latest; int N = min(N, latest); {table: N} = those, others latest."""
+    def resolve_versions(self, as_of: AsOf = None) -> dict[str, int]:
+        """Pin every table: None = latest; int N = min(N, latest); {table: N} = those, others latest; any
+        spelling of `lake.as_of` (text, a dataset folder or its manifest.json) is parsed first."""
+        as_of = parse_as_of(as_of)
         latest = {t: self.version(t) for t in self.tables()}
         if as_of is None:
             return latest
@@ -78,7 +78,6 @@ class TableSet:
                     raise LakeError(f"table '{t}' has versions 0..{latest[t]}, not {v}")
                 out[t] = int(v)
             return out
-        raise LakeError(f"cannot read a version from {as_of!r}")
 
     # -- consumers: how far each has read, so vacuum keeps what it still needs --------------------------
     def register_consumer(self, name: str, offsets: Mapping[str, int]) -> None:

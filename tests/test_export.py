@@ -199,6 +199,28 @@ def test_cli_export_and_errors(lake, cli_app, tmp_path):
     assert listed["trajectory_chats"]["kind"] == "helper"
 
 
+def test_cli_empty_export_fails_unless_allowed(lake, cli_app, tmp_path):
+    """replay is empty on this lake (no steps): saying so beats exiting 0 with a dataset of nothing."""
+    args = ["export", "replay", "--lake", str(lake.root)]
+    r = runner.invoke(cli_app, args + ["--output", str(tmp_path / "r")])
+    assert r.exit_code == 1 and "0 rows" in r.output and "--allow-empty" in r.output
+    assert len(r.output.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+    r = runner.invoke(cli_app, args + ["--output", str(tmp_path / "r"), "--where", "false"])  # an empty --where too
+    assert r.exit_code == 1 and "where false" in r.output
+    r = runner.invoke(cli_app, ["export", "sft", "--lake", str(lake.root), "--output", str(tmp_path / "s"),
+                                "--where", "reward > 2"])
+    assert r.exit_code == 1 and "0 rows" in r.output
+    r = runner.invoke(cli_app, args + ["--output", str(tmp_path / "r"), "--allow-empty", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["row_count"] == 0 and read_manifest(tmp_path / "r")["row_count"] == 0
+
+
+def test_cli_bad_as_of_is_one_line(lake, cli_app, tmp_path):
+    r = runner.invoke(cli_app, ["export", "sft", "--lake", str(lake.root), "--output", str(tmp_path / "a"),
+                                "--as-of", "yesterday"])
+    assert r.exit_code == 2 and "--as-of takes VERSION" in r.output and "Traceback" not in r.output
+
+
 def test_atropos_trajectory_export_is_the_sft_export(lake, tmp_path, monkeypatch):
     from lachesis.views_cli import _atropos_app
 

@@ -28,9 +28,25 @@ def test_init_creates_every_table_and_is_idempotent(tmp_path):
     assert all(lk.version(t) == 0 for t in TABLES)
 
 
-def test_open_missing_lake_is_a_clear_error(tmp_path):
+def test_open_missing_lake_is_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(LakeError, match="lake init"):
         Lake(tmp_path / "nowhere")
+    with pytest.raises(LakeError, match="no lake at .*nowhere"):
+        Lake.open(tmp_path / "nowhere")
+    assert not (tmp_path / "nowhere").exists()  # opening never creates
+    monkeypatch.setenv("LAKE_ROOT", str(tmp_path / "env"))
+    with pytest.raises(LakeError, match="env"):
+        Lake.open()
+    assert Lake.init().root == Lake.open().root == tmp_path / "env"  # None resolves through $LAKE_ROOT
+
+
+@pytest.mark.parametrize("as_of", ["trajectories=x", "{not json", "yesterday", {"trajectories": "x"}])
+def test_bad_as_of_is_a_lake_error(lake, as_of):
+    from lake.as_of import AsOfError
+
+    with pytest.raises(AsOfError, match="as-of") as e:
+        lake.snapshot(as_of)
+    assert isinstance(e.value, LakeError)
 
 
 def test_append_fills_envelope_and_keeps_unknown_fields(lake):
@@ -129,6 +145,7 @@ def test_time_travel_snapshot_counts(lake):
     for i in range(3):
         lake.append("trajectories", [trajectory(10 * i + k) for k in range(i + 1)])
     assert [count(lake, as_of=v) for v in range(4)] == [0, 1, 3, 6]
+    assert [count(lake, as_of=text) for text in ("2", "trajectories=2", '{"trajectories": 2}')] == [3, 3, 3]
     snap = lake.snapshot({"trajectories": 2})
     assert snap.versions["trajectories"] == 2 and snap.versions["skills"] == 0
     with pytest.raises(LakeError):

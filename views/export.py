@@ -20,14 +20,15 @@ from typing import Any, Mapping
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lake.as_of import AsOfError
-from lake.as_of import parse_as_of as _lake_parse_as_of
+from lake import Lake
+from lake.as_of import MANIFEST_NAME, AsOf
+from lake.snapshot import Snapshot
 from views import list_views, view_order
 from views.registry import view_sql_hash
 
-MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
 FORMATS = ("parquet", "jsonl")
 
@@ -91,51 +92,25 @@ def _coerce(value: Any) -> Any:
     return value
 
 
-def parse_as_of(as_of: Any) -> Any:
-    """--as-of in any spelling the lake takes (lake.as_of), as an ExportError when it is not one."""
-    try:
-        return _lake_parse_as_of(as_of)
-    except AsOfError as exc:
-        raise ExportError(str(exc)) from None
+class EmptyExportError(ExportError):
+    """The view has no rows on this snapshot (and the caller did not allow an empty dataset)."""
 
 
-def export_view(lake_or_snapshot: Any, view: str, output: str | os.PathLike, *, format: str = "parquet",
-                as_of: Any = None, where: str | None = None, overwrite: bool = False,
-                variables: Mapping[str, Any] | None = None, rows_per_file: int = ROWS_PER_FILE) -> dict:
-    """Export `view` into the folder `output`; returns the manifest (also written as manifest.json).
-
-    `lake_or_snapshot`: a `lake.Lake` (a snapshot at `as_of` is taken and closed here) or an open snapshot
-    (anything with `.con` and `.versions`).
-    """
-    if hasattr(lake_or_snapshot, "snapshot") and not hasattr(lake_or_snapshot, "con"):
-        lake = lake_or_snapshot
-        known = sorted(set(list_views(getattr(lake, "views_dir", None))) | set(lake.tables()))
-        if view not in known:
-            raise UnknownViewError(view, known)
-        query = f'SELECT * FROM "{view}"' + (f" WHERE ({where})" if where and where.strip() else "")
-        try:
-            snap = lake.snapshot(parse_as_of(as_of), for_query=query)
-        except TypeError:  # a lake without lazy registration
-            snap = lake.snapshot(parse_as_of(as_of))
-        try:
-            err = getattr(snap, "view_errors", {}).get(view)
-            if err and view not in available_views(snap.con):
-                raise ExportError(f"view {view!r} does not bind on this lake: {err.splitlines()[0]}")
-            return export_snapshot(snap.con, snap.versions, view, output, format=format, where=where,
-                                   overwrite=overwrite, variables=variables, rows_per_file=rows_per_file,
-                                   views_dir=getattr(lake_or_snapshot, "views_dir", None))
-        finally:
-            snap.close()
-    if as_of is not None:
-        raise ExportError("as_of applies to a Lake, not to an open snapshot")
-    snap = lake_or_snapshot
-    return export_snapshot(snap.con, snap.versions, view, output, format=format, where=where,
-                           overwrite=overwrite, variables=variables, rows_per_file=rows_per_file,
-                           views_dir=getattr(getattr(snap, "lake", None), "views_dir", None))
-
-
-# The trainers wing looks for `export` or `export_view`.
-export = export_view
+def export_view(lake: Lake, view: str, output: str | os.PathLike, *, format: str = "parquet", as_of: AsOf = None,
+                where: str | None = None, overwrite: bool = False, variables: Mapping[str, Any] | None = None,
+                rows_per_file: int = ROWS_PER_FILE, allow_empty: bool = True) -> dict:
+    """Export `view` of a snapshot of `lake` at `as_of` (any spelling of lake.as_of) into the folder `output`;
+    returns the manifest (also written as manifest.json). Raises ExportError, or LakeError for a bad as-of."""
+    known = sorted(set(list_views(lake.views_dir)) | set(lake.tables()))
+    if view not in known:
+        raise UnknownViewError(view, known)
+    query = f'SELECT * FROM "{view}"' + (f" WHERE ({where})" if where and where.strip() else "")
+    with lake.snapshot(as_of, for_query=query) as snap:
+        err = snap.view_errors.get(view)
+        if err and view not in available_views(snap.con):
+            raise ExportError(f"view {view!r} does not bind on this lake: {err.splitlines()[0]}")
+        return export_snapshot(snap, view, output, format=format, where=where, overwrite=overwrite,
+                               variables=variables, rows_per_file=rows_per_file, allow_empty=allow_empty)
 
 
 def query_view(con: duckdb.DuckDBPyConnection, view: str, where: str | None = None,
@@ -188,16 +163,21 @@ def _order_columns(view: str, cols: list[str], views_dir: str | os.PathLike | No
     return order
 
 
-def export_snapshot(con: duckdb.DuckDBPyConnection, versions: Mapping[str, int], view: str,
-                    output: str | os.PathLike, *, format: str = "parquet", where: str | None = None,
-                    overwrite: bool = False, variables: Mapping[str, Any] | None = None,
-                    rows_per_file: int = ROWS_PER_FILE, views_dir: str | os.PathLike | None = None) -> dict:
+def export_snapshot(snap: Snapshot, view: str, output: str | os.PathLike, *, format: str = "parquet",
+                    where: str | None = None, overwrite: bool = False, variables: Mapping[str, Any] | None = None,
+                    rows_per_file: int = ROWS_PER_FILE, allow_empty: bool = True) -> dict:
+    """Export `view` of an open snapshot (see export_view); nothing is written when it raises."""
     if format not in FORMATS:
         raise ExportError(f"unknown format {format!r}; use one of: {', '.join(FORMATS)}")
+    con, versions, views_dir = snap.con, snap.versions, snap.views_dir
     out = Path(output)
     _check_output(out, overwrite)
     recorded_vars = set_variables(con, variables)
     table = query_view(con, view, where, views_dir)
+    if table.num_rows == 0 and not allow_empty:
+        pins = ", ".join(f"{t}@{v}" for t, v in sorted(versions.items()))
+        raise EmptyExportError(f"view {view!r} has 0 rows{f' where {where}' if where else ''} at lake versions "
+                               f"{pins}: nothing written (--allow-empty writes an empty dataset)")
     event_hash, event_count = _event_ids_hash(con, table)
 
     parent = out.resolve().parent
@@ -298,8 +278,6 @@ def _groups(table: pa.Table) -> list[tuple[str, pa.Table]]:
         return [("train", table)]
     if table.num_rows == 0:
         return [("train", table)]
-    import pyarrow.compute as pc
-
     values = sorted({v for v in table.column("split").to_pylist()}, key=str)
     if not set(values) <= SPLIT_NAMES:  # e.g. an env's split column with nulls: one file set, no split names
         return [("train", table)]
