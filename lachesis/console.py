@@ -7,12 +7,15 @@ import datetime as dt
 import io
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
 import orjson
 import typer
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:  # for the annotation only: the lake is imported when a command runs
+    from lake import Lake
 
 console = Console()
 err_console = Console(stderr=True)
@@ -49,11 +52,12 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-def open_lake(path: Optional[Path]):
-    from lake import Lake, LakeError, resolve_root
+def open_lake(path: Optional[Path]) -> "Lake":
+    """The existing lake at --lake (else $LAKE_ROOT, else ./data/lake); a missing one is a one-line error."""
+    from lake import Lake, LakeError  # imported when a command runs: `lake --help` stays fast
 
     try:
-        return Lake(resolve_root(path))
+        return Lake.open(path)
     except LakeError as exc:
         fail(str(exc))
 

@@ -4,20 +4,13 @@ Heavy modules (fastapi, uvicorn, watchdog) are imported inside the command bodie
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from lachesis.console import fail
-
-_LAKE_HELP = "Lake root (default: $LAKE_ROOT, else ./data/lake)."
-
-
-def _root(lake: Optional[Path]) -> Path:
-    return Path(lake or os.environ.get("LAKE_ROOT") or "data/lake")
+from lachesis.console import LakeOption, fail
 
 
 def serve(
@@ -25,7 +18,7 @@ def serve(
     port: int = typer.Option(8000, help="TCP port."),
     token: Optional[str] = typer.Option(None, envvar="LAKE_TOKEN",
                                         help="Bearer token required on every write route."),
-    lake: Optional[Path] = typer.Option(None, "--lake", help=_LAKE_HELP),
+    lake: Optional[Path] = LakeOption,
     max_body_mb: float = typer.Option(64.0, help="Largest request body accepted (MiB, as sent)."),
     max_inflated_mb: float = typer.Option(256.0, help="Largest body after gunzip (MiB): the gzip-bomb limit."),
     log_level: str = typer.Option("warning", help="uvicorn log level."),
@@ -38,10 +31,11 @@ def serve(
 ) -> None:
     """Serve the durable trajectory API: native /v1 routes and the Atropos run-api routes."""
     from ingest.server import serve as _serve
+    from lake import resolve_root
 
     if serve_mode not in ("at-least-once", "at-most-once"):
         raise typer.BadParameter("--serve-mode must be at-least-once or at-most-once")
-    root = _root(lake)
+    root = resolve_root(lake)
     print(f"lake serve: http://{host}:{port} lake={root} auth={'on' if token else 'off'}", file=sys.stderr,
           flush=True)
     _serve(root, host=host, port=port, token=token, max_body=int(max_body_mb * (1 << 20)),
@@ -52,7 +46,7 @@ def serve(
 def watch(
     skills: Optional[Path] = typer.Option(None, "--skills", help="Hermes skills folder to mirror into the lake."),
     inbox: Optional[Path] = typer.Option(None, "--inbox", help="Folder where trajectory files are dropped."),
-    lake: Optional[Path] = typer.Option(None, "--lake", help=_LAKE_HELP),
+    lake: Optional[Path] = LakeOption,
     settle: float = typer.Option(0.5, help="Seconds a file must stay unchanged before it is read."),
     once: bool = typer.Option(False, "--once", help="Reconcile once and exit (no watching)."),
     interval: float = typer.Option(2.0, help="Rescan interval in seconds (watchdog wakes it earlier)."),
@@ -70,7 +64,7 @@ def watch(
     if skills is None and inbox is None:
         raise typer.BadParameter("give --skills DIR and/or --inbox DIR")
     console = Console(stderr=True)
-    lk = Lake.init(_root(lake))
+    lk = Lake.init(lake)
     for d in (skills, inbox):
         if d is not None:
             d.mkdir(parents=True, exist_ok=True)
@@ -91,7 +85,7 @@ def watch(
 def import_(
     path: Path = typer.Argument(..., help="A trajectory file or a folder of them."),
     format: str = typer.Option("auto", "--format", help="auto | hermes | atropos | native"),
-    lake: Optional[Path] = typer.Option(None, "--lake", help=_LAKE_HELP),
+    lake: Optional[Path] = LakeOption,
     json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of the progress bar."),
 ) -> None:
     """Import trajectory files (Hermes ShareGPT, Atropos groups, native JSONL); each file is all or nothing."""
@@ -106,7 +100,7 @@ def import_(
         raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}")
     if not path.exists():
         fail(f"{path} does not exist")
-    lk = Lake.init(_root(lake))
+    lk = Lake.init(lake)
     if json:
         summary = run_import(lk, path, format)
     else:
