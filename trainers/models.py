@@ -19,6 +19,7 @@ from typing import Iterable
 from .chat import CHATML_TEMPLATE, SPECIAL_TOKENS, TINY_TEMPLATE, TOOL_TOKENS, has_generation_markers
 from .config import cache_dir, load_dtype, quiet_transformers, setup_env
 from .errors import TrainerInputError
+from .pretrained import SMOLLM2_NAMES, smollm2_path
 
 ALIASES = {"hermes-3": "NousResearch/Hermes-3-Llama-3.1-8B", "hermes3": "NousResearch/Hermes-3-Llama-3.1-8B"}
 TINY_NAMES = ("tiny", "tiny-llama")
@@ -253,6 +254,8 @@ def resolve_model(spec: str) -> str:
         raise TrainerInputError("no model given: pass --model tiny, --model hermes-3, a local folder or a hub id")
     if spec.lower() in TINY_NAMES:
         return str(tiny_model_path())
+    if spec.lower() in SMOLLM2_NAMES:
+        return str(smollm2_path())
     spec = ALIASES.get(spec.lower(), spec)
     p = Path(spec).expanduser()
     if p.exists():
