@@ -30,13 +30,14 @@ from ingest import atropos as A
 from ingest.errors import BadInput, TooLarge
 from ingest.formats import detect_record, native_to_record, parse_body
 from ingest.hermes import hermes_to_record
-from ingest.skills import parse_skill, valid_name
+from ingest.skills import parse_skill
 from ingest.records import split_field as _split_field
 from ingest.records import take_numeric_lists as _take_numeric_lists
 from ingest.util import gunzip_bounded, loads, stable_hash, text_hash, uuid7
 from lake import Lake, RecordError
 from lake.records import validate_records
 from lake.schemas import payload_schema
+from lake.skill_files import valid_name
 
 log = logging.getLogger("lachesis.ingest.server")
 
@@ -188,7 +189,7 @@ class IngestService:
                 for k in rows:
                     self.idem[f"{table}:{k}"] = {"status": "duplicate"}
             rows = snap.arrow("SELECT name, json_extract_string(metadata, '$.sha256') AS h, deleted FROM skills "
-                              "ORDER BY ingested_at, event_id").to_pylist()
+                              "ORDER BY occurred_at, event_id").to_pylist()  # as views/skills_current.sql
             for r in rows:
                 if r["deleted"]:
                     self.skill_hash.pop(r["name"], None)
@@ -931,6 +932,9 @@ def create_app(lake_root: str | Path, *, token: str | None = None, max_body: int
             except BadInput as exc:
                 raise BadInput(exc.describe(), field=["body", "content"] + ([exc.field] if exc.field else []),
                                status=422, kind=exc.kind) from None
+            if name_hint is None and doc.name_source == "folder":  # no folder here: "skill" is a placeholder
+                raise BadInput("frontmatter has no 'name'", field=["body", "content", "name"], status=422,
+                               kind="missing")
             if name_hint is not None and name_hint != doc.name:
                 raise BadInput(f"name {name_hint!r} differs from the frontmatter name {doc.name!r}",
                                field=["body", "name"], status=422, kind="value_error")

@@ -18,10 +18,11 @@ import orjson
 
 from ingest.errors import BadInput
 from ingest.importer import existing_ids, ingest_file, is_trajectory_file
-from ingest.skills import (iter_skill_files, parse_skill, provenance, read_bundled_manifest,
-                           read_category_descriptions, read_hub_lock, read_usage, skill_record, usage_record)
+from ingest.skills import parse_skill, read_usage, skill_record
 from ingest.util import text_hash
 from lake import Lake
+from lake.skill_files import (iter_skill_files, provenance, read_bundled_manifest, read_category_descriptions,
+                              read_hub_lock, usage_payload)
 
 log = logging.getLogger("lachesis.ingest.watch")
 
@@ -96,7 +97,7 @@ class Watcher:
         self.reported: set[str] = set()
         with self.lake.snapshot() as snap:
             rows = snap.arrow("SELECT name, category, path, provenance, deleted, metadata FROM skills "
-                              "ORDER BY ingested_at, event_id").to_pylist()
+                              "ORDER BY occurred_at, event_id").to_pylist()  # as views/skills_current.sql
             for r in rows:
                 meta = orjson.loads(r["metadata"]) if r["metadata"] else {}
                 if r["deleted"]:
@@ -104,7 +105,7 @@ class Watcher:
                 else:
                     self.skills[r["name"]] = {"sha256": meta.get("sha256"), "provenance": r["provenance"],
                                               "path": r["path"], "category": r["category"], "root": meta.get("root")}
-            for r in snap.arrow("SELECT name, usage FROM skill_usage ORDER BY ingested_at, event_id").to_pylist():
+            for r in snap.arrow("SELECT name, usage FROM skill_usage ORDER BY occurred_at, event_id").to_pylist():
                 self.usage[r["name"]] = self._canon(r["usage"])
             for r in snap.arrow("SELECT json_extract_string(metadata, '$.key') AS k FROM ingest_errors").to_pylist():
                 if r["k"]:
@@ -233,7 +234,7 @@ class Watcher:
             c = self._canon(rec)
             if self.usage.get(name) == c:
                 continue
-            r = usage_record(name, rec)
+            r = usage_payload(name, rec)
             r["metadata"] = {"root": str(root)}
             recs.append((name, c, r))
         if recs:

@@ -184,13 +184,11 @@ FILE_CASES = [
     ("bomb.jsonl.gz", gzip.compress(b"\0" * (20 << 20)), "line: 1", "longer than"),
     ("big.jsonl", (j(HERMES) + b"\n") * 1 + b"[" + b" " * (9 << 20) + b"]\n", "line: 2", "longer than"),
 ]
-SKILL_CASES = [
-    ("noname/SKILL.md", b"---\ndescription: no name here\n---\nbody\n", "no 'name'"),
+SKILL_CASES = [  # a missing name or non-YAML front matter is read as Hermes does: tests/test_skill_files.py
     ("traversal/SKILL.md", b"---\nname: ../../../etc/passwd\ndescription: x\n---\nbody\n", "not allowed"),
     ("nofm/SKILL.md", b"# Title only\nno frontmatter\n", "does not start"),
     ("binary/SKILL.md", _rand_bytes(200, 9), "binary"),
     ("latin1/SKILL.md", b"---\nname: caf\xe9\n---\nbody\n", "UTF-8"),
-    ("badyaml/SKILL.md", b"---\ndescription: [unclosed\n  - : :\n---\nbody\n", "YAML"),
     ("emptybody/SKILL.md", b"---\nname: emptybody\ndescription: d\n---\n\n", "empty body"),
 ]
 

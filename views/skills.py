@@ -21,184 +21,85 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from lake.envelope import content_hashes
+from lake.records import validate_record
+from lake.schemas import TABLES, payload_schema, table_schema
+from lake.skill_files import (USAGE_FILE, SkillFileError, iter_skill_files, read_bundled_manifest,
+                              read_hub_lock, read_skills, read_usage, skill_folder, skill_payload, usage_payload)
+from lake.skill_files import provenance as skill_provenance
 from views.export import ExportError, set_variables
 from views.registry import register_views, view_sql_hash
 
-# Hermes' scanners skip these folders (tools/skills_tool.py), and any dot-folder.
-SKIP_DIRS = {".git", ".github", ".hub", ".archive", ".venv", "venv", "node_modules", "site-packages",
-             "__pycache__", ".tox", ".nox"}
-USAGE_DEFAULTS = {"archived_at": None, "created_at": None, "created_by": None, "last_patched_at": None,
-                  "last_used_at": None, "last_viewed_at": None, "patch_count": 0, "pinned": False,
-                  "state": "active", "use_count": 0, "view_count": 0}
 LINE_FIELDS = ("messages", "skill", "category", "kind")
 MANIFEST_NAME = "manifest.json"
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
 
-# -- reading a Hermes skills folder ------------------------------------------------------------------------
-@dataclass
-class FolderProblem:
-    path: str
-    reason: str
-
-
+# -- reading a Hermes skills folder (lake.skill_files, the reader the watcher uses too) ------------------------
 @dataclass
 class HermesFolder:
     root: Path
     skills: list[dict] = field(default_factory=list)
     usage: list[dict] = field(default_factory=list)
-    problems: list[FolderProblem] = field(default_factory=list)
+    problems: list[SkillFileError] = field(default_factory=list)  # .path and .reason of each refused file
     digest: str = ""
 
 
-def _split_frontmatter(text: str) -> tuple[str, str] | None:
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    if not text.startswith("---"):
-        return None
-    m = re.search(r"\n---\s*(\n|$)", text[3:])
-    if not m:
-        return None
-    return text[3:m.start() + 3], text[m.end() + 3:]
-
-
-def _parse_frontmatter(fm_text: str) -> dict:
-    try:
-        import yaml
-
-        data = yaml.safe_load(fm_text)
-        if isinstance(data, dict):
-            return data
-    except Exception:  # not YAML (or no yaml installed): Hermes' own line scan
-        pass
-    out = {}
-    for line in fm_text.splitlines():
-        if ":" in line and not line.startswith((" ", "\t", "-")):
-            k, _, v = line.partition(":")
-            out[k.strip()] = v.strip().strip("'\"")
-    return out
-
-
-def _read_bundled(root: Path) -> set[str]:
-    try:
-        lines = (root / ".bundled_manifest").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return set()
-    return {ln.partition(":")[0].strip() for ln in lines if ln.strip() and not ln.startswith("#")}
-
-
-def _read_hub(root: Path) -> dict:
-    try:
-        data = json.loads((root / ".hub" / "lock.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    inst = data.get("installed") if isinstance(data, dict) else None
-    return inst if isinstance(inst, dict) else {}
-
-
 def read_hermes_folder(root: str | os.PathLike) -> HermesFolder:
-    """Skill and usage records (lake payload shape) for a Hermes `skills/` folder."""
+    """Skill and usage records (lake payload shape) for a Hermes `skills/` folder, read as `lake watch` reads it."""
     root = Path(root)
     if not root.is_dir():
         raise ExportError(f"skills folder {root} does not exist")
-    out = HermesFolder(root=root)
-    bundled, hub = _read_bundled(root), _read_hub(root)
+    docs, errors = read_skills(root)
+    bundled, hub = read_bundled_manifest(root), read_hub_lock(root)
+    try:
+        usage = read_usage(root)
+    except SkillFileError as exc:
+        raise ExportError(f"{root / exc.path}: {exc.reason}") from None
+    out = HermesFolder(root=root, problems=errors)
+    for doc in docs:
+        prov, _ = skill_provenance(doc.name, skill_folder(doc), bundled, hub)
+        out.skills.append(skill_payload(doc, prov))
+    out.usage = [usage_payload(name, rec) for name, rec in (usage or {}).items()]
     digest = hashlib.sha256()
-    paths = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
-        if "SKILL.md" in filenames:
-            paths.append(Path(dirpath) / "SKILL.md")
-    for p in sorted(paths, key=lambda q: q.relative_to(root).as_posix()):
-        rel = p.relative_to(root)
-        data = p.read_bytes()
-        digest.update(rel.as_posix().encode() + b"\0" + hashlib.sha256(data).digest())
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            out.problems.append(FolderProblem(rel.as_posix(), "not valid UTF-8"))
-            continue
-        split = _split_frontmatter(text)
-        if split is None:
-            out.problems.append(FolderProblem(rel.as_posix(), "no '---' frontmatter block"))
-            continue
-        fm = _parse_frontmatter(split[0])
-        name = str(fm.get("name") or "").strip() or rel.parent.name
-        folder = rel.parent.name
-        if folder in hub or name in hub:
-            prov = "hub"
-        elif name in bundled:
-            prov = "bundled"
-        else:
-            prov = "agent"
-        desc = fm.get("description")
-        parts = rel.parts
-        category = parts[0] if len(parts) >= 3 else (fm.get("category") if isinstance(fm.get("category"), str) else None)
-        out.skills.append({
-            "name": name, "event_type": "skill.upsert", "category": category, "path": rel.as_posix(),
-            "provenance": prov, "description": None if desc is None else str(desc),
-            "frontmatter": json.dumps(fm, default=str, sort_keys=True), "body": split[1], "deleted": False,
-        })
-    usage_path = root / ".usage.json"
-    if usage_path.is_file():
-        raw = usage_path.read_bytes()
-        digest.update(b".usage.json\0" + hashlib.sha256(raw).digest())
-        try:
-            obj = json.loads(raw)
-        except ValueError as exc:
-            raise ExportError(f"{usage_path} is not valid JSON: {exc}") from None
-        for name, rec in sorted((obj if isinstance(obj, dict) else {}).items()):
-            if not isinstance(rec, dict):
-                continue
-            rec = {**USAGE_DEFAULTS, **rec}
-            out.usage.append({
-                "name": name, "use_count": _int(rec.get("use_count")), "view_count": _int(rec.get("view_count")),
-                "patch_count": _int(rec.get("patch_count")), "last_used_at": rec.get("last_used_at"),
-                "usage": json.dumps(rec, sort_keys=True, default=str),
-            })
+    for p in iter_skill_files(root):
+        digest.update(p.relative_to(root).as_posix().encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+    if usage is not None:
+        digest.update(USAGE_FILE.encode() + b"\0" + hashlib.sha256((root / USAGE_FILE).read_bytes()).digest())
     out.digest = digest.hexdigest()
     return out
-
-
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float):
-        return int(v)
-    return None
 
 
 def folder_connection(folder: HermesFolder) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with every lake table (skills and skill_usage from the folder, the rest empty)
     and every views/*.sql registered."""
-    from lake.schemas import TABLES, table_schema
-
     con = duckdb.connect()
     for table in TABLES:
         rows = {"skills": folder.skills, "skill_usage": folder.usage}.get(table, [])
-        con.register(f"__{table}", _lake_rows(table, rows, table_schema(table)))
+        con.register(f"__{table}", _lake_rows(table, rows))
         con.execute(f'CREATE VIEW "{table}" AS SELECT * FROM "__{table}"')
     register_views(con)
     return con
 
 
-def _lake_rows(table: str, rows: list[dict], schema: pa.Schema) -> pa.Table:
-    full = []
-    for i, r in enumerate(rows):
-        d = {f.name: None for f in schema}
-        d.update(r)
-        d.update({
-            "event_id": f"folder:{table}:{i:08d}", "event_type": r.get("event_type") or table,
-            "schema_version": 1,
-            "occurred_at": _EPOCH + _dt.timedelta(microseconds=i), "ingested_at": _EPOCH,
-            "source": "hermes-folder",
-            "content_hash": hashlib.blake2b(json.dumps(r, sort_keys=True, default=str).encode(), digest_size=16).hexdigest(),
-            "day": "1970-01-01",
-        })
-        full.append(d)
-    return pa.Table.from_pylist(full, schema=schema)
+def _lake_rows(table: str, records: list[dict]) -> pa.Table:
+    """The records as the lake stores them (validate_record's payload, JSON columns as text) under a fixed
+    envelope: event ids and times in folder order, so the same folder always gives the same rows."""
+    rows = [validate_record(table, r, i) for i, r in enumerate(records)]
+    payload = pa.Table.from_pylist([r.payload for r in rows], schema=payload_schema(table))
+    envelope = {
+        "event_id": [f"folder:{table}:{i:08d}" for i in range(len(rows))],
+        "event_type": [r.event_type for r in rows],
+        "schema_version": [1] * len(rows),
+        "occurred_at": [_EPOCH + _dt.timedelta(microseconds=i) for i in range(len(rows))],
+        "ingested_at": [_EPOCH] * len(rows),
+        "source": ["hermes-folder"] * len(rows),
+        "content_hash": content_hashes(payload),
+        "day": ["1970-01-01"] * len(rows),
+    }
+    schema = table_schema(table)
+    return pa.Table.from_arrays([envelope[f.name] if f.name in envelope else payload.column(f.name)
+                                 for f in schema], schema=schema)
 
 
 # -- converting ---------------------------------------------------------------------------------------------
