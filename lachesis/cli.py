@@ -9,6 +9,8 @@ import importlib
 
 import typer
 
+from lachesis.console import run
+
 app = typer.Typer(
     name="lake",
     help="Lachesis: the event lake for agent trajectories and skills. Lake root: --lake, $LAKE_ROOT or ./data/lake.",
@@ -36,4 +38,4 @@ _register_wings()
 
 
 def main() -> None:
-    app()
+    run(app, prog_name="lake")

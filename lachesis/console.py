@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any, NoReturn, Optional
 import orjson
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+
+try:  # typer >= 0.22 vendors click: its parser raises typer._click's exceptions, not the click package's
+    from typer._click import exceptions as click_errors
+except ImportError:  # older typer runs on the click package
+    from click import exceptions as click_errors
 
 if TYPE_CHECKING:  # for the annotation only: the lake is imported when a command runs
     from lake import Lake
@@ -22,6 +28,10 @@ err_console = Console(stderr=True)
 
 LakeOption = typer.Option(None, "--lake", help="Lake root (default: $LAKE_ROOT or ./data/lake).", show_default=False)
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
+AsOfOption = typer.Option(
+    None, "--as-of",
+    help="Pin the lake: VERSION (every table at min(VERSION, latest)), TABLE=V[,TABLE=V], or an earlier "
+         "export's manifest.json (or its folder) to reproduce it.", show_default=False)
 
 
 def option(config: type, name: str, *flags: str, **kwargs: Any) -> Any:
@@ -46,10 +56,38 @@ def option(config: type, name: str, *flags: str, **kwargs: Any) -> Any:
     return typer.Option(default, *flags, help=help_text, **kwargs)
 
 
+def print_error(message: str) -> None:
+    """`error: message` on stderr, the message taken literally (a `[OPTIONS]` in it is text, not markup)."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """A user-facing error: one line on stderr, no traceback."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    print_error(message)
     raise typer.Exit(code)
+
+
+def run(app: typer.Typer, args: Optional[list[str]] = None, prog_name: Optional[str] = None) -> NoReturn:
+    """Run a console script's app: a usage error is one line `error: ...` on stderr (exit 2) instead of typer's
+    boxed rich panel, and a command's own `fail` keeps its code. Every console script's main calls this."""
+    command = typer.main.get_command(app)
+    try:
+        # standalone_mode=False: click raises its errors here instead of printing them its own way
+        result = command.main(args=args, prog_name=prog_name, standalone_mode=False)
+    except click_errors.NoArgsIsHelpError as exc:  # the help is already printed (rich) or in the message
+        if exc.format_message().strip():
+            exc.show()
+        sys.exit(exc.exit_code)
+    except click_errors.ClickException as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if isinstance(exc, click_errors.UsageError) and exc.ctx else ""
+        message = " ".join(exc.format_message().split())  # one line, whatever click put in it
+        print_error(message + hint)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err_console.print("aborted", highlight=False)
+        sys.exit(1)
+    # not standalone, main returns the code of a typer.Exit / fail (else the command's own return value: None)
+    sys.exit(result if isinstance(result, int) else 0)
 
 
 def open_lake(path: Optional[Path]) -> "Lake":

@@ -6,7 +6,8 @@ from typing import Optional
 
 import typer
 
-from lachesis.console import JsonOption, LakeOption, console, fail, open_lake, print_json, print_rows, rows_to_csv
+from lachesis.console import (AsOfOption, JsonOption, LakeOption, console, fail, open_lake, print_json, print_rows,
+                              rows_to_csv)
 
 
 def init(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
@@ -71,9 +72,10 @@ def append(
 def sql(
     query: str = typer.Argument(..., help="DuckDB SQL over the tables and views of the lake."),
     lake: Optional[Path] = LakeOption,
-    as_of: Optional[str] = typer.Option(None, "--as-of", help="VERSION (every table) or TABLE=VERSION,..."),
+    as_of: Optional[str] = AsOfOption,
     fmt: str = typer.Option("table", "--format", help="table, json or csv."),
     limit: int = typer.Option(1000, help="Most rows printed as a table (json/csv print all)."),
+    json: bool = typer.Option(False, "--json", help="Same as --format json."),
 ) -> None:
     """Run a SQL query on a snapshot of the lake (the latest, or --as-of a version)."""
     import duckdb
@@ -82,6 +84,9 @@ def sql(
 
     if fmt not in ("table", "json", "csv"):
         fail(f"--format must be table, json or csv, not {fmt!r}")
+    if json and fmt == "csv":
+        fail("--json and --format csv disagree: give one")
+    fmt = "json" if json else fmt
     lk = open_lake(lake)
     try:
         snap = lk.snapshot(as_of, for_query=query)

@@ -10,13 +10,10 @@ from typing import List, Optional
 
 import typer
 
-from lachesis.console import JsonOption, LakeOption, console, fail, open_lake, print_json, print_rows
+from lachesis.console import (AsOfOption, JsonOption, LakeOption, console, fail, open_lake, print_json, print_rows,
+                              run)
 
 FormatOption = typer.Option("parquet", "--format", help="parquet or jsonl.")
-AsOfOption = typer.Option(
-    None, "--as-of",
-    help="Pin the lake: VERSION (every table at min(VERSION, latest)), TABLE=V[,TABLE=V], or an earlier "
-         "export's manifest.json (or its folder) to reproduce it.", show_default=False)
 WhereOption = typer.Option(None, "--where", help="SQL condition on the view's columns, e.g. \"env = 'bash_exec'\".",
                            show_default=False)
 OverwriteOption = typer.Option(False, "--overwrite", help="Replace the dataset in a non-empty output folder.")
@@ -138,7 +135,7 @@ def atropos_trajectory_export(
 
 
 def atropos_trajectory_export_main() -> None:
-    _atropos_app()
+    run(_atropos_app, prog_name="atropos_trajectory_export")
 
 
 # -- skill_to_instruction ----------------------------------------------------------------------------------------
@@ -214,4 +211,4 @@ def skill_to_instruction(
 
 
 def skill_to_instruction_main() -> None:
-    _skills_app()
+    run(_skills_app, prog_name="skill_to_instruction")
