@@ -82,16 +82,7 @@ def episodes_per_s(name: str, n: int) -> dict:
     t0 = time.perf_counter()
     try:
         for i in range(n):
-            obs, info = env.reset(options={"index": i})
-            policy.reset(env)
-            history: list[dict] = []
-            while True:
-                action = policy.act(obs, history)
-                history.append({"role": "assistant", "content": action})
-                obs, reward, term, trunc, _ = env.step(action)
-                if term or trunc:
-                    rewards.append(reward)
-                    break
+            rewards.append(envs.play(env, policy, options={"index": i}).reward)
     finally:
         env.close()
     wall = time.perf_counter() - t0

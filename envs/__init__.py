@@ -3,52 +3,44 @@
 Imports gymnasium and the stdlib only (no torch, nothing else of Lachesis), so it works on its own.
 
     import envs
-    env = envs.make("bash_exec_env", split="test")       # or tasks="my_tasks.jsonl", max_steps=6
-    obs, info = env.reset(seed=0)                         # info: task_id, split, env, tags, instruction, tools
+    env = envs.make("bash_exec_env", split="test")       # or an alias ("shell"), tasks="my_tasks.jsonl", max_steps=6
+    obs, info = env.reset(seed=0)                         # info: a ResetInfo (task_id, split, env, tags, tools, ...)
     obs, reward, terminated, truncated, info = env.step('<tool_call>{"name": "run", ...}</tool_call>')
+    record = envs.policy_record(env, envs.get_policy("bash_exec_env", "expert"), seed=0,
+                                options={"index": 0}, source="me")   # one episode as a trajectory record
 """
 from __future__ import annotations
 
-from envs.registry import (UnknownEnvironmentError, UnknownTagError, all_tags, env_info, list_environments, make,
-                           register_environment)
-from envs.tasks import Task, TaskFileError, load_tasks_file
+from envs.base import ResetInfo, ResetOptions, StepInfo
+from envs.episode import EpisodeRecorder, play, policy_record
+from envs.policies import KINDS as POLICY_KINDS, Policy, make_policy
+from envs.registry import (UnknownEnvironmentError, UnknownTagError, aliases, all_tags, env_info, make,
+                           register_environment, resolve_name, unregister)
+from envs.suites import builtin_suite, find_task, list_environments, load_tasks
+from envs.tasks import SPLITS, Task, TaskFileError, load_tasks_file
 from envs.toolcalls import ParsedAction, ToolCall, format_tool_call, parse_tool_calls
 
 __all__ = [
-    "make", "list_environments", "register_environment", "load_tasks", "load_tasks_file", "parse_tool_calls",
-    "format_tool_call", "get_policy", "Task", "TaskFileError", "ToolCall", "ParsedAction", "all_tags",
-    "env_info", "UnknownEnvironmentError", "UnknownTagError", "builtin_suite",
+    "make", "list_environments", "register_environment", "unregister", "resolve_name", "aliases", "load_tasks",
+    "load_tasks_file", "find_task", "parse_tool_calls", "format_tool_call", "get_policy", "Policy", "POLICY_KINDS",
+    "SPLITS", "Task", "TaskFileError", "ToolCall", "ParsedAction", "all_tags", "env_info", "UnknownEnvironmentError",
+    "UnknownTagError", "builtin_suite", "ResetInfo", "ResetOptions", "StepInfo", "EpisodeRecorder", "play",
+    "policy_record",
 ]
 
 register_environment(
     "python_debug_env", "envs.python_debug:PythonDebugEnv", tags=["python", "debug", "code"],
+    aliases=["debug-python", "python-debug", "python"],
     description="Fix the bug in a small Python module; reward = fraction of hidden tests passing.")
 register_environment(
-    "bash_exec_env", "envs.bash_exec:BashExecEnv", tags=["shell", "bash"],
+    "bash_exec_env", "envs.bash_exec:BashExecEnv", tags=["shell", "bash"], aliases=["shell", "bash"],
     description="Shell tasks over a prepared directory tree: create, find, count, transform, archive.")
 register_environment(
-    "git_repo_env", "envs.git_repo:GitRepoEnv", tags=["shell", "git"],
+    "git_repo_env", "envs.git_repo:GitRepoEnv", tags=["shell", "git"], aliases=["git"],
     description="Git tasks on a scripted repository: commit, branch, merge, conflicts, revert, "
                 "cherry-pick, bisect, recover a branch.")
 
 
-def builtin_suite(env_name: str):
-    """The built-in Suite of a registered environment (count, task(split, i), find(task_id), all(split))."""
-    from gymnasium.envs.registration import load_env_creator
-
-    info = env_info(env_name)
-    cls = load_env_creator(info.entry_point) if isinstance(info.entry_point, str) else info.entry_point
-    return cls.builtin_suite()
-
-
-def load_tasks(env_name: str, split: str, templates: list[str] | None = None) -> list[Task]:
-    """Every built-in task of one split (optionally only some templates), generated deterministically."""
-    return builtin_suite(env_name).only_templates(templates).all(split)
-
-
-def get_policy(env_name: str, kind: str, seed: int = 0):
+def get_policy(env_name: str, kind: str, seed: int = 0) -> Policy:
     """A scripted policy: "expert" (reference solution), "noisy" (realistic mistakes) or "random"."""
-    from envs.policies import make_policy
-
-    env_info(env_name)
-    return make_policy(env_name, kind, seed)
+    return make_policy(resolve_name(env_name), kind, seed)

@@ -7,17 +7,63 @@ hidden checker.
 """
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, NotRequired, TypedDict
 
 import gymnasium
 from gymnasium import spaces
 
 from envs.checks import CheckReport
+from envs.registry import tags_of
 from envs.sandbox import Limits, Sandbox
-from envs.tasks import SPLITS, Task, TaskFileError, line_of, load_tasks_file, loaded_task
+from envs.tasks import SPLITS, Task, TaskFileError, line_of, load_tasks_file, loaded_task, remember_tasks
 from envs.toolcalls import ToolCall, parse_tool_calls
+
+
+class ResetOptions(TypedDict, total=False):
+    """`reset(options=...)`: one way to pick the task (else a seeded random task of `split`)."""
+
+    task: Task  # run this task (validated against the env's checker spec)
+    task_id: str  # a built-in id ("env:split:00042") or one from a loaded task file
+    index: int  # task `index` of the split
+    split: str  # the split for `index` and random picks (default: the env's split)
+
+
+class ResetInfo(TypedDict):
+    """What `reset()` returns beside the observation; policies and the episode recorder read it."""
+
+    task_id: str
+    split: str
+    env: str
+    tags: list[str]
+    instruction: str  # the first observation
+    tools: list[dict]  # OpenAI function schemas
+    system_prompt: str
+    max_steps: int
+    template: str  # the built-in template the task came from ("" for file tasks)
+    isolation: str  # the sandbox's isolation mode
+
+
+class ToolResult(TypedDict):
+    id: str  # the call's id within its action ("call_0", ...)
+    name: str
+    content: str
+
+
+class StepInfo(TypedDict):
+    """What `step()` returns as info; the keys marked NotRequired come only on the final step."""
+
+    step: int
+    tool_calls: list[dict]  # [{id, name, arguments}] as parsed from the action
+    parse_errors: list[str]
+    tool_results: list[ToolResult]  # one per executed call (a submit is not executed)
+    reward: NotRequired[float]
+    success: NotRequired[bool]
+    checks: NotRequired[dict]
+    task_id: NotRequired[str]
+    submitted: NotRequired[bool]
 
 SUBMIT_SCHEMA = {"type": "function", "function": {
     "name": "submit", "description": "Finish the task (optionally with a text answer).",
@@ -139,8 +185,7 @@ class ToolEnv(gymnasium.Env):
     def _make_suite(self, tasks: str | list[Task] | None) -> Suite:
         if tasks is None:
             return self.builtin_suite()
-        loaded = load_tasks_file(tasks) if isinstance(tasks, (str, bytes)) or hasattr(tasks, "__fspath__") \
-            else list(tasks)
+        loaded = load_tasks_file(tasks) if isinstance(tasks, (str, bytes, os.PathLike)) else list(tasks)
         for t in loaded:
             if t.env and t.env != self.env_name:
                 path, line = line_of(t)
@@ -149,19 +194,23 @@ class ToolEnv(gymnasium.Env):
             if problem:
                 path, line = line_of(t)
                 raise TaskFileError(path, line, problem[0], problem[1])
-        return Suite.from_tasks(self.env_name, [t if t.env else _with_env(t, self.env_name) for t in loaded])
+        loaded = [t if t.env else _with_env(t, self.env_name) for t in loaded]
+        remember_tasks(loaded)  # so a policy reset with this env's info finds them by task_id
+        return Suite.from_tasks(self.env_name, loaded)
 
     # ------------------------------------------------------------ gymnasium API
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+    def reset(self, *, seed: int | None = None, options: ResetOptions | None = None) -> tuple[str, ResetInfo]:
         super().reset(seed=seed)
         options = options or {}
         split = options.get("split", self.split)
-        if isinstance(options.get("task"), Task):
+        if "task" in options:
             task = options["task"]
             problem = self.validate_task(task)
             if problem:
                 raise ValueError(f"task {task.task_id!r}: field {problem[0]!r}: {problem[1]}")
+            task = task if task.env else _with_env(task, self.env_name)
+            remember_tasks([task])
         elif "task_id" in options:
             task = self.suite.find(options["task_id"])
         else:
@@ -182,13 +231,13 @@ class ToolEnv(gymnasium.Env):
         self._transcript = [task.instruction]
         return task.instruction, self._info(task)
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+    def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:
         if self._done or self.task is None:
             raise RuntimeError("call reset() before step(); the episode is over")
         self._steps += 1
         parsed = parse_tool_calls(action)
         results: list[str] = []
-        per_call: list[dict] = []  # each tool call's own result, for transcripts with one tool turn per call
+        per_call: list[ToolResult] = []  # each tool call's own result, for transcripts with one tool turn per call
         submitted = False
         answer: str | None = None
         if not parsed.calls and not parsed.errors:
@@ -207,7 +256,7 @@ class ToolEnv(gymnasium.Env):
         observation = "\n".join(results) if results else ""
         terminated = submitted
         truncated = not submitted and self._steps >= self.max_steps
-        info = {"step": self._steps, "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
+        info: StepInfo = {"step": self._steps, "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
                                                     for c in parsed.calls], "parse_errors": parsed.errors,
                 "tool_results": per_call}
         reward = 0.0
@@ -233,8 +282,8 @@ class ToolEnv(gymnasium.Env):
             return f"error: {exc}"
         return text
 
-    def _info(self, task: Task) -> dict:
-        return {"task_id": task.task_id, "split": task.split, "env": self.env_name, "tags": list(self.tags()),
+    def _info(self, task: Task) -> ResetInfo:
+        return {"task_id": task.task_id, "split": task.split, "env": self.env_name, "tags": list(tags_of(self.env_name)),
                 "instruction": task.instruction, "tools": self.tools, "system_prompt": self.system_prompt,
                 "max_steps": self.max_steps, "template": task.template,
                 "isolation": self.box.isolation if self.box else ""}
@@ -246,12 +295,6 @@ class ToolEnv(gymnasium.Env):
         if self.box is not None:
             self.box.close()
             self.box = None
-
-    @classmethod
-    def tags(cls) -> tuple[str, ...]:
-        from envs.registry import tags_of  # the registry owns tags, so user-registered envs get theirs
-
-        return tags_of(cls.env_name)
 
     # ------------------------------------------------------------ hooks
 

@@ -1,44 +1,40 @@
 """Scripted policies: expert (the task's reference solution), noisy (realistic mistakes), random.
 
-`act(observation, history)` returns the next assistant message. Call `reset(task_or_info)` at the
-start of each episode: the environment after its reset(), a Task, or reset's info dict (built-in
-tasks are then found by task_id).
-The turn is the number of assistant messages in `history` (a list of chat messages, or of
-(action, observation) pairs), so an empty history always means a new episode.
+Every policy has the same three methods (`Policy`): `reset(info)` with the ResetInfo that the
+environment's reset() returned (the policy finds its task by `info["task_id"]`: built-in, loaded from
+a file, or given to the environment), `act(observation, history)` with the chat messages so far (the
+episode recorder's, envs/episode.py) returning the next assistant message, and `notes()`, what a
+trajectory record keeps about the policy's episode. The turn is the number of assistant messages in
+`history`, so an empty history always means a new episode.
 """
 from __future__ import annotations
 
 import json
 import random
 from dataclasses import dataclass, field
+from typing import Protocol
 
+from envs.base import ResetInfo
+from envs.suites import find_task
 from envs.tasks import Task
 from envs.toolcalls import format_tool_call
 
 SUBMIT = {"name": "submit", "arguments": {}}
+KINDS = ("expert", "noisy", "random")
 
 
-def _turn(history) -> int:
-    if not history:
-        return 0
-    if isinstance(history[0], dict):
-        return sum(1 for m in history if m.get("role") == "assistant")
-    return len(history)
+class Policy(Protocol):
+    kind: str
+
+    def reset(self, info: ResetInfo) -> None: ...
+
+    def act(self, observation: str, history: list[dict]) -> str: ...
+
+    def notes(self) -> dict: ...
 
 
-def _resolve(env_name: str, task_or_info) -> Task:
-    if isinstance(task_or_info, Task):
-        return task_or_info
-    current = getattr(getattr(task_or_info, "unwrapped", None), "task", None)
-    if isinstance(current, Task):  # an environment after reset()
-        return current
-    if isinstance(task_or_info, dict) and isinstance(task_or_info.get("task"), Task):
-        return task_or_info["task"]
-    if isinstance(task_or_info, dict) and "task_id" in task_or_info:
-        from envs import builtin_suite
-
-        return builtin_suite(env_name).find(task_or_info["task_id"])
-    raise TypeError("reset() needs a Task, an environment after reset(), or reset's info dict (built-in tasks)")
+def _turn(history: list[dict]) -> int:
+    return sum(1 for m in history if m["role"] == "assistant")
 
 
 @dataclass
@@ -48,17 +44,20 @@ class ExpertPolicy:
     kind: str = "expert"
     plan: list[dict] = field(default_factory=list)
 
-    def reset(self, task_or_info) -> None:
-        self.plan = self.make_plan(_resolve(self.env_name, task_or_info))
+    def reset(self, info: ResetInfo) -> None:
+        self.plan = self.make_plan(find_task(info["env"], info["task_id"]))
 
     def make_plan(self, task: Task) -> list[dict]:
         return [dict(c) for c in task.solution] + [SUBMIT]
 
-    def act(self, observation: str, history=None) -> str:
+    def act(self, observation: str, history: list[dict]) -> str:
         if not self.plan:
-            raise RuntimeError("call policy.reset(task_or_info) before act()")
+            raise RuntimeError("call policy.reset(info) before act()")
         call = self.plan[min(_turn(history), len(self.plan) - 1)]
         return format_tool_call(call["name"], call["arguments"])
+
+    def notes(self) -> dict:
+        return {"policy": self.kind}
 
 
 # Wrong flags and operators people actually type: (what the expert writes, the mistake).
@@ -115,6 +114,9 @@ class NoisyPolicy(ExpertPolicy):
                 self._typo_in(rng, plan[key], task)
         return plan + [SUBMIT]
 
+    def notes(self) -> dict:
+        return {"policy": self.kind, "mistake": self.mistake}
+
     def _field(self, call: dict) -> str:
         return "command" if "command" in call["arguments"] else "new"
 
@@ -155,24 +157,14 @@ class RandomPolicy:
     _rng: random.Random = field(default_factory=random.Random)
     _tools: list[dict] = field(default_factory=list)
 
-    def reset(self, task_or_info) -> None:
-        current = getattr(getattr(task_or_info, "unwrapped", None), "task", None)
-        if current is not None:
-            self._tools = [t["function"] for t in task_or_info.unwrapped.tools]
-            self._rng = random.Random(f"{self.seed}:{current.task_id}")
-            return
-        task_id = task_or_info.task_id if isinstance(task_or_info, Task) else (task_or_info or {}).get("task_id", "")
-        self._rng = random.Random(f"{self.seed}:{task_id}")
-        tools = (task_or_info or {}).get("tools") if isinstance(task_or_info, dict) else None
-        if tools is None:
-            from envs import make
+    def reset(self, info: ResetInfo) -> None:
+        self._rng = random.Random(f"{self.seed}:{info['task_id']}")
+        self._tools = [t["function"] for t in info["tools"]]
 
-            env = make(self.env_name)
-            tools = env.unwrapped.tools
-            env.close()
-        self._tools = [t["function"] for t in tools]
+    def notes(self) -> dict:
+        return {"policy": self.kind}
 
-    def act(self, observation: str, history=None) -> str:
+    def act(self, observation: str, history: list[dict]) -> str:
         rng = self._rng
         r = rng.random()
         if r < 0.08:
@@ -194,11 +186,11 @@ class RandomPolicy:
         return format_tool_call(tool["name"], args)
 
 
-def make_policy(env_name: str, kind: str, seed: int = 0):
+def make_policy(env_name: str, kind: str, seed: int = 0) -> Policy:
     if kind == "expert":
         return ExpertPolicy(env_name, seed)
     if kind == "noisy":
         return NoisyPolicy(env_name, seed)
     if kind == "random":
         return RandomPolicy(env_name, seed)
-    raise ValueError(f"unknown policy {kind!r}; policies: expert, noisy, random")
+    raise ValueError(f"unknown policy {kind!r}; policies: {', '.join(KINDS)}")

@@ -1,7 +1,9 @@
-"""Environment registry with tags, on top of gymnasium's registry.
+"""Environment registry with tags and aliases, on top of gymnasium's registry.
 
 `register_environment` registers the entry point with gymnasium (so `gymnasium.make(name)` works too)
-and records tags, a description and the task counts; `list_environments(tag)` filters by tag.
+and records tags, a description, the task counts and the short names users type (`debug-python`,
+`shell`, `git`). Every command that takes an environment name (`lake rollout --env`, `hermes_eval
+--task`, `envs.make`) resolves it here, so an alias that works in one works in all of them.
 """
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import gymnasium
+from gymnasium.envs.registration import load_env_creator
 
 
 class _UnknownName(KeyError):
@@ -40,45 +43,62 @@ class EnvInfo:
     tags: tuple[str, ...]
     description: str
     entry_point: Any
-    counts: Callable[[], dict[str, int]] = field(default=lambda: {})
+    counts: Callable[[], dict[str, int]] | None = None  # None: the env class's built-in suite counts
     kwargs: dict = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
 
-    def as_dict(self) -> dict:
-        return {"name": self.name, "tags": list(self.tags), "description": self.description,
-                "tasks": dict(self.counts())}
+    def env_class(self) -> type:
+        """The class (or factory) gymnasium makes; a "module:Class" entry point is imported here."""
+        return load_env_creator(self.entry_point) if isinstance(self.entry_point, str) else self.entry_point
 
 
 _REGISTRY: dict[str, EnvInfo] = {}
+_ALIASES: dict[str, str] = {}  # alias -> registered name
 
 
 def register_environment(name: str, entry_point: Any, *, tags: list[str] | tuple[str, ...] = (),
                          description: str = "", task_counts: dict[str, int] | Callable[[], dict[str, int]] | None = None,
-                         kwargs: dict | None = None, max_episode_steps: int | None = None) -> EnvInfo:
-    """Register an environment (class or "module:Class") with tags. Re-registering a name replaces it."""
-    if name in gymnasium.registry:
-        del gymnasium.registry[name]
+                         kwargs: dict | None = None, max_episode_steps: int | None = None,
+                         aliases: list[str] | tuple[str, ...] = ()) -> EnvInfo:
+    """Register an environment (class or "module:Class") with tags and aliases. Re-registering a name
+    replaces it; an alias may not shadow a registered name."""
+    clash = [a for a in aliases if (a in _REGISTRY and a != name) or _ALIASES.get(a, name) != name]
+    if clash:
+        raise ValueError(f"alias {clash[0]!r} is already an environment name or another environment's alias")
+    unregister(name)
     gymnasium.register(id=name, entry_point=entry_point, kwargs=dict(kwargs or {}),
                        max_episode_steps=max_episode_steps, disable_env_checker=True)
-    if task_counts is None:
-        counts: Callable[[], dict[str, int]] = lambda: _counts_of(entry_point)
-    elif callable(task_counts):
+    if task_counts is None or callable(task_counts):
         counts = task_counts
     else:
         fixed = dict(task_counts)
-        counts = lambda: fixed
-    info = EnvInfo(name, tuple(tags), description, entry_point, counts, dict(kwargs or {}))
+        counts = lambda: dict(fixed)  # noqa: E731
+    info = EnvInfo(name, tuple(tags), description, entry_point, counts, dict(kwargs or {}), tuple(aliases))
     _REGISTRY[name] = info
+    _ALIASES.update((a, name) for a in aliases)
     return info
 
 
-def _counts_of(entry_point: Any) -> dict[str, int]:
-    cls = entry_point
-    if isinstance(entry_point, str):
-        from gymnasium.envs.registration import load_env_creator
+def unregister(name: str) -> None:
+    """Forget an environment and its aliases (tests register throwaway environments)."""
+    info = _REGISTRY.pop(name, None)
+    for a in info.aliases if info else ():
+        _ALIASES.pop(a, None)
+    if name in gymnasium.registry:
+        del gymnasium.registry[name]
 
-        cls = load_env_creator(entry_point)
-    suite = getattr(cls, "builtin_suite", None)
-    return dict(suite().counts) if suite else {}
+
+def resolve_name(name: str) -> str:
+    """The registered name for a name or an alias; an unknown one lists both."""
+    if name in _REGISTRY:
+        return name
+    if name in _ALIASES:
+        return _ALIASES[name]
+    raise UnknownEnvironmentError(name, sorted(_REGISTRY) + sorted(_ALIASES))
+
+
+def aliases() -> dict[str, str]:
+    return dict(_ALIASES)
 
 
 def tags_of(name: str) -> tuple[str, ...]:
@@ -91,19 +111,16 @@ def all_tags() -> list[str]:
 
 
 def env_info(name: str) -> EnvInfo:
-    if name not in _REGISTRY:
-        raise UnknownEnvironmentError(name, sorted(_REGISTRY))
-    return _REGISTRY[name]
+    return _REGISTRY[resolve_name(name)]
 
 
-def list_environments(tag: str | None = None) -> list[dict]:
-    """[{name, tags, description, tasks: {train: n, test: n}}], filtered by tag when given."""
+def registered(tag: str | None = None) -> list[EnvInfo]:
+    """The registered environments by name, only those with `tag` when given."""
     if tag is not None and tag not in all_tags():
         raise UnknownTagError(tag, all_tags())
-    return [info.as_dict() for name, info in sorted(_REGISTRY.items()) if tag is None or tag in info.tags]
+    return [info for _, info in sorted(_REGISTRY.items()) if tag is None or tag in info.tags]
 
 
 def make(name: str, **kwargs: Any) -> gymnasium.Env:
-    """gymnasium.make with our names; an unknown name lists the environments that exist."""
-    env_info(name)
-    return gymnasium.make(name, disable_env_checker=True, **kwargs)
+    """gymnasium.make with our names and aliases; an unknown name lists the environments that exist."""
+    return gymnasium.make(resolve_name(name), disable_env_checker=True, **kwargs)

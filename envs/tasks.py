@@ -99,9 +99,14 @@ def task_from_record(rec: dict, *, where: tuple[str, int] = ("<record>", 0), spl
                 source=f"{path}:{line}")
 
 
-# Tasks read from files in this process, by task_id: an environment made without `tasks=` still finds
-# them on reset(options={"task_id": ...}), and so do the policies (trainers load a file, then reset by id).
+# Tasks that are not built in (read from files, or given to an environment as objects), by task_id: an
+# environment made without `tasks=` still finds them on reset(options={"task_id": ...}), and so do the
+# policies, which get only reset's info (trainers load a file, then reset by id).
 _LOADED: dict[str, Task] = {}
+
+
+def remember_tasks(tasks: list[Task]) -> None:
+    _LOADED.update((t.task_id, t) for t in tasks)
 
 
 def loaded_task(task_id: str, env: str = "") -> Task | None:
@@ -132,7 +137,7 @@ def load_tasks_file(path: str | os.PathLike) -> list[Task]:
             tasks.append(task)
     if not tasks:
         raise TaskFileError(str(p), 0, "", "no tasks in file")
-    _LOADED.update((t.task_id, t) for t in tasks)
+    remember_tasks(tasks)
     return tasks
 
 

@@ -1,24 +1,29 @@
 """Console scripts of the trainers wing: rl_finetune_supervised, llm_finetune, hermes_eval.
 
-The heavy imports (torch, transformers, peft, trl) happen inside the command bodies. Bad input (empty dataset,
-no messages, model without weights, tokenizer without chat template, ...) prints one line and exits with 2.
+Each training command's options are the fields of its config dataclass (trainers/config.py): default and help
+come from there (`lachesis.console.option`), and the dataclass validates them, so a bad value (`--grad-accum 0`)
+is one line on stderr and exit 2, like every other bad input (empty dataset, no messages, a model without
+weights, a tokenizer without chat template). The heavy imports (torch, transformers, peft, trl) happen inside
+the command bodies.
 """
 from __future__ import annotations
 
+import inspect
 import sys
-from typing import Optional
+import typing
+from typing import Callable, Optional
 
 import typer
 
-from lachesis.console import fail, print_json
+from lachesis.console import fail, option, print_json
+from trainers.config import InstructConfig, SFTConfig, TrainConfig
+from trainers.errors import TrainerInputError
 
 _APP_KW = dict(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=False)
 
 
 def _run(fn, *args, **kw):
     """Call fn, mapping user-input errors to one line on stderr + exit 2 (no traceback)."""
-    from trainers.errors import TrainerInputError
-
     try:
         return fn(*args, **kw)
     except TrainerInputError as exc:
@@ -33,58 +38,41 @@ def _console(quiet: bool):
     return Console(stderr=True, quiet=quiet)
 
 
-# ----------------------------------------------------------------------------------------------- rl_finetune_supervised
-sft_app = typer.Typer(help="Supervised fine-tuning on agent trajectories (assistant-only loss).", **_APP_KW)
+# ----------------------------------------------------------------------------------------------- training commands
+# (config field, flags): the options every training command has, in --help order
+TRAIN_OPTIONS = [
+    ("model", "--model"), ("data", "--data"), ("epochs", "--epochs"), ("max_steps", "--max-steps"),
+    ("output", "--output"), ("lr", "--lr"), ("batch_size", "--batch-size"), ("grad_accum", "--grad-accum"),
+    ("max_length", "--max-length"), ("full", "--full/--lora"), ("lora_r", "--lora-r"), ("lora_alpha", "--lora-alpha"),
+    ("lora_dropout", "--lora-dropout"), ("target_modules", "--target-modules"), ("warmup_steps", "--warmup-steps"),
+    ("seed", "--seed"), ("split", "--split"), ("lake_root", "--lake"), ("record_in_lake", "--record-in-lake/--no-lake"),
+    ("threads", "--threads"), ("chat_template", "--chat-template"), ("plot", "--plot/--no-plot"),
+]
+INSTRUCT_OPTIONS = [("method", "--method"), *TRAIN_OPTIONS, ("beta", "--beta")]
 
 
-def _sft_settings(**o):
-    from trainers.sft import SFTSettings
+def _train_command(config_cls: type[TrainConfig], options: list[tuple[str, str]]) -> Callable:
+    """A typer command whose options are `options` of `config_cls` (plus --json, --quiet); it builds the config
+    (validated there), runs its trainer and prints the summary."""
+    hints = typing.get_type_hints(config_cls)
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter(name, kw, default=option(config_cls, name, *flags), annotation=hints[name])
+              for name, *flags in options]
+    params += [inspect.Parameter("as_json", kw, default=typer.Option(False, "--json", help="print the run summary as JSON"),
+                                 annotation=bool),
+               inspect.Parameter("quiet", kw, default=typer.Option(False, "--quiet", "-q", help="no progress and no table"),
+                                 annotation=bool)]
 
-    return SFTSettings(**o)
-
-
-def _train_command(kind: str):
-    def command(
-        model: str = typer.Option("tiny", help="tiny | hermes-3 | a local folder | a hub id"),
-        data: str = typer.Option(..., help="export folder (parquet/jsonl + manifest.json), a .jsonl file or a lake view name"),
-        epochs: float = typer.Option(3.0, help="passes over the data"),
-        output: Optional[str] = typer.Option(None, help="run folder (default runs/<run_id>)"),
-        max_steps: Optional[int] = typer.Option(None, help="stop after this many optimizer steps"),
-        time_budget: Optional[float] = typer.Option(None, help="stop after this many seconds of training"),
-        lr: Optional[float] = typer.Option(None, help="peak learning rate (default 1e-3 full, 2e-4 LoRA)"),
-        batch_size: int = typer.Option(16),
-        grad_accum: int = typer.Option(1),
-        max_length: int = typer.Option(1024, help="truncate conversations to this many tokens"),
-        full: bool = typer.Option(False, "--full", help="full fine-tuning instead of LoRA"),
-        lora_r: int = typer.Option(16),
-        lora_alpha: int = typer.Option(32),
-        lora_dropout: float = typer.Option(0.0),
-        target_modules: str = typer.Option("all-linear", help="all-linear or a comma list, e.g. q_proj,v_proj"),
-        warmup_steps: int = typer.Option(30),
-        seed: int = typer.Option(0),
-        split: str = typer.Option("train", help="train only on rows of this split (all = every row)"),
-        lake: Optional[str] = typer.Option(None, "--lake", envvar="LAKE_ROOT", help="lake root for view names and the runs event"),
-        no_lake: bool = typer.Option(False, "--no-lake", help="do not record the run in the lake"),
-        threads: Optional[int] = typer.Option(None, help="torch threads (default 1 or $LACHESIS_THREADS)"),
-        chat_template: Optional[str] = typer.Option(None, help="chatml (ours, Hermes-style) or a .jinja file"),
-        as_json: bool = typer.Option(False, "--json", help="print the run summary as JSON"),
-        quiet: bool = typer.Option(False, "--quiet", "-q"),
-    ):
-        from trainers.sft import run_sft
-
-        s = _sft_settings(model=model, data=data, epochs=epochs, output=output, max_steps=max_steps,
-                          time_budget_s=time_budget, lr=lr, batch_size=batch_size, grad_accum=grad_accum,
-                          max_length=max_length, full=full, lora_r=lora_r, lora_alpha=lora_alpha,
-                          lora_dropout=lora_dropout, target_modules=target_modules, warmup_steps=warmup_steps,
-                          seed=seed, split=split, lake_root=lake, record_in_lake=not no_lake, threads=threads,
-                          chat_template=chat_template, progress=not quiet and not as_json, kind=kind)
+    def command(as_json: bool = False, quiet: bool = False, **values):
         console = _console(quiet or as_json)
-        summary = _run(run_sft, s, console)
+        config = _run(config_cls, **values, progress=not quiet and not as_json)
+        summary = _run(_trainer_for(config), config, console)
         if as_json:
             print_json(summary)
         else:
             _print_train_summary(summary, console)
 
+    command.__signature__ = inspect.Signature(params)
     return command
 
 
@@ -92,76 +80,38 @@ def _print_train_summary(summary: dict, console):
     from rich.table import Table
 
     t = Table(title=f"run {summary['run_id']}", show_header=False)
-    for k in ("model", "data", "conversations", "steps", "epochs_done", "first_loss", "final_loss", "tokens_per_s",
-              "train_s", "adapter_path", "loss_plot", "run_dir"):
+    for k in ("model", "method", "full", "data", "conversations", "steps", "warmup_steps", "first_loss", "final_loss",
+              "tokens_per_s", "train_s", "adapter_path", "loss_plot", "run_dir"):
         v = summary.get(k)
         t.add_row(k, f"{v:.4f}" if isinstance(v, float) else str(v))
+    for w in summary.get("warnings") or []:
+        t.add_row("warning", w)
     console.quiet = False
     console.print(t)
 
 
-sft_app.command(name="rl_finetune_supervised")(_train_command("train"))
+def _trainer_for(config: TrainConfig) -> Callable:
+    """run_dpo for `llm_finetune --method dpo`, else run_sft."""
+    if isinstance(config, InstructConfig) and config.method == "dpo":
+        from trainers.dpo import run_dpo
+
+        return run_dpo
+    from trainers.sft import run_sft
+
+    return run_sft
+
+
+sft_app = typer.Typer(help="Supervised fine-tuning on agent trajectories (assistant-only loss).", **_APP_KW)
+sft_app.command(name="rl_finetune_supervised")(_train_command(SFTConfig, TRAIN_OPTIONS))
 
 
 def rl_finetune_supervised_main():
     sft_app()
 
 
-# ----------------------------------------------------------------------------------------------- llm_finetune
 llm_app = typer.Typer(help="Instruction tuning on an instruction dataset: --method sft (messages or prompt/completion) "
                            "or dpo (prompt/chosen/rejected).", **_APP_KW)
-
-
-@llm_app.command(name="llm_finetune")
-def llm_finetune(
-    model: str = typer.Option("tiny"),
-    data: str = typer.Option(..., help="instruction_dataset.jsonl, an export folder or a lake view name"),
-    method: str = typer.Option("sft", help="sft | dpo"),
-    epochs: float = typer.Option(3.0),
-    output: Optional[str] = typer.Option(None),
-    max_steps: Optional[int] = typer.Option(None),
-    lr: Optional[float] = typer.Option(None),
-    batch_size: int = typer.Option(8),
-    max_length: int = typer.Option(1024),
-    full: bool = typer.Option(False, "--full"),
-    lora_r: int = typer.Option(16),
-    lora_alpha: int = typer.Option(32),
-    target_modules: str = typer.Option("all-linear"),
-    beta: float = typer.Option(0.1, help="DPO beta"),
-    seed: int = typer.Option(0),
-    split: str = typer.Option("all", help="train only on rows of this split (all = every row)"),
-    lake: Optional[str] = typer.Option(None, "--lake", envvar="LAKE_ROOT"),
-    no_lake: bool = typer.Option(False, "--no-lake"),
-    threads: Optional[int] = typer.Option(None),
-    chat_template: Optional[str] = typer.Option(None),
-    as_json: bool = typer.Option(False, "--json"),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
-):
-    console = _console(quiet or as_json)
-    method = method.lower()
-    if method == "sft":
-        from trainers.sft import run_sft
-
-        s = _sft_settings(model=model, data=data, epochs=epochs, output=output, max_steps=max_steps, lr=lr,
-                          batch_size=batch_size, max_length=max_length, full=full, lora_r=lora_r,
-                          lora_alpha=lora_alpha, target_modules=target_modules, seed=seed, split=split,
-                          lake_root=lake, record_in_lake=not no_lake, threads=threads, chat_template=chat_template,
-                          progress=not quiet and not as_json, kind="instruct")
-        summary = _run(run_sft, s, console)
-    elif method == "dpo":
-        from trainers.dpo import DPOSettings, run_dpo
-
-        s = DPOSettings(model=model, data=data, epochs=epochs, output=output, max_steps=max_steps, lr=lr,
-                        batch_size=batch_size, max_length=max_length, full=full, lora_r=lora_r,
-                        lora_alpha=lora_alpha, target_modules=target_modules, beta=beta, seed=seed, split=split,
-                        lake_root=lake, record_in_lake=not no_lake, threads=threads, chat_template=chat_template)
-        summary = _run(run_dpo, s, console)
-    else:
-        fail(f"unknown --method {method!r}: use sft or dpo")
-    if as_json:
-        print_json(summary)
-    else:
-        _print_train_summary(summary, console)
+llm_app.command(name="llm_finetune")(_train_command(InstructConfig, INSTRUCT_OPTIONS))
 
 
 def llm_finetune_main():
@@ -208,7 +158,7 @@ def hermes_eval(
                     + (f" + {summary['adapter']}" if summary.get("adapter") else ""))
     for col in ("task_id", "success", "reward", "turns", "valid calls"):
         t.add_column(col)
-    for r in summary["per_task"][:50]:
+    for r in summary["per_task"]:  # every task: a table that stops early hides failures
         t.add_row(str(r["task_id"]), "yes" if r["success"] else "no", f"{r['reward']:.2f}", str(r["turns"]),
                   f"{r['valid_tool_call_rate']:.2f}")
     console.quiet = False

@@ -11,18 +11,10 @@ from envs.toolcalls import format_tool_call
 ENVS = ["python_debug_env", "bash_exec_env", "git_repo_env"]
 
 
-def run_episode(env, policy, **reset_kw):
-    obs, info = env.reset(**reset_kw)
-    policy.reset(env)
-    history, observations = [], [obs]
-    while True:
-        action = policy.act(obs, history)
-        history.append({"role": "assistant", "content": action})
-        obs, reward, terminated, truncated, step_info = env.step(action)
-        history.append({"role": "tool", "content": obs})
-        observations.append(obs)
-        if terminated or truncated:
-            return reward, step_info, observations
+def run_episode(env, policy, seed=None, options=None):
+    """(return, the final step's info, every observation) of one recorded episode."""
+    rec = envs.play(env, policy, seed=seed, options=options)
+    return rec.reward, rec.final, [s["observation"] for s in rec.steps] + [rec.steps[-1]["result"]]
 
 
 def mean_reward(name, kind, indices, split="test"):
@@ -175,10 +167,7 @@ def test_users_register_their_own_environment(tmp_path):
         env.close()
         assert reward == 1.0
     finally:
-        from envs import registry
-
-        registry._REGISTRY.pop("my_echo_env")
-        del gymnasium.registry["my_echo_env"]
+        envs.unregister("my_echo_env")
 
 
 def test_python_tools_edit_files_larger_than_an_observation():

@@ -24,3 +24,12 @@ def test_malformed_blocks_are_errors():
         parsed = parse_tool_calls(bad)
         assert parsed.calls == [] and why in parsed.errors[0], bad
     assert parse_tool_calls("just words").calls == [] and parse_tool_calls("just words").errors == []
+
+
+def test_content_keeps_what_did_not_become_structure():
+    """The recorder's assistant content: think blocks and parsed calls removed, a malformed block kept."""
+    good = format_tool_call("run", {"command": "ls"})
+    parsed = parse_tool_calls("<think>hmm</think>Checking.\n" + good + '\n<tool_call>{"name": 3}</tool_call>')
+    assert parsed.content == 'Checking.\n\n<tool_call>{"name": 3}</tool_call>'
+    assert [c.name for c in parsed.calls] == ["run"] and not parsed.valid_tool_call  # one block is malformed
+    assert parse_tool_calls(good).valid_tool_call and not parse_tool_calls("plain words").valid_tool_call

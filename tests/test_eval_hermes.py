@@ -15,7 +15,7 @@ def test_expert_replies_through_the_eval_loop_succeed_and_prompts_match_the_temp
 
     tok = load_tokenizer(str(tiny_dir))
     tasks = envs.load_tasks("bash_exec_env", "test")[:3]
-    eps = [Episode(envs.make("bash_exec_env", split="test"), t, "bash_exec_env", i, tok) for i, t in enumerate(tasks)]
+    eps = [Episode(envs.make("bash_exec_env", split="test"), t.task_id, i, tok) for i, t in enumerate(tasks)]
     plans = {e.task_id: [envs.format_tool_call(c["name"], c["arguments"]) for c in t.solution] +
              [envs.format_tool_call("submit", {})] for e, t in zip(eps, tasks)}
     eos = tok.convert_tokens_to_ids("<|im_end|>")
@@ -36,7 +36,10 @@ def test_expert_replies_through_the_eval_loop_succeed_and_prompts_match_the_temp
 
 
 def test_hermes_eval_cli_end_to_end_records_episodes_and_summary(tiny_dir, tmp_path):
+    from lake import Lake
+
     lake = tmp_path / "lake"
+    Lake.init(lake)
     r = th.run_cli("hermes_eval", "--task", "shell", "--split", "test", "--limit", "3", "--json", "--lake", str(lake),
                    "--max-new-tokens", "24")
     assert r.returncode == 0, r.stderr
@@ -44,8 +47,6 @@ def test_hermes_eval_cli_end_to_end_records_episodes_and_summary(tiny_dir, tmp_p
     assert out["env"] == "bash_exec_env" and out["episodes"] == 3 and len(out["per_task"]) == 3
     assert out["success_rate"] == 0.0  # a random-init model never emits a tool call
     assert [p["task_id"] for p in out["per_task"]] == [f"bash_exec_env:test:{i:05d}" for i in range(3)]
-    from lake import Lake
-
     snap = Lake(str(lake)).snapshot()
     traj = snap.arrow("SELECT split, model, env, task_id, group_id FROM trajectories ORDER BY task_id").to_pylist()
     assert len(traj) == 3 and {t["split"] for t in traj} == {"test"} and {t["model"] for t in traj} == {"tiny"}
@@ -60,9 +61,54 @@ def test_unknown_task_is_a_one_line_error(tiny_dir):
     assert len(r.stderr.strip().splitlines()) == 1 and "bash_exec_env" in r.stderr
 
 
-def test_task_aliases():
+def test_a_missing_lake_is_a_one_line_error_and_is_not_created(tiny_dir, tmp_path):
+    missing = tmp_path / "typo-lake"
+    r = th.run_cli("hermes_eval", "--task", "shell", "--limit", "1", "--lake", str(missing))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert f"no lake at {missing}" in r.stderr and "--no-lake" in r.stderr
+    assert not missing.exists()
+
+
+def test_the_per_task_table_shows_every_task(tiny_dir):
+    # 55 tasks: more than the 50 rows the table used to stop at, silently
+    r = th.run_cli("hermes_eval", "--task", "shell", "--limit", "55", "--max-new-tokens", "1", "--max-turns", "1",
+                   "--no-lake", "--quiet", env={"COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stderr.splitlines() if "bash_exec_env:test:" in line]  # the table is on stderr
+    assert len(rows) == 55 and "bash_exec_env:test:00054" in rows[-1]
+
+
+def test_task_aliases_are_the_registry_s():
+    import envs
+
     from trainers.evaluate import resolve_env_name
 
     assert resolve_env_name("debug-python") == "python_debug_env"
     assert resolve_env_name("shell") == "bash_exec_env"
     assert resolve_env_name("git") == "git_repo_env"
+    assert all(resolve_env_name(alias) == name for alias, name in envs.aliases().items())
+
+
+def test_an_unclosed_final_tool_call_is_run_by_the_env_and_counted_valid_by_the_eval(tiny_dir):
+    """The model stops at its end-of-turn token before </tool_call>: the env runs the call, so the eval
+    counts it as a valid tool call (one parser, envs.toolcalls)."""
+    import envs
+
+    from trainers.evaluate import END_OF_TURN, EvalSettings, Episode, play
+    from trainers.models import load_tokenizer
+
+    tok = load_tokenizer(str(tiny_dir))
+    eos = tok.convert_tokens_to_ids(END_OF_TURN)
+    replies = ['<tool_call>\n{"name": "run", "arguments": {"command": "echo unclosed-ok"}}',
+               envs.format_tool_call("submit", {})]
+    episode = Episode(envs.make("bash_exec_env", split="test"), "bash_exec_env:test:00000", 0, tok)
+    try:
+        play([episode], lambda prompts, eps: [tok.encode(replies[e.turns], add_special_tokens=False) + [eos]
+                                              for e in eps], tok, EvalSettings())
+    finally:
+        episode.env.close()
+    steps = episode.recorder.steps
+    assert steps[0]["result"] == "unclosed-ok"  # the env ran it
+    assert episode.result()["valid_tool_call_rate"] == 1.0 and episode.result()["turns"] == 2
+    assert episode.messages[2]["tool_calls"][0]["arguments"] == {"command": "echo unclosed-ok"}
+    assert not envs.parse_tool_calls('<tool_call>{"name": "run", "arguments": {"command": ').valid_tool_call

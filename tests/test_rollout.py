@@ -6,6 +6,8 @@ import json
 import typer
 from typer.testing import CliRunner
 
+import envs
+
 from ingest.rollout import RolloutSpec, append_rollouts, run_rollouts, summarize
 from lachesis.rollout_cli import register
 
@@ -22,8 +24,12 @@ def test_expert_records_follow_the_lake_contract():
     roles = [m["role"] for m in rec["messages"]]
     assert roles == ["system", "user", "assistant", "tool", "assistant"]
     user, run, tool, submit = rec["messages"][1:]
-    assert user["content"].startswith("Write the word") or user["content"]
-    assert run["content"].startswith("<tool_call>") and run["tool_calls"][0]["name"] == "run"
+    task = envs.find_task("bash_exec_env", rec["task_id"])
+    assert user["content"] == task.instruction and rec["messages"][0]["content"].startswith("You are a shell agent")
+    # the tool call is structure, not text: the raw action is the step's
+    assert run["content"] == "" and run["tool_calls"][0] == {"id": "call_0_0", "name": "run",
+                                                               "arguments": task.solution[0]["arguments"]}
+    assert rec["steps"][0]["action"] == envs.format_tool_call("run", task.solution[0]["arguments"])
     assert tool["tool_call_id"] == run["tool_calls"][0]["id"] and tool["name"] == "run"
     assert submit["tool_calls"][0]["name"] == "submit"
     assert [s["done"] for s in rec["steps"]] == [False, True]
@@ -70,6 +76,15 @@ def _app() -> typer.Typer:
     return app
 
 
+def test_lake_rollout_takes_the_aliases_hermes_eval_takes(tmp_path):
+    """`hermes_eval --task debug-python` worked while `lake rollout --env debug-python` was refused."""
+    res = CliRunner().invoke(_app(), ["rollout", "--env", "debug-python", "--episodes", "1", "--split", "test",
+                                      "--lake", str(tmp_path / "lake"), "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout[res.stdout.index("{"):])
+    assert summary["env"] == "python_debug_env" and summary["rows"] == 1 and summary["mean_reward"] == 1.0
+
+
 def test_lake_rollout_command(tmp_path):
     runner = CliRunner()
     lake = str(tmp_path / "lake")
@@ -84,7 +99,9 @@ def test_lake_rollout_command(tmp_path):
     res = runner.invoke(_app(), ["rollout", "--env", "git_repo_env", "--templates", "nope", "--lake", lake])
     assert res.exit_code == 2 and "templates: commit" in res.output
     res = runner.invoke(_app(), ["rollout", "--env", "nope", "--lake", lake])
-    assert res.exit_code == 2 and "bash_exec_env" in res.output
+    assert res.exit_code == 2 and "bash_exec_env" in res.output and "debug-python" in res.output
+    res = runner.invoke(_app(), ["rollout", "--env", "bash_exec_env", "--policy", "clever", "--lake", lake])
+    assert res.exit_code == 2 and "policies: expert, noisy, random" in res.output
     bad = tmp_path / "tasks.jsonl"
     bad.write_text('{"task_id": "a", "instruction": "x", "checks": [{"type": "file", "path": "f"}]}\n')
     res = runner.invoke(_app(), ["rollout", "--env", "bash_exec_env", "--tasks", str(bad), "--lake", lake])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from test_views_support import FIXTURE, build_hermes_home, expected_selection, ingest_skills_folder, new_lake
+from tests.views_helpers import FIXTURE, build_hermes_home, expected_selection, ingest_skills_folder, new_lake
 from views.skills import instruction_from_folder
 
 runner = CliRunner()

@@ -1,4 +1,6 @@
-"""The Hermes-style ChatML chat template and message normalisation shared by training and evaluation.
+"""The Hermes-style ChatML chat template, message normalisation, and rendering conversations through a
+tokenizer's template: shared by training and evaluation, so both see one format. Tool calls in generated
+text are read by envs.toolcalls, the parser the environments execute.
 
 Format (Hermes-3): `<|im_start|>role\\n...<|im_end|>\\n`; tools listed as JSON inside `<tools></tools>` in the
 system prompt; assistant tool calls as `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`; tool
@@ -9,7 +11,6 @@ give labels on exactly the assistant's tokens.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 TOOLS_PREAMBLE = (
@@ -70,9 +71,6 @@ assert TINY_TEMPLATE != CHATML_TEMPLATE and "tojson }}{%- endfor" not in TINY_TE
 SPECIAL_TOKENS = ["<|begin_of_text|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
 TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 
-_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
-
-
 def _canon_args(args: Any) -> Any:
     """Tool-call arguments as a dict where they parse (the lake stores them as JSON text)."""
     if isinstance(args, str):
@@ -123,17 +121,30 @@ def normalize_tools(tools: Any) -> list[dict] | None:
     return list(tools) if tools else None
 
 
-def parse_tool_calls(text: str) -> list[dict]:
-    """The `<tool_call>{json}</tool_call>` blocks of a generated reply, as [{name, arguments}] (invalid ones skipped)."""
-    calls = []
-    for body in _CALL_RE.findall(text):
-        try:
-            obj = json.loads(body)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and isinstance(obj.get("name"), str):
-            calls.append({"name": obj["name"], "arguments": _canon_args(obj.get("arguments"))})
-    return calls
+def render(tok, messages: list[dict], tools: list[dict] | None, *, add_generation_prompt: bool) -> str:
+    """A conversation as the tokenizer's chat template writes it (text)."""
+    return tok.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=add_generation_prompt)
+
+
+def prompt_ids(tok, messages: list[dict], tools: list[dict] | None) -> list[int]:
+    """The token ids of a conversation plus the assistant's generation prompt."""
+    return list(tok.apply_chat_template(messages, tools=tools, tokenize=True, add_generation_prompt=True,
+                                        return_dict=True)["input_ids"])
+
+
+def turn_continuation(tok, messages: list[dict], tools: list[dict] | None, new: int, end_of_turn: str) -> str:
+    """The text the template puts after the assistant turn that precedes the last `new` messages: what comes
+    after that turn's `end_of_turn` token, the `new` messages (tool turns), and the next generation prompt.
+
+    A generating loop appends it to the tokens the model produced, so its prompt is the template's own
+    rendering of the conversation, turn after turn, with no hand-written copy of the format."""
+    before = render(tok, messages[:-new], tools, add_generation_prompt=False)
+    after = render(tok, messages, tools, add_generation_prompt=True)
+    end = before.rfind(end_of_turn)
+    if not after.startswith(before) or end < 0:
+        raise ValueError("the chat template does not extend a conversation by appending turns; a multi-turn "
+                         "evaluation needs one that does")
+    return before[end + len(end_of_turn):] + after[len(before):]
 
 
 def has_generation_markers(template: str | None) -> bool:

@@ -1,25 +1,29 @@
 """hermes_eval: run a model greedily through an environment's held-out tasks and score it.
 
 Multi-turn and token-in/token-out: the prompt is rendered once by the chat template, then each turn appends
-the model's generated tokens and the encoded tool turn (`<|im_start|>tool\\n<tool_response>...`), exactly as the
-template renders a conversation for training. Episodes run in batches (one left-padded `generate` per turn for
-every live episode), stop when the environment says so (submit, or a reply without a tool call), and every
-episode plus a summary go to the lake.
+the model's generated tokens and the template's own rendering of the tool turns that answer them
+(chat.turn_continuation), so the prompt is token for token the template's rendering of the conversation,
+as in training. Episodes run in batches (one left-padded `generate` per turn for every live episode), stop
+when the environment says so (submit, a reply without a tool call, or its step limit, which is
+`max_turns`), and are recorded by envs/episode.py, the recorder every writer of trajectories uses. Every
+episode plus a summary go to an existing lake (a missing lake is an error, never created here).
 """
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .chat import normalize_tools, parse_tool_calls
+import envs
+from lake import Lake, LakeError
+
+from .chat import normalize_tools, prompt_ids, turn_continuation
 from .config import DEFAULT_SEED, device as pick_device, set_threads, setup_env
 from .errors import TrainerInputError
 
-TASK_ALIASES = {"debug-python": "python_debug_env", "python": "python_debug_env", "python-debug": "python_debug_env",
-                "shell": "bash_exec_env", "bash": "bash_exec_env", "git": "git_repo_env"}
+SOURCE = "hermes_eval"
+END_OF_TURN = "<|im_end|>"
 
 
 @dataclass
@@ -44,66 +48,38 @@ class EvalSettings:
 
 
 def resolve_env_name(task: str) -> str:
-    import envs
-
-    name = TASK_ALIASES.get(task, task)
-    known = _known_envs()
-    if known and name not in known:
-        raise TrainerInputError(f"unknown task/environment {task!r}: use one of debug-python, shell, git or "
-                                f"{', '.join(sorted(known))}")
-    return name
-
-
-def _known_envs() -> list[str]:
-    from .models import _env_names
-
+    """The registered environment for a --task name or alias (envs.registry holds the one alias table)."""
     try:
-        return list(_env_names())
-    except Exception:
-        return []
+        return envs.resolve_name(task)
+    except envs.UnknownEnvironmentError as exc:
+        raise TrainerInputError(f"unknown task/environment {task!r}: use one of {', '.join(exc.known)}") from None
 
 
-def _load_eval_tasks(env_name: str, split: str, tasks_file: str | None):
-    import envs
-
+def _load_eval_tasks(env_name: str, split: str, tasks_file: str | None) -> list[envs.Task]:
     try:
         if tasks_file:
             tasks = [t for t in envs.load_tasks_file(tasks_file) if t.split == split]
         else:
             tasks = envs.load_tasks(env_name, split)
-    except TrainerInputError:
-        raise
-    except Exception as exc:
+    except (envs.TaskFileError, FileNotFoundError, ValueError, TypeError) as exc:
         raise TrainerInputError(f"cannot load {split} tasks of {env_name}: {exc}") from None
-    tasks = list(tasks)
     if not tasks:
         raise TrainerInputError(f"{env_name} has no {split} tasks")
     return tasks
 
 
-def _tid(t) -> str:
-    return t["task_id"] if isinstance(t, dict) else getattr(t, "task_id")
-
-
-def initial_messages(obs, info: dict) -> list[dict]:
-    """The conversation an episode starts from: the env's own messages when it gives them, else system + user(obs)."""
-    if isinstance(info.get("messages"), list) and info["messages"]:
-        return [dict(m) for m in info["messages"]]
-    msgs = []
-    system = info.get("system_prompt") or info.get("system")
-    if system:
-        msgs.append({"role": "system", "content": str(system)})
-    msgs.append({"role": "user", "content": str(obs)})
-    return msgs
-
-
-def tool_turn_text(observation: str) -> str:
-    """What the chat template renders after an assistant turn's <|im_end|>: newline, the tool turn, the next prompt."""
-    return f"\n<|im_start|>tool\n<tool_response>\n{observation}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+def _open_lake(s: EvalSettings) -> Lake | None:
+    """The lake the episodes go to, opened before any model work so a wrong --lake fails at once."""
+    if not s.record_in_lake:
+        return None
+    try:
+        return Lake.open(s.lake_root)
+    except LakeError as exc:
+        raise TrainerInputError(f"{exc}, or pass --no-lake") from None
 
 
 def generate_batch(model, tok, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
-    """Greedy continuation of each prompt (left padded), up to and including <|im_end|>."""
+    """Greedy continuation of each prompt (left padded), up to and including the end-of-turn token."""
     import torch
 
     dev = next(model.parameters()).device
@@ -114,7 +90,7 @@ def generate_batch(model, tok, prompts: list[list[int]], max_new_tokens: int) ->
     for i, p in enumerate(prompts):
         ids[i, L - len(p):] = torch.tensor(p)
         att[i, L - len(p):] = 1
-    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    eos = tok.convert_tokens_to_ids(END_OF_TURN)
     with torch.no_grad():
         out = model.generate(input_ids=ids.to(dev), attention_mask=att.to(dev), max_new_tokens=max_new_tokens,
                              do_sample=False, eos_token_id=eos, pad_token_id=pad, temperature=None, top_p=None, top_k=None)
@@ -132,57 +108,50 @@ def generate_batch(model, tok, prompts: list[list[int]], max_new_tokens: int) ->
 
 
 class Episode:
-    def __init__(self, env, task, env_name: str, seed: int, tok):
-        self.env, self.task, self.task_id, self.seed = env, task, _tid(task), seed
-        obs, info = env.reset(seed=seed, options={"task_id": self.task_id})
-        self.tools = normalize_tools(info.get("tools"))
-        self.messages = initial_messages(obs, info)
-        self.ids = list(tok.apply_chat_template(self.messages, tools=self.tools, tokenize=True,
-                                                add_generation_prompt=True, return_dict=True)["input_ids"])
-        self.prompt_tokens = len(self.ids)
-        self.steps: list[dict] = []
-        self.reward, self.success, self.done, self.turns = 0.0, False, False, 0
-        self.valid_calls, self.replies = 0, 0
-        self.last_info: dict = {}
-        self.env_tags = list(info.get("env_tags") or info.get("tags") or [])
-        self.last_obs = str(obs)
+    """One evaluation episode: the environment, the recorder, and the token ids the model sees next."""
 
-    def advance(self, tok, new_ids: list[int], max_turns: int, max_context: int):
-        eos = tok.convert_tokens_to_ids("<|im_end|>")
+    def __init__(self, env, task_id: str, seed: int, tok):
+        self.env, self.task_id, self.seed = env, task_id, seed
+        obs, info = env.reset(seed=seed, options={"task_id": task_id})
+        self.tools = normalize_tools(info["tools"])
+        self.recorder = envs.EpisodeRecorder(obs, info)
+        self.ids = prompt_ids(tok, self.recorder.messages, self.tools)
+        self.prompt_tokens = len(self.ids)
+        self.valid_calls = 0
+
+    @property
+    def done(self) -> bool:
+        return self.recorder.done
+
+    @property
+    def turns(self) -> int:
+        return self.recorder.turns
+
+    @property
+    def messages(self) -> list[dict]:
+        return self.recorder.messages
+
+    def advance(self, tok, new_ids: list[int], max_context: int) -> None:
+        """Step the environment with one generated reply and extend the prompt with its answer."""
         text = tok.decode(new_ids, skip_special_tokens=True)
-        calls = parse_tool_calls(text)
-        self.replies += 1
-        self.valid_calls += bool(calls)
-        content = text.split("<tool_call>")[0].strip() if calls else text.strip()
-        msg = {"role": "assistant", "content": content}
-        if calls:
-            msg["tool_calls"] = [{"id": f"call_{self.turns}_{j}", "name": c["name"], "arguments": c["arguments"]}
-                                 for j, c in enumerate(calls)]
-        self.messages.append(msg)
+        self.valid_calls += envs.parse_tool_calls(text).valid_tool_call
         obs, r, term, trunc, info = self.env.step(text)
-        self.turns += 1
-        self.reward += float(r or 0.0)
-        self.last_info = info or {}
-        self.steps.append({"observation": self.last_obs, "thought": content or None, "action": text,
-                           "result": str(obs), "reward": float(r or 0.0), "done": bool(term or trunc)})
-        self.last_obs = str(obs)
-        if term or trunc or self.turns >= max_turns:
-            self.done = True
-        else:
-            self.messages.append({"role": "tool", "content": str(obs), "tool_call_id": msg.get("tool_calls", [{}])[0].get("id")})
-            if not new_ids or new_ids[-1] != eos:
-                new_ids = new_ids + [eos]
-            self.ids += new_ids + tok.encode(tool_turn_text(str(obs)), add_special_tokens=False)
-            if len(self.ids) >= max_context:
-                self.done = True
+        tools = self.recorder.add_step(text, obs, r, term, trunc, info)
         if self.done:
-            succ = self.last_info.get("success")
-            self.success = bool(succ) if succ is not None else self.reward >= 1.0 - 1e-9
+            return
+        eos = tok.convert_tokens_to_ids(END_OF_TURN)
+        if not new_ids or new_ids[-1] != eos:
+            new_ids = new_ids + [eos]
+        cont = turn_continuation(tok, self.recorder.messages, self.tools, len(tools), END_OF_TURN)
+        self.ids += new_ids + tok.encode(cont, add_special_tokens=False)
+        if len(self.ids) >= max_context:
+            self.recorder.stop()
 
     def result(self) -> dict:
-        return {"task_id": self.task_id, "reward": round(self.reward, 4), "success": self.success, "turns": self.turns,
-                "valid_tool_call_rate": self.valid_calls / max(1, self.replies),
-                "final_action": self.steps[-1]["action"][:300] if self.steps else ""}
+        rec = self.recorder
+        return {"task_id": self.task_id, "reward": round(rec.reward, 4), "success": rec.success, "turns": rec.turns,
+                "valid_tool_call_rate": self.valid_calls / max(1, rec.turns),
+                "final_action": rec.steps[-1]["action"][:300] if rec.steps else ""}
 
 
 def play(episodes: list["Episode"], generate, tok, s: EvalSettings, on_done=None) -> float:
@@ -201,15 +170,13 @@ def play(episodes: list["Episode"], generate, tok, s: EvalSettings, on_done=None
             outs = generate([e.ids for e in chunk], chunk)
             gen_s += time.perf_counter() - tg
             for e, new in zip(chunk, outs):
-                e.advance(tok, new, s.max_turns, s.max_context)
+                e.advance(tok, new, s.max_context)
                 if e.done and on_done:
                     on_done()
 
 
 def run_eval(s: EvalSettings, console=None) -> dict:
     setup_env()
-    import envs
-
     from .models import load_model, load_tokenizer, model_label, resolve_adapter, resolve_model
 
     env_name = resolve_env_name(s.task)
@@ -217,6 +184,7 @@ def run_eval(s: EvalSettings, console=None) -> dict:
     tasks = tasks[s.offset :]
     if s.limit:
         tasks = tasks[: s.limit]
+    lake = _open_lake(s)
     model_path = resolve_model(s.model)
     adapter = resolve_adapter(s.adapter)
     set_threads(s.threads)
@@ -228,10 +196,9 @@ def run_eval(s: EvalSettings, console=None) -> dict:
     model = load_model(model_path, adapter).to(pick_device()).eval()
     run_id = f"eval-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
     t0 = time.perf_counter()
-    episodes: list[Episode] = []
-    for i, t in enumerate(tasks):
-        env = envs.make(env_name, tasks=s.tasks_file) if s.tasks_file else envs.make(env_name, split=s.split)
-        episodes.append(Episode(env, t, env_name, s.seed + i, tok))
+    env_kw: dict = {"tasks": s.tasks_file} if s.tasks_file else {"split": s.split}
+    episodes = [Episode(envs.make(env_name, max_steps=s.max_turns, **env_kw), t.task_id, s.seed + i, tok)
+                for i, t in enumerate(tasks)]
     prog = _progress(console, len(episodes)) if s.progress else None
     try:
         gen_s = play(episodes, lambda prompts, _eps: generate_batch(model, tok, prompts, s.max_new_tokens), tok, s,
@@ -240,10 +207,7 @@ def run_eval(s: EvalSettings, console=None) -> dict:
         if prog:
             prog[0].stop()
         for e in episodes:
-            try:
-                e.env.close()
-            except Exception:
-                pass
+            e.env.close()
     wall = time.perf_counter() - t0
     results = [e.result() for e in episodes]
     n = len(results)
@@ -254,8 +218,8 @@ def run_eval(s: EvalSettings, console=None) -> dict:
                "valid_tool_call_rate": sum(r["valid_tool_call_rate"] for r in results) / n,
                "mean_turns": sum(r["turns"] for r in results) / n, "wall_s": round(wall, 3), "generate_s": round(gen_s, 3),
                "seed": s.seed, "per_task": results}
-    if s.record_in_lake:
-        summary["lake_versions"] = _record(s, summary, episodes, env_name, label, adapter)
+    if lake is not None:
+        summary["lake_versions"] = _record(lake, s, summary, episodes, label, adapter)
     return summary
 
 
@@ -267,26 +231,19 @@ def _progress(console, total):
     return p, p.add_task("eval", total=total)
 
 
-def _record(s: EvalSettings, summary: dict, episodes: list[Episode], env_name: str, label: str, adapter: str | None) -> dict:
-    import os
+def episode_record(e: Episode, *, run_id: str, model: str, adapter: str | None) -> dict:
+    """One evaluation episode as a trajectory record (envs/episode.py's rules)."""
+    return e.recorder.record(model=model, policy_version=adapter or "base", source=SOURCE, group_id=run_id,
+                             seed=e.seed, metadata={"eval_run_id": run_id, "adapter": adapter})
 
-    try:
-        from lake import Lake
-    except ImportError:
-        return {}
-    lake = Lake.init(s.lake_root or os.environ.get("LAKE_ROOT") or "data/lake")
-    policy = adapter or "base"
-    rows = []
-    for e in episodes:
-        rows.append({"trajectory_id": str(uuid.uuid4()), "group_id": summary["run_id"], "task_id": e.task_id,
-                     "env": env_name, "env_tags": e.env_tags, "split": s.split, "model": label, "policy_version": policy,
-                     "messages": e.messages, "steps": e.steps, "reward": e.reward, "success": e.success,
-                     "metadata": {"eval_run_id": summary["run_id"], "seed": e.seed, "adapter": adapter,
-                                  "tools": e.tools, "source": "hermes_eval"}})
+
+def _record(lake: Lake, s: EvalSettings, summary: dict, episodes: list[Episode], label: str,
+            adapter: str | None) -> dict:
+    rows = [episode_record(e, run_id=summary["run_id"], model=label, adapter=adapter) for e in episodes]
     tv = lake.append("trajectories", rows)
-    cfg = {k: v for k, v in asdict(s).items()}
     metrics = {k: v for k, v in summary.items() if k not in ("per_task", "run_id", "kind", "model", "adapter")}
     rv = lake.append("runs", [{"run_id": summary["run_id"], "kind": "eval", "status": "completed", "model": label,
-                               "adapter_path": adapter, "config": cfg, "metrics": metrics,
-                               "metadata": {"per_task": summary["per_task"], "env": env_name, "split": s.split}}])
-    return {"trajectories": getattr(tv, "version", None), "runs": getattr(rv, "version", None)}
+                               "adapter_path": adapter, "config": asdict(s), "metrics": metrics,
+                               "metadata": {"per_task": summary["per_task"], "env": summary["env"],
+                                            "split": s.split}}])
+    return {"trajectories": tv.version, "runs": rv.version}

@@ -1,0 +1,46 @@
+"""`lake rollout`'s configuration: which episodes of which environment and scripted policy.
+
+A module of its own, without imports of the environments or the lake at the top, because the `lake`
+CLI reads the options' defaults and help from it when it starts (lachesis/rollout_cli.py), and
+`lake sql` must not pay for gymnasium.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+def _help(text: str) -> dict:
+    return {"help": text}
+
+
+class RolloutInputError(ValueError):
+    """A bad rollout option; one line, the CLI prints it and exits 2."""
+
+
+@dataclass(frozen=True)
+class RolloutSpec:
+    """`lake rollout`: which episodes of which environment and scripted policy."""
+
+    env: str = field(metadata=_help("Environment name or alias (see rl_list_environments), e.g. bash_exec_env, shell."))
+    policy: str = field(default="expert", metadata=_help("Scripted policy: expert, noisy or random."))
+    episodes: int = field(default=10, metadata=_help("Number of episodes."))
+    split: str = field(default="train", metadata=_help("Task split: train or test."))
+    seed: int = field(default=0, metadata=_help("First task index and seed (episode i plays task seed+i with seed+i)."))
+    tasks_file: str | None = field(default=None, metadata=_help("Your own tasks (JSONL) instead of the built-in suite."))
+    max_steps: int = field(default=6, metadata=_help("Steps before an episode is cut off."))
+    templates: tuple[str, ...] = field(default=(), metadata=_help("Only these task templates (default: all)."))
+
+    def __post_init__(self):
+        import envs  # here, not at the top: the `lake` CLI imports this module at start-up for the option help
+
+        try:
+            envs.resolve_name(self.env)
+        except envs.UnknownEnvironmentError as exc:
+            raise RolloutInputError(str(exc)) from None
+        if self.policy not in envs.POLICY_KINDS:
+            raise RolloutInputError(f"unknown policy {self.policy!r}; policies: {', '.join(envs.POLICY_KINDS)}")
+        if self.split not in envs.SPLITS:
+            raise RolloutInputError(f"unknown split {self.split!r}; splits: {', '.join(envs.SPLITS)}")
+        for flag, value in (("--episodes", self.episodes), ("--max-steps", self.max_steps)):
+            if value < 1:
+                raise RolloutInputError(f"{flag} must be at least 1, got {value}")
