@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from test_views_support import new_lake, seeded_trajectories
+from tests.views_helpers import new_lake, seeded_trajectories
 from views.export import ExportError, UnknownViewError, export_view, read_manifest
 
 runner = CliRunner()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_views_support import FIXTURE, ingest_skills_folder, new_lake, seeded_trajectories
+from tests.views_helpers import FIXTURE, ingest_skills_folder, new_lake, seeded_trajectories, trajectory
 from views.export import export_view
 
 
@@ -47,7 +47,6 @@ def test_dpo_export_is_trl_preference_data(tmp_path):
     import datasets
     from trl.data_utils import apply_chat_template, is_conversational
 
-    from test_views_support import trajectory
     from trainers.models import build_tokenizer
 
     lk = new_lake(tmp_path / "lake")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from test_views_support import FIXTURE, chat, new_lake, seeded_trajectories, trajectory
+from tests.views_helpers import FIXTURE, chat, new_lake, seeded_trajectories, trajectory
 
 
 def rows(snap, sql):

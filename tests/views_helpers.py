@@ -1,5 +1,5 @@
-"""Shared helpers for the views tests (no tests here): a real lake filled with seeded trajectories, and a
-Hermes skills home built from the vendored hermes-agent skill corpus."""
+"""Builders shared by the views, export and skill tests (no tests here): a real lake filled with seeded
+trajectories, and a Hermes skills home built from the vendored hermes-agent skill corpus."""
 from __future__ import annotations
 
 import datetime as dt
