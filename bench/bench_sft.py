@@ -39,17 +39,18 @@ def conversations(args):
     return convs[: args.examples], src
 
 
-def ours(model_path, convs, args, share_prefix=True):
+def ours(model_path, convs, src, args, share_prefix=True):
     import torch
 
     from trainers.models import load_model, load_tokenizer
-    from trainers.sft import SFTSettings, encode_all, prepare_model, train_loop
+    from trainers.config import SFTConfig
+    from trainers.sft import encode_all, prepare_model, train_loop
 
     tok = load_tokenizer(model_path, "chatml" if args.template == "chatml" else None)
     t = time.perf_counter()
     examples, _ = encode_all(tok, convs, args.max_length)
     tok_s = time.perf_counter() - t
-    s = SFTSettings(epochs=args.epochs, batch_size=args.batch_size, lr=2e-4 if not args.full else 1e-3,
+    s = SFTConfig(data=src, epochs=args.epochs, batch_size=args.batch_size, lr=2e-4 if not args.full else 1e-3,
                     full=args.full, warmup_steps=0, seed=0, log_every=10_000, share_prefix=share_prefix)
     torch.manual_seed(0)
     model, trainable = prepare_model(load_model(model_path), s)
@@ -118,8 +119,8 @@ def main():
     model_path = str(tiny_model_path())
     convs, src = conversations(args)
     b = trl_plain(model_path, convs, args)
-    a = ours(model_path, convs, args)
-    a0 = ours(model_path, convs, args, share_prefix=False)
+    a = ours(model_path, convs, src, args)
+    a0 = ours(model_path, convs, src, args, share_prefix=False)
     ratio = a["tokens_per_s"] / b["tokens_per_s"]
     out = {"bench": "sft_tokens_per_s", "data": src, "template": args.template, "epochs": args.epochs, "examples": len(convs), "threads": args.threads,
            "mode": "full" if args.full else "lora", "ours": a, "ours_no_shared_prefix": a0, "trl": b, "ratio": ratio,

@@ -50,13 +50,16 @@ def test_labels_cover_exactly_the_assistant_tokens(tiny_dir):
 def test_sft_lowers_loss_saves_adapter_that_reproduces_logits(tiny_dir, tmp_path):
     import torch
 
+    from lake import Lake
+    from trainers.config import SFTConfig
     from trainers.models import load_model, load_tokenizer
-    from trainers.sft import SFTSettings, run_sft
+    from trainers.sft import run_sft
 
     data = th.write_jsonl(tmp_path / "chats.jsonl", th.tool_chats(64))
     lake = tmp_path / "lake"
-    s = SFTSettings(model=str(tiny_dir), data=str(data), output=str(tmp_path / "run"), max_steps=30, batch_size=8,
-                    lr=3e-3, warmup_steps=3, lake_root=str(lake), progress=False, log_every=5)
+    Lake.init(lake)
+    s = SFTConfig(model=str(tiny_dir), data=str(data), output=str(tmp_path / "run"), max_steps=30, batch_size=8,
+                  full=False, lr=3e-3, warmup_steps=3, lake_root=str(lake), progress=False, log_every=5)
     summary = run_sft(s)
     run = tmp_path / "run"
     log = [json.loads(l) for l in (run / "train_log.jsonl").read_text().splitlines()]
@@ -73,8 +76,6 @@ def test_sft_lowers_loss_saves_adapter_that_reproduces_logits(tiny_dir, tmp_path
         l_re, l_base = reloaded(**x).logits, base(**x).logits
     assert not torch.allclose(l_re, l_base, atol=1e-4)  # the adapter changed the model
     # runs event in the lake
-    from lake import Lake
-
     tbl = Lake(str(lake)).snapshot().arrow("SELECT run_id, kind, adapter_path FROM runs")
     assert tbl.num_rows == 1 and tbl.column("kind")[0].as_py() == "train"
     assert tbl.column("run_id")[0].as_py() == summary["run_id"]
@@ -85,12 +86,13 @@ def test_reloaded_adapter_reproduces_trained_model_logits(tiny_dir, tmp_path):
 
     from trainers.chat import normalize_messages
     from trainers.models import load_model, load_tokenizer
-    from trainers.sft import SFTSettings, encode_all, prepare_model, train_loop
+    from trainers.config import SFTConfig
+    from trainers.sft import encode_all, prepare_model, train_loop
 
     tok = load_tokenizer(str(tiny_dir))
     convs = [{"messages": normalize_messages(r["messages"]), "tools": r["tools"]} for r in th.tool_chats(16)]
     examples, _ = encode_all(tok, convs, 512)
-    s = SFTSettings(max_steps=6, batch_size=8, lr=3e-3, warmup_steps=1, seed=1)
+    s = SFTConfig(data="-", max_steps=6, batch_size=8, full=False, lr=3e-3, warmup_steps=1, seed=1)
     model, n = prepare_model(load_model(str(tiny_dir)), s)
     assert 0 < n < 200_000  # LoRA: a small fraction of the 0.56 M parameters
     train_loop(model, examples, s, tok.pad_token_id)
@@ -105,10 +107,11 @@ def test_reloaded_adapter_reproduces_trained_model_logits(tiny_dir, tmp_path):
 def test_full_finetune_writes_a_complete_model(tiny_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from trainers.sft import SFTSettings, run_sft
+    from trainers.config import SFTConfig
+    from trainers.sft import run_sft
 
     data = th.write_jsonl(tmp_path / "chats.jsonl", th.tool_chats(16))
-    summary = run_sft(SFTSettings(model=str(tiny_dir), data=str(data), full=True, max_steps=3, batch_size=8,
+    summary = run_sft(SFTConfig(model=str(tiny_dir), data=str(data), full=True, max_steps=3, batch_size=8,
                                   output=str(tmp_path / "run"), record_in_lake=False, progress=False))
     assert summary["full"] and summary["steps"] == 3 and summary["trainable_params"] > 500_000
     AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "model")

@@ -1,51 +1,181 @@
-"""Central defaults for the trainers: CPU-safe settings, offline mode, threads and the device.
+"""Configuration of the training commands, and the runtime defaults every trainer shares.
 
-Every trainer (our own loops and any trl/transformers config) takes its defaults from here, so the CPU
-pitfalls of ../docs/training-notes.md (bf16 default, activation checkpointing, pin_memory, report_to) are fixed
-in one place.
+One typed dataclass per command, in TRL's `*_config.py` style: a help text per field (`metadata={"help": ...}`)
+and validation in `__post_init__` that raises the one-line `TrainerInputError` the CLI prints. The CLI takes
+every default and help text from these fields (`lachesis.console.option`), so the command line, the Python API
+and the `config.json` a run folder records cannot disagree (they did: epochs 1 vs 3, batch 8 vs 16).
+
+    rl_finetune_supervised  -> SFTConfig
+    llm_finetune            -> InstructConfig (--method sft | dpo)
+
+The runtime part fixes the CPU pitfalls of docs/training-notes.md in one place (bf16 default, activation
+checkpointing, pin_memory, report_to, threads, float32 loading).
 """
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import ClassVar
+
+from .errors import TrainerInputError
 
 DEFAULT_SEED = 0
 
 
-@dataclass
-class RunSettings:
-    """What every training run takes: the model, the data, adapters, where it records itself."""
+def _help(text: str, **kw) -> dict:
+    return {"metadata": {"help": text}, **kw}
 
-    model: str = "tiny"
-    data: str = ""
-    output: str | None = None  # run folder; default runs/<run_id>
-    epochs: float = 1.0
-    max_steps: int | None = None
-    lr: float | None = None
-    batch_size: int = 8
-    max_length: int = 1024
-    full: bool = False
-    lora_r: int = 16
-    lora_alpha: int = 32
-    target_modules: str = "all-linear"
-    seed: int = DEFAULT_SEED
-    split: str | None = "all"
-    lake_root: str | None = None
-    record_in_lake: bool = True
-    threads: int | None = None
-    chat_template: str | None = None
+
+def _at_least(cfg, minimum: float, *names: str) -> None:
+    for name in names:
+        v = getattr(cfg, name)
+        if v is not None and v < minimum:
+            flag = "--" + name.replace("_", "-")
+            raise TrainerInputError(f"{flag} must be at least {minimum:g}, got {v}")
+
+
+@dataclass(kw_only=True)
+class TrainConfig:
+    """What every training command takes: the model, the data, the optimisation, adapters, where it records itself."""
+
+    model: str = field(default="tiny", **_help("tiny | smollm2 | hermes-3 | a local model folder | a hub id"))
+    data: str = field(**_help("an export folder (parquet/jsonl + manifest.json), a .jsonl/.parquet file, "
+                              "or a lake view name such as sft"))
+    output: str | None = field(default=None, **_help("run folder, new or empty (default runs/<run_id>)"))
+    epochs: float = field(default=3.0, **_help("passes over the data (--max-steps overrides)"))
+    max_steps: int | None = field(default=None, **_help("train exactly this many optimizer steps"))
+    lr: float | None = field(default=None, **_help("peak learning rate (default 1e-3 full fine-tuning, 2e-4 LoRA)"))
+    batch_size: int = field(default=16, **_help("conversations per micro-batch"))
+    grad_accum: int = field(default=1, **_help("micro-batches per optimizer step"))
+    max_length: int = field(default=1024, **_help("truncate conversations to this many tokens"))
+    full: bool | None = field(default=None, **_help(
+        "full fine-tuning (--full) or LoRA (--lora); default: full for a model trained from scratch (tiny), "
+        "LoRA for a pretrained one"))
+    lora_r: int = field(default=16, **_help("LoRA rank"))
+    lora_alpha: int = field(default=32, **_help("LoRA alpha (scale = alpha / r)"))
+    lora_dropout: float = field(default=0.0, **_help("dropout on the LoRA path"))
+    target_modules: str = field(default="all-linear", **_help("LoRA targets: all-linear or a comma list, e.g. q_proj,v_proj"))
+    warmup_steps: int = field(default=30, **_help("linear warm-up steps, at most 10% of the run"))
+    seed: int = field(default=DEFAULT_SEED, **_help("seed of the initialisation, the batch order and dropout"))
+    split: str = field(default="train", **_help("train only on rows of this split (rows without one are kept; all = every row)"))
+    lake_root: str | None = field(default=None, **_help(
+        "an existing lake, for view names and the runs event (default $LAKE_ROOT or ./data/lake)"))
+    record_in_lake: bool = field(default=True, **_help("record the run as a `runs` event in the lake"))
+    threads: int | None = field(default=None, **_help("torch threads (default 1 or $LACHESIS_THREADS)"))
+    chat_template: str | None = field(default=None, **_help("chatml (ours, Hermes-style) or a .jinja file"))
+    progress: bool = field(default=True, **_help("show a progress bar"))
+    plot: bool = field(default=True, **_help("draw loss.png in the run folder"))
+
+    COMMAND: ClassVar[str] = "train"  # the console script, recorded with the run
+
+    def __post_init__(self):
+        if not str(self.data or "").strip():
+            raise TrainerInputError("no dataset given: pass --data FOLDER (an export), FILE.jsonl or a lake view name such as sft")
+        if not str(self.model or "").strip():
+            raise TrainerInputError("no model given: pass --model tiny, --model hermes-3, a local folder or a hub id")
+        if self.epochs <= 0:
+            raise TrainerInputError(f"--epochs must be positive, got {self.epochs}")
+        if self.lr is not None and self.lr <= 0:
+            raise TrainerInputError(f"--lr must be positive, got {self.lr}")
+        _at_least(self, 1, "max_steps", "batch_size", "grad_accum", "max_length", "lora_r", "lora_alpha", "threads")
+        _at_least(self, 0, "warmup_steps")
+        if not 0 <= self.lora_dropout < 1:
+            raise TrainerInputError(f"--lora-dropout must be in [0, 1), got {self.lora_dropout}")
+        if not self.lora_targets():
+            raise TrainerInputError("--target-modules is empty: use all-linear or names such as q_proj,v_proj")
+        if not self.split.strip():
+            raise TrainerInputError("--split is empty: use train, test or all")
 
     def lora_targets(self) -> str | list[str]:
         """peft's target_modules: "all-linear" as is, else the comma-separated module names."""
         t = self.target_modules
         return t if t == "all-linear" else [m.strip() for m in t.split(",") if m.strip()]
 
+    def default_lr(self) -> float:
+        return 1e-3 if self.full else 2e-4
 
+    def settle(self, from_scratch: bool):
+        """This config with the model-dependent defaults decided: full fine-tuning for a model trained from scratch
+        (LoRA freezes a random base, so it cannot learn: the guide's command went 7.00 -> 6.95), LoRA for a
+        pretrained one, then the learning rate for that mode. The run folder records the settled config."""
+        settled = replace(self, full=from_scratch if self.full is None else self.full)
+        return replace(settled, lr=settled.default_lr() if settled.lr is None else settled.lr)
+
+    def plan(self, examples: int) -> "StepPlan":
+        """Optimizer steps of this run over `examples` rows, and the warm-up bounded by the run's length."""
+        per_epoch = max(1, math.ceil(examples / self.batch_size) // self.grad_accum)
+        total = self.max_steps or max(1, math.ceil(self.epochs * per_epoch))
+        return StepPlan(total=total, per_epoch=per_epoch, warmup=min(self.warmup_steps, total // 10))
+
+
+@dataclass(kw_only=True)
+class SFTConfig(TrainConfig):
+    """rl_finetune_supervised: supervised fine-tuning on chats, assistant-only loss, our own loop (trainers/sft.py)."""
+
+    min_lr_ratio: float = field(default=0.1, **_help("the cosine schedule ends at this fraction of the peak lr"))
+    weight_decay: float = field(default=0.01, **_help("AdamW weight decay (matrices only)"))
+    grad_clip: float = field(default=1.0, **_help("clip the gradient norm to this (0 = off)"))
+    share_prefix: bool = field(default=True, **_help("compute a batch's common prompt prefix (system prompt + tools) once"))
+    bucket_by_length: bool = field(default=False, **_help("sort batches by length (less padding, measured worse learning)"))
+    log_every: int = field(default=10, **_help("log the loss every this many optimizer steps"))
+
+    COMMAND: ClassVar[str] = "rl_finetune_supervised"
+
+    def __post_init__(self):
+        super().__post_init__()
+        _at_least(self, 1, "log_every")
+        _at_least(self, 0, "weight_decay", "grad_clip")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise TrainerInputError(f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}")
+
+
+METHODS = ("sft", "dpo")
+MIN_SCRATCH_STEPS = 200  # a from-scratch tiny model's loss only starts to fall in earnest after a few hundred steps
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    total: int  # optimizer steps
+    per_epoch: int
+    warmup: int
+
+    def warning(self, from_scratch: bool) -> str | None:
+        """Why this run will probably learn nothing, or None."""
+        if from_scratch and self.total < MIN_SCRATCH_STEPS:
+            return (f"only {self.total} optimizer steps: a model trained from scratch needs at least {MIN_SCRATCH_STEPS} "
+                    "to learn; raise --epochs or --max-steps, or give more data")
+        return None
+
+
+@dataclass(kw_only=True)
+class InstructConfig(SFTConfig):
+    """llm_finetune: instruction tuning, by SFT on chats / instruction pairs or by DPO on preference rows."""
+
+    method: str = field(default="sft", **_help("sft (messages or prompt/completion rows) | dpo (prompt/chosen/rejected)"))
+    beta: float = field(default=0.1, **_help("DPO beta: how far the policy may move from the reference model"))
+
+    COMMAND: ClassVar[str] = "llm_finetune"
+
+    def default_lr(self) -> float:
+        if self.method == "dpo":  # DPO moves away from a reference: smaller steps than SFT
+            return 5e-4 if self.full else 1e-4
+        return super().default_lr()
+
+    def __post_init__(self):
+        self.method = str(self.method).lower()
+        if self.method not in METHODS:
+            raise TrainerInputError(f"unknown --method {self.method!r}: use sft or dpo")
+        super().__post_init__()
+        if self.beta <= 0:
+            raise TrainerInputError(f"--beta must be positive, got {self.beta}")
+
+
+# ----------------------------------------------------------------------------------------------- runtime defaults
 def setup_env() -> None:
     """Offline, quiet defaults; a user's explicit environment variables win."""
-    import warnings
-
     # raised inside peft/transformers for a setting we never use (training-notes.md pitfall 2)
     warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -56,12 +186,9 @@ def setup_env() -> None:
 
 def quiet_transformers() -> None:
     """No "Loading weights" / "Writing model shards" bars: they would drown the rich progress."""
-    try:
-        from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
-    except ImportError:  # pragma: no cover
-        pass
+    hf_logging.disable_progress_bar()
 
 
 def cache_dir() -> Path:
@@ -86,12 +213,6 @@ def device():
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def on_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 def load_dtype():
     """float32 on CPU (transformers 5 loads a checkpoint's own dtype, e.g. bf16, unless told); bf16 on a GPU that has it."""
     import torch
@@ -107,19 +228,14 @@ def cpu_defaults() -> dict:
     bf16 only on a GPU that supports it (trl defaults bf16=True, which fails on CPU); activation checkpointing off
     (trl defaults it on: slower, useless for small models); no pin_memory on CPU; no reporting integrations.
     """
-    gpu = False
-    try:
-        import torch
+    import torch
 
-        gpu = torch.cuda.is_available()
-        bf16 = gpu and torch.cuda.is_bf16_supported()
-    except ImportError:  # pragma: no cover - torch is a train extra
-        bf16 = False
+    gpu = torch.cuda.is_available()
     return dict(
-        bf16=bool(bf16),
+        bf16=bool(gpu and torch.cuda.is_bf16_supported()),
         fp16=False,
         activation_checkpointing=False,
-        dataloader_pin_memory=bool(gpu),
+        dataloader_pin_memory=gpu,
         dataloader_num_workers=0,
         report_to="none",
         use_cpu=not gpu,

@@ -5,16 +5,15 @@ through the views wing first, so the run trains on a pinned, manifested snapshot
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
-from views.export import file_sha256
+from lake import Lake, LakeError, resolve_root
+from views.export import ExportError, export_view, file_sha256
 
 from .chat import normalize_messages, normalize_tools
 from .errors import TrainerInputError
-
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -88,53 +87,23 @@ def load_rows(data: str, lake_root: str | None = None, work_dir: Path | None = N
 
 
 def _rows_from_view(view: str, lake_root: str | None, work_dir: Path | None) -> tuple[list[dict], dict, str]:
-    """Export a lake view (views wing) into the run folder, then load that export."""
-    import os
-
-    root = lake_root or os.environ.get("LAKE_ROOT") or "data/lake"
-    if not Path(root).exists():
+    """Export a lake view (views.export) into the run folder, then load that export: the run trains on a pinned,
+    manifested snapshot."""
+    root = resolve_root(lake_root)
+    try:
+        lake = Lake.open(root)
+    except LakeError:
         raise TrainerInputError(f"--data {view} is neither a file nor a folder, and there is no lake at {root} to read "
-                                "it as a view from: pass --lake ROOT or an export folder")
+                                "it as a view from: pass --lake ROOT or an export folder") from None
     out = (work_dir or Path(".")) / "dataset"
     try:
-        from views import export as views_export  # the views wing's exporter
-    except ImportError:
-        views_export = None
-    fn = None
-    for mod in filter(None, [views_export, _try_import("views")]):
-        for name in ("export_view", "export"):
-            if callable(getattr(mod, name, None)):
-                fn = getattr(mod, name)
-                break
-        if fn:
-            break
-    if fn is None:
-        raise TrainerInputError(f"cannot export view {view}: the views wing is not installed; "
-                                f"run `lake export {view} --output DIR` and pass --data DIR")
-    try:
-        fn(_open_lake(root), view, out, format="parquet")
-    except TrainerInputError:
-        raise
-    except Exception as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise TrainerInputError(f"cannot export view {view!r} from the lake at {root}: {msg}") from None
+        export_view(lake, view, out, format="parquet")
+    except (ExportError, LakeError) as exc:
+        raise TrainerInputError(f"cannot export view {view!r} from the lake at {root}: {str(exc).splitlines()[0]}") from None
     rows, manifest, _ = load_rows(str(out))
     manifest["view"] = view
     manifest["lake_root"] = str(root)
     return rows, manifest, str(out)
-
-
-def _try_import(name: str):
-    try:
-        return __import__(name)
-    except ImportError:
-        return None
-
-
-def _open_lake(root: str):
-    from lake import Lake
-
-    return Lake(root)
 
 
 def conversations(rows: list[dict], source: str, split: str | None = "train") -> tuple[list[dict], dict]:

@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="skip the rollouts: train on this existing lake's sft view (just train-sft)")
     ap.add_argument("--expert", type=int, default=2200, help="expert rollouts (train split)")
     ap.add_argument("--noisy", type=int, default=100, help="noisy rollouts (other train tasks)")
+    ap.add_argument("--steps", type=int, default=1800, help="optimizer steps of the fine-tuning")
     ap.add_argument("--train-seconds", type=float, default=200.0, help="training time budget (at most)")
     ap.add_argument("--deadline", type=float, default=290.0,
                     help="whole-demo wall-clock target in seconds: the training budget shrinks to keep it (0 = off)")
@@ -122,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     # 3. before
     from .evaluate import EvalSettings, run_eval
     from .models import tiny_model_path
-    from .sft import SFTSettings, run_sft
+    from .config import SFTConfig
+    from .sft import run_sft
 
     t0 = time.perf_counter()
     tiny = tiny_model_path()
@@ -143,8 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         budget = max(20.0, min(budget, left))
     times["train_budget"] = round(budget, 1)
     console.print(f"[bold]4/5[/] fine-tuning the tiny model ({'LoRA' if a.lora else 'full'}, {budget:.0f} s budget)")
-    run = run_sft(SFTSettings(model="tiny", data=str(ds_dir), output=str(work / "run"), full=not a.lora,
-                              time_budget_s=budget, epochs=1000, lr=a.lr if not a.lora else max(a.lr, 2e-3),
+    run = run_sft(SFTConfig(model="tiny", data=str(ds_dir), output=str(work / "run"), full=not a.lora,
+                            max_steps=a.steps, lr=a.lr if not a.lora else max(a.lr, 2e-3),
                               batch_size=a.batch_size, seed=a.seed, lake_root=str(lake_root), progress=True), console)
     lap("train", t0)
 

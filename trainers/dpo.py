@@ -2,23 +2,20 @@
 
 Rows in TRL's preference format: `prompt` (text or a list of messages) with `chosen` / `rejected` (text or
 assistant message lists), as the views wing's `dpo` view writes them. Messages are normalised to our chat
-template's shape (tool-call arguments as objects). CPU-safe config from config.cpu_defaults().
+template's shape (tool-call arguments as objects). The same InstructConfig, step plan (seeded step count,
+warm-up bounded by the run) and RunFolder as SFT; CPU-safe trl arguments from config.cpu_defaults().
 """
 from __future__ import annotations
 
 import json
 import shutil
 import time
-from dataclasses import asdict, dataclass
 
 from .chat import normalize_messages, normalize_tools
-from .config import RunSettings, cpu_defaults, set_threads, setup_env
+from .config import InstructConfig, cpu_defaults, set_threads, setup_env
 from .errors import TrainerInputError
-
-
-@dataclass
-class DPOSettings(RunSettings):
-    beta: float = 0.1
+from .plots import loss_points
+from .runfolder import RunFolder
 
 
 def _side(v, name: str, i: int):
@@ -64,76 +61,58 @@ def preference_rows(rows: list[dict], source: str, split: str | None) -> list[di
     return out
 
 
-def run_dpo(s: DPOSettings, console=None) -> dict:
+def run_dpo(s: InstructConfig, console=None) -> dict:
+    """Load preference rows + model, train with trl's DPOTrainer, write the run folder and its `runs` event."""
     setup_env()
-    set_threads(s.threads)
     from .data import load_rows
-    from .models import load_model, load_tokenizer, model_label, resolve_model
-    from .sft import new_run_folder, record_run, write_loss_plot
+    from .models import load_model, load_tokenizer, model_label, resolve_model, trained_from_scratch
 
-    run_id, out = new_run_folder("dpo", s.output)
-    try:
-        rows, manifest, source = load_rows(s.data, s.lake_root, out)
+    run = RunFolder.create(s, "dpo", "trl.DPOTrainer")
+    with run.setting_up():
+        rows, manifest, source = load_rows(s.data, s.lake_root, run.path)
         prefs = preference_rows(rows, source, s.split)
         model_path = resolve_model(s.model)
         tok = load_tokenizer(model_path, s.chat_template)
-    except BaseException:
-        shutil.rmtree(out, ignore_errors=True)
-        raise
-    (out / "manifest.json").write_text(json.dumps({**manifest, "rows_used": len(prefs)}, indent=2, default=str))
+    scratch = trained_from_scratch(model_path)
+    s = s.settle(scratch)
+    plan = s.plan(len(prefs))
+    warning = plan.warning(scratch)
+    run.write_manifest({**manifest, "filter": {"split": s.split}, "rows_used": len(prefs)})
+    run.write_config(s, model_path)
+    set_threads(s.threads)
+    if console is not None and warning:
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
 
     from datasets import Dataset
-    from peft import LoraConfig
     from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import DPOConfig, DPOTrainer
 
-    model = load_model(model_path)
-    peft_cfg = None
-    if not s.full:
-        peft_cfg = LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, target_modules=s.lora_targets(), lora_dropout=0.0,
-                              task_type="CAUSAL_LM")
-    log_path = out / "train_log.jsonl"
-    log_f = log_path.open("w")
+    from .sft import lora_config
+
     t0 = time.perf_counter()
 
     class Log(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "loss" in logs:
-                log_f.write(json.dumps({"step": state.global_step, "elapsed_s": round(time.perf_counter() - t0, 3),
-                                        **{k: v for k, v in logs.items() if isinstance(v, (int, float))}}) + "\n")
-                log_f.flush()
+                run.log({"step": state.global_step, "elapsed_s": round(time.perf_counter() - t0, 3),
+                         **{k: v for k, v in logs.items() if isinstance(v, (int, float))}})
 
-    args = DPOConfig(output_dir=str(out / "trainer"), per_device_train_batch_size=s.batch_size,
-                     num_train_epochs=s.epochs, max_steps=s.max_steps or -1,
-                     learning_rate=s.lr if s.lr is not None else (5e-4 if s.full else 1e-4), beta=s.beta,
-                     max_length=s.max_length, logging_steps=1, save_strategy="no", seed=s.seed,
-                     disable_tqdm=True, **cpu_defaults())
-    trainer = DPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(prefs), processing_class=tok,
-                         peft_config=peft_cfg, callbacks=[Log()])
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
+    args = DPOConfig(output_dir=str(run.path / "trainer"), per_device_train_batch_size=s.batch_size,
+                     gradient_accumulation_steps=s.grad_accum, max_steps=plan.total, warmup_steps=plan.warmup,
+                     learning_rate=s.lr, weight_decay=s.weight_decay, max_grad_norm=s.grad_clip,
+                     lr_scheduler_type="cosine", beta=s.beta, max_length=s.max_length, logging_steps=1,
+                     save_strategy="no", seed=s.seed, disable_tqdm=True, **cpu_defaults())
+    trainer = DPOTrainer(model=load_model(model_path), args=args, train_dataset=Dataset.from_list(prefs),
+                         processing_class=tok, peft_config=None if s.full else lora_config(s), callbacks=[Log()])
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
     res = trainer.train()
-    log_f.close()
-    save_dir = out / ("model" if s.full else "adapter")
-    trainer.save_model(str(save_dir))
-    tok.save_pretrained(save_dir)
-    shutil.rmtree(out / "trainer", ignore_errors=True)
-    plot = write_loss_plot(log_path, out / "loss.png", title=f"{run_id} DPO ({model_label(s.model)})")
-    recs = [json.loads(l) for l in log_path.read_text().splitlines() if l.strip()]
-    metrics = {"steps": res.global_step, "train_s": round(time.perf_counter() - t0, 3), "final_loss": res.training_loss,
-               "first_loss": recs[0]["loss"] if recs else None, "pairs": len(prefs)}
-    settings = {**asdict(s), "model_path": model_path}
-    (out / "config.json").write_text(json.dumps(settings, indent=2, default=str))
-    summary = {"run_id": run_id, "kind": "instruct-dpo", "status": "completed", "model": model_label(s.model),
-               "adapter_path": str(save_dir), "run_dir": str(out), "data": source, "loss_plot": str(plot) if plot else None,
-               "conversations": len(prefs), **metrics}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    if s.record_in_lake:
-        summary["lake_version"] = record_run(s.lake_root, {
-            "run_id": run_id, "kind": "train", "status": "completed", "model": summary["model"],
-            "adapter_path": str(save_dir.resolve()), "config": settings, "metrics": metrics,
-            "manifest": json.loads((out / "manifest.json").read_text()),
-            "metadata": {"run_dir": str(out.resolve()), "trainer": "trl.DPOTrainer", "method": "dpo"}})
-    return summary
+    run.save_model(trainer.save_model, tok, s.full)
+    shutil.rmtree(run.path / "trainer", ignore_errors=True)
+    _, losses = loss_points(run.log_path)
+    metrics = {"steps": res.global_step, "warmup_steps": plan.warmup, "train_s": round(time.perf_counter() - t0, 3),
+               "first_loss": losses[0] if losses else None, "final_loss": res.training_loss, "lr": s.lr}
+    trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+    return run.finish(metrics, model_label(s.model), source, trainable_params=trainable, pairs=len(prefs),
+                      conversations=len(prefs), warnings=[warning] if warning else [])

@@ -25,6 +25,7 @@ ALIASES = {"hermes-3": "NousResearch/Hermes-3-Llama-3.1-8B", "hermes3": "NousRes
 TINY_NAMES = ("tiny", "tiny-llama")
 TINY_VERSION = 3  # bump when the recipe below changes: the cache key includes it
 TINY_CONFIG = dict(layers=2, hidden=128, heads=4, kv_heads=2, vocab=1024, max_positions=4096)
+TINY_MARKER = "lachesis_tiny.json"  # written beside a tiny model: how trained_from_scratch knows one
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 
 
@@ -236,7 +237,7 @@ def tiny_model_path(rebuild: bool = False, root: Path | None = None) -> Path:
     tok.save_pretrained(tmp)
     meta = {"recipe_version": TINY_VERSION, "config": TINY_CONFIG, "corpus_sha": h, "n_texts": len(texts), **info,
             "note": "tokenizer trained on train-split task text and skill text only"}
-    (tmp / "lachesis_tiny.json").write_text(json.dumps(meta, indent=2))
+    (tmp / TINY_MARKER).write_text(json.dumps(meta, indent=2))
     try:
         os.replace(tmp, path)
     except OSError:  # another process won the race: use its copy
@@ -373,6 +374,12 @@ def resolve_adapter(adapter: str | None) -> str | None:
         if (p / sub).is_dir() and not (p / "adapter_config.json").exists() and not (p / "config.json").exists():
             return str(p / sub)
     return str(p)
+
+
+def trained_from_scratch(model_path: str) -> bool:
+    """A model we initialised randomly (the tiny model, or a full fine-tune of it), not a pretrained one: it gets
+    full fine-tuning by default, since LoRA on a random base cannot learn."""
+    return (Path(model_path) / TINY_MARKER).is_file()
 
 
 def model_label(spec: str) -> str:

@@ -1,0 +1,101 @@
+"""The figures a run and the demo write: the loss curve (loss.png) and before/after evaluation bars.
+
+Each figure is built by a function that returns the matplotlib Figure, so tests check what is plotted (the
+last step is on the curve, a zero bar carries its "0.00" label) rather than pixels; `write_*` saves it. Numbers a
+reader needs are written on the figure: the first and last loss, every bar's value. Axis ticks are plain numbers
+("7", "0.5"), never matplotlib's "7x10^0" of a log axis.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on a server, and no GUI backend import cost
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
+
+LOG_SCALE_RATIO = 10  # a loss falling more than 10x is drawn on a log axis, else a linear one shows the shape better
+FEW_POINTS = 30  # below this many logged steps every point gets a marker (one point alone is no line at all)
+
+
+def plain_number(value: float, _pos=None) -> str:
+    """7 -> "7", 0.5 -> "0.5", 0.0312 -> "0.0312": a tick label without an exponent."""
+    return f"{value:.4g}" if value else "0"
+
+
+def loss_points(log_path: Path) -> tuple[list[int], list[float]]:
+    """(steps, losses) of a train_log.jsonl, every logged step including the last."""
+    steps, losses = [], []
+    for line in Path(log_path).read_text().splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        if "step" in rec and rec.get("loss") is not None:
+            steps.append(int(rec["step"]))
+            losses.append(float(rec["loss"]))
+    return steps, losses
+
+
+def loss_figure(steps: list[int], losses: list[float], title: str = "loss") -> Figure:
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    few = len(steps) < FEW_POINTS
+    ax.plot(steps, losses, lw=1.5, marker="o" if few else None, ms=4)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("train loss (assistant tokens)")
+    positive = [v for v in losses if v > 0]
+    if positive and max(positive) / min(positive) > LOG_SCALE_RATIO:
+        ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(plain_number))
+    ax.yaxis.set_minor_formatter(NullFormatter())  # minor log ticks unlabelled: they crowd the axis
+    if steps:
+        ax.annotate(f"{losses[0]:.3g}", (steps[0], losses[0]), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        if len(steps) > 1:
+            ax.annotate(f"step {steps[-1]}: {losses[-1]:.3g}", (steps[-1], losses[-1]), textcoords="offset points",
+                        xytext=(-4, 6), ha="right", fontsize=8)
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _save(fig: Figure, png: Path) -> Path:
+    fig.savefig(png)
+    plt.close(fig)
+    return png
+
+
+def write_loss_plot(log_path: Path, png: Path, title: str = "loss") -> Path | None:
+    """loss.png of a run's log; None when nothing was logged."""
+    steps, losses = loss_points(log_path)
+    if not steps:
+        return None
+    return _save(loss_figure(steps, losses, title), png)
+
+
+EVAL_METRICS = (("success_rate", "success"), ("mean_reward", "mean reward"), ("valid_tool_call_rate", "valid tool call"))
+
+
+def eval_bars_figure(before: dict, after: dict, after_label: str) -> Figure:
+    """Before/after bars of an evaluation's rates, each with its value written above it. A rate of 0 has no
+    bar to see, so the axis starts just below 0 and the bar's edge and its "0.00" label stay visible."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.4), dpi=100)
+    xs = range(len(EVAL_METRICS))
+    for shift, result, label in ((-0.2, before, "before"), (0.2, after, after_label)):
+        values = [float(result[k]) for k, _ in EVAL_METRICS]
+        bars = ax.bar([x + shift for x in xs], values, 0.4, label=label, edgecolor="black", linewidth=0.8)
+        ax.bar_label(bars, labels=[f"{v:.2f}" for v in values], padding=2, fontsize=8)
+    ax.set_xticks(list(xs), [name for _, name in EVAL_METRICS])
+    ax.set_ylim(-0.03, 1.12)
+    ax.axhline(0, color="black", lw=0.6)
+    ax.yaxis.set_major_formatter(FuncFormatter(plain_number))
+    ax.set_title(f"{before['env']} {before['split']} split, {before['episodes']} tasks", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def write_eval_plot(before: dict, after: dict, after_label: str, png: Path) -> Path:
+    return _save(eval_bars_figure(before, after, after_label), png)

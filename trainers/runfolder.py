@@ -1,0 +1,136 @@
+"""The run protocol every trainer writes: one folder per run, and one `runs` event in the lake.
+
+Why one class: SFT and DPO each wrote their own folder and drifted (DPO's lake event said kind "train" while its
+summary said "instruct-dpo"). Every trainer (SFT, DPO, and the online RL, transfer and streaming trainers to
+come) goes through a RunFolder, so the layout, the summary and the event agree by construction:
+
+    runs/<run_id>/
+      config.json        the command's settled config (trainers/config.py) and the resolved model path
+      manifest.json      the data: files and hashes, the export's lake versions, filters, counts
+      train_log.jsonl    one line per logged optimizer step, then one {"summary": true, ...} line
+      loss.png           the loss curve (trainers/plots.py)
+      adapter/ | model/  the LoRA adapter, or the complete fine-tuned model; the tokenizer beside either
+      summary.json       what the command prints; the same kind, metrics and paths as the runs event
+
+The lake is opened when the folder is made, before any data is read or any step is trained: a mistyped
+--lake is an error (`Lake.open` never creates a lake), not a new lake nor an hour of training lost at the end.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Iterator
+
+from lake import Lake, LakeError, resolve_root
+
+from .config import TrainConfig
+from .errors import TrainerInputError
+from .models import TINY_MARKER
+from .plots import write_loss_plot
+
+KIND = "train"  # the runs table's kind of every training run (eval runs are "eval"); the method says which
+
+
+def open_lake(lake_root: str | None) -> Lake:
+    """The existing lake at --lake / $LAKE_ROOT / ./data/lake, or a one-line error naming the ways out."""
+    root = resolve_root(lake_root)
+    try:
+        return Lake.open(root)
+    except LakeError:
+        raise TrainerInputError(f"no lake at {root}: pass --lake with an existing lake, create one with "
+                                f"`lake init --lake {root}`, or train without recording the run (--no-lake)") from None
+
+
+class RunFolder:
+    """One training run's folder and lake event. Create with `RunFolder.create(config, method, trainer)`."""
+
+    def __init__(self, run_id: str, path: Path, config: TrainConfig, method: str, trainer: str, lake: Lake | None):
+        self.run_id, self.path, self.method, self.trainer, self.lake = run_id, path, method, trainer, lake
+        self.config = config
+        self.model_path: str | None = None
+        self.manifest: dict = {}
+        self.saved: Path | None = None
+        self.log_path = path / "train_log.jsonl"
+        self._log = None
+
+    @classmethod
+    def create(cls, config: TrainConfig, method: str, trainer: str) -> "RunFolder":
+        """Open the lake (when recording) and make the run's empty folder; a non-empty --output is refused."""
+        lake = open_lake(config.lake_root) if config.record_in_lake else None
+        run_id = f"{method}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+        path = Path(config.output or Path("runs") / run_id).expanduser()
+        if path.exists() and any(path.iterdir()):
+            raise TrainerInputError(f"output folder {path} is not empty: pass a new --output folder")
+        path.mkdir(parents=True, exist_ok=True)
+        return cls(run_id, path, config, method, trainer, lake)
+
+    @contextmanager
+    def setting_up(self) -> Iterator["RunFolder"]:
+        """Reading the data and the model: a failure here removes the folder (no half-made runs to clean up)."""
+        try:
+            yield self
+        except BaseException:
+            shutil.rmtree(self.path, ignore_errors=True)
+            raise
+
+    def write_json(self, name: str, obj: dict) -> Path:
+        p = self.path / name
+        p.write_text(json.dumps(obj, indent=2, default=str))
+        return p
+
+    def write_config(self, config: TrainConfig, model_path: str) -> None:
+        """The settled config (full / lr decided) the run trains with."""
+        self.config, self.model_path = config, model_path
+        self.write_json("config.json", {**asdict(config), "command": config.COMMAND, "method": self.method,
+                                        "model_path": model_path})
+
+    def write_manifest(self, manifest: dict) -> None:
+        self.manifest = manifest
+        self.write_json("manifest.json", manifest)
+
+    def log(self, record: dict) -> None:
+        """One line of train_log.jsonl, flushed (a crashed run keeps its log)."""
+        if self._log is None:
+            self._log = self.log_path.open("w")
+        self._log.write(json.dumps(record) + "\n")
+        self._log.flush()
+
+    def save_model(self, save, tokenizer, full: bool) -> Path:
+        """`save(folder)` writes the adapter (LoRA) or the whole model (full) into adapter/ or model/; the
+        tokenizer goes beside it, so either folder is what `hermes_eval --adapter` and `--model` load."""
+        folder = self.path / ("model" if full else "adapter")
+        save(str(folder))
+        tokenizer.save_pretrained(folder)
+        marker = Path(self.model_path or "") / TINY_MARKER
+        if full and marker.is_file():  # a fine-tuned copy of a from-scratch model is still one (full FT by default)
+            shutil.copy2(marker, folder / TINY_MARKER)
+        self.saved = folder
+        return folder
+
+    def finish(self, metrics: dict, model_label: str, data: str, **fields) -> dict:
+        """Close the log, draw loss.png, write summary.json and append the runs event. Returns the summary."""
+        self.log({"summary": True, **metrics})
+        self._log.close()
+        plot = None
+        if self.config.plot:
+            plot = write_loss_plot(self.log_path, self.path / "loss.png", title=f"{self.run_id} ({model_label})")
+        summary = {"run_id": self.run_id, "kind": KIND, "command": self.config.COMMAND, "method": self.method,
+                   "status": "completed", "model": model_label, "model_path": self.model_path,
+                   "adapter_path": str(self.saved), "run_dir": str(self.path), "full": self.config.full, "data": data,
+                   "loss_plot": str(plot) if plot else None, **fields, **metrics}
+        self.write_json("summary.json", summary)
+        if self.lake is not None:
+            res = self.lake.append("runs", [{
+                "run_id": self.run_id, "kind": KIND, "status": "completed", "model": model_label,
+                "adapter_path": str(self.saved.resolve()), "config": asdict(self.config), "metrics": metrics,
+                "manifest": self.manifest,
+                "metadata": {"run_dir": str(self.path.resolve()), "trainer": self.trainer, "command": self.config.COMMAND,
+                             "method": self.method, "full": self.config.full}}])
+            summary["lake_version"] = res.version
+            self.write_json("summary.json", summary)
+        return summary
