@@ -42,15 +42,14 @@ class Snapshot:
         self.versions = dict(versions)
         self.con = duckdb.connect()
         self.files: dict[str, list[str]] = {}
-        self.view_errors: dict[str, str] = {}
-        view_sql = _read_views(self.views_dir)
-        needed = _closure(for_query, view_sql) if for_query else None
+        view_sql = read_views(self.views_dir)
+        needed = view_closure(for_query, view_sql) if for_query else None
         for table, version in self.versions.items():
             if needed is None or table in needed:
                 self._register_table(table, version)
         if needed is not None:
             view_sql = {k: v for k, v in view_sql.items() if k in needed}
-        self.views = self._register_views(view_sql)
+        self.views, self.view_errors = register_views(self.con, view_sql)
 
     def _register_table(self, table: str, version: int) -> None:
         dt = self.table_set.delta_table(table, version)
@@ -78,26 +77,6 @@ class Snapshot:
                 cols.append(f'CAST(NULL AS {duck_type}) AS "{field.name}"')
         self.con.execute(f'CREATE VIEW "{table}" AS SELECT {", ".join(cols)} FROM {source}')
 
-    def _register_views(self, view_sql: dict[str, str]) -> list[str]:
-        """Register views in dependency order (each binds once); a view that fails is recorded and skipped."""
-        done: list[str] = []
-        pending = _dependency_order(view_sql)
-        while pending:  # a second pass only when DuckDB could not list some view's dependencies
-            failed = []
-            for name in pending:
-                try:
-                    self.con.execute(f'CREATE VIEW "{name}" AS {view_sql[name].strip().rstrip(";")}')
-                except duckdb.Error as exc:
-                    self.view_errors[name] = str(exc)
-                    failed.append(name)
-                    continue
-                self.view_errors.pop(name, None)
-                done.append(name)
-            if len(failed) == len(pending):
-                break
-            pending = failed
-        return done
-
     def table_files(self, table: str) -> list[str]:
         if table not in self.files:
             self.files[table] = self.table_set.delta_table(table, self.versions[table]).file_uris()
@@ -120,13 +99,38 @@ class Snapshot:
         self.close()
 
 
-def _read_views(views_dir: Path | None) -> dict[str, str]:
+def read_views(views_dir: str | os.PathLike | None) -> dict[str, str]:
+    """{view name: SELECT} of every `*.sql` file in `views_dir` ({} without one)."""
     if not views_dir or not Path(views_dir).is_dir():
         return {}
-    return {p.stem: p.read_text() for p in sorted(Path(views_dir).glob("*.sql"))}
+    return {p.stem: p.read_text(encoding="utf-8") for p in sorted(Path(views_dir).glob("*.sql"))}
 
 
-def _closure(query: str, view_sql: dict[str, str]) -> set[str] | None:
+def register_views(con: duckdb.DuckDBPyConnection, view_sql: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """Create the views on `con` in dependency order (each binds once); returns (created, {name: error}) where a
+    view that fails (bad SQL, or a column this lake lacks) is recorded and skipped."""
+    done: list[str] = []
+    errors: dict[str, str] = {}
+    pending = _dependency_order(view_sql)
+    while pending:  # a second pass only when DuckDB could not list some view's dependencies
+        failed = []
+        for name in pending:
+            try:
+                con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {view_sql[name].strip().rstrip(";")}')
+            except duckdb.Error as exc:
+                errors[name] = str(exc)
+                failed.append(name)
+                continue
+            errors.pop(name, None)
+            done.append(name)
+        if len(failed) == len(pending):
+            break
+        pending = failed
+    return done, errors
+
+
+def view_closure(query: str, view_sql: dict[str, str]) -> set[str] | None:
+    """The tables and views `query` reads, transitively through `view_sql`; None when DuckDB cannot tell."""
     todo = referenced_names(query)
     if todo is None:
         return None

@@ -1,60 +1,35 @@
-"""Registering the `views/*.sql` files on a DuckDB connection.
+"""Registering the `views/*.sql` files on a DuckDB connection, and the hash of a view's SQL for manifests.
 
-The lake's snapshot registers them itself; this is the same convention for connections the lake does not
-make (a Hermes skills folder read straight from disk, tests on plain DuckDB): each `<name>.sql` holds one
-SELECT and becomes view `<name>`; a view may use other views, so registration retries until no further view
-resolves.
+The lake's snapshot registers them itself; this is the same registration (`lake.snapshot.register_views`) for
+connections the lake does not make (a Hermes skills folder read straight from disk, tests on plain DuckDB):
+each `<name>.sql` holds one SELECT and becomes view `<name>`, after the views it uses.
 """
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path
 
 import duckdb
 
-from views import VIEWS_DIR, list_views, view_sql
+from lake.snapshot import read_views, view_closure
+from lake.snapshot import register_views as register_view_sql
+from views import VIEWS_DIR, view_sql
 
 
 def register_views(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None,
                    names: list[str] | None = None) -> dict[str, str]:
-    """Create every view on `con`. Returns {name: error} for the views that could not be created."""
-    d = Path(views_dir) if views_dir else VIEWS_DIR
-    pending = {n: view_sql(n, d) for n in (names or list_views(d))}
-    errors: dict[str, str] = {}
-    while pending:
-        progressed = False
-        errors = {}
-        for name, sql in list(pending.items()):
-            try:
-                con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
-            except duckdb.Error as exc:
-                errors[name] = str(exc)
-                continue
-            del pending[name]
-            progressed = True
-        if not progressed:
-            break
+    """Create every view (or `names`) on `con`. Returns {name: error} for the views that could not be created."""
+    sql = read_views(views_dir or VIEWS_DIR)
+    _, errors = register_view_sql(con, {n: sql[n] for n in names} if names else sql)
     return errors
 
 
-_IDENT = re.compile(r"\b[a-z_][a-z0-9_]*\b")
-
-
 def view_dependencies(name: str, views_dir: str | Path | None = None) -> list[str]:
-    """Views that `name` uses, transitively (by name occurrence in the SQL), sorted; excludes `name`."""
-    d = Path(views_dir) if views_dir else VIEWS_DIR
-    known = set(list_views(d))
-    seen: set[str] = set()
-    stack = [name]
-    while stack:
-        cur = stack.pop()
-        sql = _strip_comments(view_sql(cur, d)).lower()
-        for ident in set(_IDENT.findall(sql)) & known:
-            if ident not in seen and ident != name:
-                seen.add(ident)
-                stack.append(ident)
-    return sorted(seen)
+    """Views that `name` uses, transitively (as DuckDB's parser reads them; every view when it cannot), sorted;
+    excludes `name`."""
+    sql = read_views(views_dir or VIEWS_DIR)
+    used = view_closure(f'SELECT * FROM "{name}"', sql)
+    return sorted((set(sql) if used is None else used & set(sql)) - {name})
 
 
 def view_sql_hash(name: str, views_dir: str | Path | None = None) -> dict[str, str]:
@@ -64,7 +39,3 @@ def view_sql_hash(name: str, views_dir: str | Path | None = None) -> dict[str, s
              for n in [name] + view_dependencies(name, d)}
     combined = hashlib.sha256("".join(f"{n}\0{h}\n" for n, h in sorted(files.items())).encode()).hexdigest()
     return {"sha256": combined, "files": dict(sorted(files.items()))}
-
-
-def _strip_comments(sql: str) -> str:
-    return re.sub(r"--[^\n]*", "", sql)
