@@ -1,4 +1,4 @@
-"""`rl_list_environments [--tag TAG] [--json]`: the registered environments with tags and task counts."""
+"""`rl_list_environments [--tag TAG] [--json]`: the registered environments with tags, aliases and task counts."""
 from __future__ import annotations
 
 from typing import Optional
@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
-                  help="List the registered RL environments (name, tags, train/test task counts, description).")
+                  help="List the registered RL environments (name, tags, aliases, train/test task counts, description).")
 
 
 @app.command()
@@ -27,11 +27,11 @@ def list_environments(
     from rich.table import Table
 
     table = Table(title="environments" + (f" tagged {tag}" if tag else ""))
-    for col, just in (("name", "left"), ("tags", "left"), ("train", "right"), ("test", "right"),
-                      ("description", "left")):
+    for col, just in (("name", "left"), ("tags", "left"), ("aliases", "left"), ("train", "right"),
+                      ("test", "right"), ("description", "left")):
         table.add_column(col, justify=just, overflow="fold")
     for r in rows:
-        table.add_row(r["name"], ", ".join(r["tags"]), str(r["tasks"].get("train", 0)),
+        table.add_row(r["name"], ", ".join(r["tags"]), ", ".join(r["aliases"]), str(r["tasks"].get("train", 0)),
                       str(r["tasks"].get("test", 0)), r["description"])
     console.print(table)
 

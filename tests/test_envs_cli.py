@@ -10,12 +10,29 @@ from lachesis.envs_cli import app
 runner = CliRunner()
 
 
+def _first_lines_of_rows(output: str) -> dict[str, list[str]]:
+    """The table's cells by environment name (the first line of each row: long descriptions fold)."""
+    rows = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if cells and cells[0].endswith("_env"):
+            rows[cells[0]] = cells
+    return rows
+
+
 def test_lists_every_environment_with_counts():
-    res = runner.invoke(app, [])
+    res = runner.invoke(app, [], env={"COLUMNS": "160"})
     assert res.exit_code == 0
-    for name in ("python_debug_env", "bash_exec_env", "git_repo_env"):
-        assert name in res.output
-    assert "3000" in res.output and "100" in res.output
+    rows = _first_lines_of_rows(res.output)
+    assert sorted(rows) == ["bash_exec_env", "git_repo_env", "python_debug_env"]
+    assert rows["bash_exec_env"][1:5] == ["shell, bash", "shell, bash", "3000", "100"]
+    assert rows["python_debug_env"][1:5] == ["python, debug, code", "debug-python, python-debug, python", "3000", "100"]
+    assert [r[3:5] for r in rows.values()] == [["3000", "100"]] * 3
+
+
+def test_json_has_the_counts_and_aliases():
+    rows = {r["name"]: r for r in json.loads(runner.invoke(app, ["--json"]).output)}
+    assert rows["git_repo_env"]["tasks"] == {"train": 3000, "test": 100} and rows["git_repo_env"]["aliases"] == ["git"]
 
 
 def test_tag_filter_and_json():
