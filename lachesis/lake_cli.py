@@ -12,9 +12,9 @@ from lachesis.console import (AsOfOption, JsonOption, LakeOption, console, fail,
 
 def init(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
     """Create a lake (every table, empty) at the lake root; safe to run again."""
-    from lake import Lake, resolve_root
+    from lake import Lake
 
-    lk = Lake.init(resolve_root(lake))
+    lk = Lake.init(lake)
     info = {"root": str(lk.root), "tables": {t: lk.version(t) for t in lk.tables()}}
     if json:
         print_json(info)
@@ -25,11 +25,11 @@ def init(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
 def tables(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
     """List tables with their latest version, row count and data files."""
     lk = open_lake(lake)
-    snap = lk.snapshot()
-    rows = []
-    for t in lk.tables():
-        count = snap.sql(f'SELECT count(*) FROM "{t}"').fetchall()[0][0]
-        rows.append({"table": t, "version": snap.versions[t], "rows": count, "files": len(snap.files[t])})
+    with lk.snapshot() as snap:
+        rows = []
+        for t in lk.tables():
+            count = snap.sql(f'SELECT count(*) FROM "{t}"').fetchall()[0][0]
+            rows.append({"table": t, "version": snap.versions[t], "rows": count, "files": len(snap.files[t])})
     print_json(rows) if json else print_rows(rows, title=f"lake {lk.root}")
 
 
