@@ -9,7 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ingest.server import IngestService
+from ingest.config import ServeConfig
+from ingest.state import IngestState
 from ingest.watch import Watcher
 from lake import Lake
 from lake.skill_files import SkillFileError, read_skill_file, read_skills
@@ -160,8 +161,6 @@ def test_latest_version_is_the_same_for_server_watcher_and_view(tmp_path, folder
          "body": "old", "occurred_at": "2026-05-01T00:00:00Z", "metadata": {"sha256": "old", "root": str(folder)}}])
     with lk.snapshot() as snap:
         assert snap.arrow("SELECT body FROM skills_current WHERE name = 'deploy'").to_pylist() == [{"body": "new"}]
-    svc = IngestService(lk)
-    svc.load()
-    assert svc.skill_hash["deploy"] == "new"
+    assert IngestState.load(lk, ServeConfig()).skill_hash["deploy"] == "new"
     w = Watcher(lk, skills_dir=folder, settle=0.0)
     assert w.skills["deploy"]["sha256"] == "new"

@@ -259,7 +259,8 @@ def test_skill_sections_respect_code_fences(tmp_path):
     con = folder_connection(read_hermes_folder(FIXTURE / "skills"))
     secs = con.sql("SELECT heading, kind, text FROM skill_sections WHERE name = 'python-debug-loop' "
                    "ORDER BY section_index").to_arrow_table().to_pylist()
-    assert [(x["heading"], x["kind"]) for x in secs] == [
-        ("When to use this skill", "when_to_use"), ("Workflow", "procedure"), ("Common Pitfalls", "pitfalls")]
-    assert "## this line is a shell comment" in secs[1]["text"] and "### Bisect tips" in secs[1]["text"]
+    assert [(x["heading"], x["kind"]) for x in secs] == [(None, "lead"),
+        ("When to use this skill", "when_to_use"), ("Workflow", "goal"), ("Common Pitfalls", "constraints")]
+    assert secs[0]["text"] == "Intro text that is not a section."  # the lead, without the "# " title
+    assert "## this line is a shell comment" in secs[2]["text"] and "### Bisect tips" in secs[2]["text"]
     con.close()

@@ -1,8 +1,13 @@
--- Instruction-tuning pairs from skills (the guide's skill_to_instruction), in `messages` form:
--- one user prompt and one assistant answer per pair, and per usable skill (instruction_candidates with
--- status 'ok') up to four pairs: procedure (prompt from the description and the trigger conditions of
--- "When to Use"; answer: the procedure), when_to_use, pitfalls and verification, each only when the skill
--- has that section. `SET VARIABLE instruction_system_prompt = '...'` adds a system message to every pair.
+-- Instruction-tuning pairs from skills (the guide's skill_to_instruction: a skill's task goal, operating
+-- constraints and success-verification logic as instruction templates), in `messages` form: one user
+-- prompt and one assistant answer per pair. Per usable skill (instruction_candidates with status 'ok'):
+--   goal          always: from goal sections, "<description> [This applies when: <when_to_use>] What procedure
+--                 should I follow?" -> the steps; from the lead or the description (a skill without goal
+--                 sections), "What is the <name> skill for?" -> that text
+--   when_to_use   "When should <name> be used?" -> the trigger conditions, when the skill states them
+--   constraints   "What constraints must I respect ...?" -> rules, prerequisites, pitfalls, when it has them
+--   verification  "How do I verify ...?" -> the checks, when it has them
+-- `SET VARIABLE instruction_system_prompt = '...'` adds a system message to every pair.
 -- order: skill, kind_index
 WITH c AS (
     SELECT * FROM instruction_candidates WHERE status = 'ok'
@@ -11,17 +16,20 @@ pairs AS (
     SELECT
         c.*,
         unnest([
-            {'kind_index': 1, 'kind': 'procedure',
-             'prompt': description
-                 || CASE WHEN when_to_use IS NOT NULL THEN chr(10) || chr(10) || 'This applies when:' || chr(10) || when_to_use ELSE '' END
-                 || chr(10) || chr(10) || 'What procedure should I follow? Give the exact steps.',
-             'response': procedure},
+            {'kind_index': 1, 'kind': 'goal',
+             'prompt': CASE WHEN goal_source = 'sections' THEN
+                     description
+                     || CASE WHEN when_to_use IS NOT NULL THEN chr(10) || chr(10) || 'This applies when:' || chr(10) || when_to_use ELSE '' END
+                     || chr(10) || chr(10) || 'What procedure should I follow? Give the exact steps.'
+                 ELSE 'What is the "' || name || '" skill for, and what does it do?' END,
+             'response': goal},
             {'kind_index': 2, 'kind': 'when_to_use',
              'prompt': 'When should the "' || name || '" skill be used? It is described as: ' || description,
              'response': when_to_use},
-            {'kind_index': 3, 'kind': 'pitfalls',
-             'prompt': 'Task: ' || description || chr(10) || chr(10) || 'What are the pitfalls to avoid while doing this?',
-             'response': pitfalls},
+            {'kind_index': 3, 'kind': 'constraints',
+             'prompt': 'Task: ' || description || chr(10) || chr(10)
+                 || 'What constraints must I respect while doing this, and which pitfalls should I avoid?',
+             'response': constraints},
             {'kind_index': 4, 'kind': 'verification',
              'prompt': 'Task: ' || description || chr(10) || chr(10) || 'How do I verify that it was done correctly?',
              'response': verification}

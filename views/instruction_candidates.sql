@@ -1,8 +1,11 @@
--- Skills selected for instruction tuning, one row each, with the sections the converter uses and whether
--- it can use them. Default filter (the guide's): provenance agent (neither bundled nor hub) and at least
--- `instruction_min_uses` (5) uses, where uses = skill_stats.uses (use_count, with the view_count fallback for
--- old Hermes sidecars). `SET VARIABLE instruction_provenance = 'agent,hub'` (a comma list) or 'all' widens it.
--- status 'skipped' with a reason when the skill has no procedure section (the response of its main pair).
+-- Skills selected for instruction tuning, one row each, with the text of each role the converter uses
+-- (skill_sections: goal, constraints, verification, when_to_use). Default filter (the guide's): provenance
+-- agent (neither bundled nor hub) and at least `instruction_min_uses` (5) uses, where uses = skill_stats.uses
+-- (use_count, with the view_count fallback for old Hermes sidecars). `SET VARIABLE instruction_provenance =
+-- 'agent,hub'` (a comma list) or 'all' widens it.
+-- Every selected skill yields a goal: its goal sections, else the body's lead (the text before the first
+-- `## `), else its description (goal_source says which). status 'skipped' (with a reason) only for a skill
+-- with neither a body nor a description.
 -- order: name
 WITH params AS (
     SELECT
@@ -21,37 +24,41 @@ selected AS (
 secs AS (
     SELECT
         name,
+        nullif(string_agg(text, chr(10) || chr(10) ORDER BY section_index) FILTER (WHERE kind = 'lead' AND text <> ''), '') AS lead,
         nullif(string_agg(text, chr(10) || chr(10) ORDER BY section_index) FILTER (WHERE kind = 'when_to_use' AND text <> ''), '') AS when_to_use,
-        nullif(string_agg(text, chr(10) || chr(10) ORDER BY section_index) FILTER (WHERE kind = 'procedure' AND text <> ''), '') AS procedure_primary,
-        nullif(string_agg(text, chr(10) || chr(10) ORDER BY section_index) FILTER (WHERE kind = 'procedure_fallback' AND text <> ''), '') AS procedure_fallback,
-        nullif(string_agg(text, chr(10) || chr(10) ORDER BY section_index) FILTER (WHERE kind = 'pitfalls' AND text <> ''), '') AS pitfalls,
+        nullif(string_agg(text, chr(10) || chr(10) ORDER BY section_index) FILTER (WHERE kind = 'goal' AND text <> ''), '') AS goal_sections,
+        nullif(string_agg(text, chr(10) || chr(10) ORDER BY section_index) FILTER (WHERE kind = 'constraints' AND text <> ''), '') AS constraints,
         nullif(string_agg(text, chr(10) || chr(10) ORDER BY section_index) FILTER (WHERE kind = 'verification' AND text <> ''), '') AS verification,
-        list(heading ORDER BY section_index) AS headings
+        list(heading ORDER BY section_index) FILTER (WHERE section_index > 0) AS headings
     FROM skill_sections
     GROUP BY name
+),
+joined AS (
+    SELECT
+        selected.*,
+        nullif(trim(coalesce(selected.description, '')), '') AS described,
+        secs.lead, secs.when_to_use, secs.goal_sections, secs.constraints, secs.verification, secs.headings
+    FROM selected
+    LEFT JOIN secs ON secs.name = selected.name
 )
 SELECT
-    selected.name,
-    selected.category,
-    selected.provenance,
-    selected.uses,
-    selected.uses_source,
-    selected.use_count,
-    selected.view_count,
-    trim(coalesce(nullif(trim(selected.description), ''), selected.name)) AS description,
-    secs.when_to_use,
-    coalesce(secs.procedure_primary, secs.procedure_fallback) AS procedure,
-    secs.pitfalls,
-    secs.verification,
-    coalesce(secs.headings, []::VARCHAR[]) AS headings,
-    CASE WHEN coalesce(secs.procedure_primary, secs.procedure_fallback) IS NULL THEN 'skipped' ELSE 'ok' END AS status,
-    CASE
-        WHEN trim(coalesce(selected.body, '')) = '' THEN 'empty body'
-        WHEN coalesce(secs.procedure_primary, secs.procedure_fallback) IS NULL THEN
-            'no procedure section (## Procedure, Workflow, Steps, Instructions, Quick Start or Usage); sections: '
-            || coalesce(nullif(array_to_string(secs.headings, ', '), ''), 'none')
-    END AS reason,
-    selected.event_id,
-    selected.usage_event_id
-FROM selected
-LEFT JOIN secs ON secs.name = selected.name
+    name,
+    category,
+    provenance,
+    uses,
+    uses_source,
+    use_count,
+    view_count,
+    coalesce(described, name) AS description,
+    when_to_use,
+    coalesce(goal_sections, lead, described) AS goal,
+    CASE WHEN goal_sections IS NOT NULL THEN 'sections' WHEN lead IS NOT NULL THEN 'lead'
+         WHEN described IS NOT NULL THEN 'description' END AS goal_source,
+    constraints,
+    verification,
+    coalesce(headings, []::VARCHAR[]) AS headings,
+    CASE WHEN coalesce(goal_sections, lead, described) IS NULL THEN 'skipped' ELSE 'ok' END AS status,
+    CASE WHEN coalesce(goal_sections, lead, described) IS NULL THEN 'empty body and no description' END AS reason,
+    event_id,
+    usage_event_id
+FROM joined

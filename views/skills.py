@@ -123,7 +123,7 @@ def instruction_from_connection(con: duckdb.DuckDBPyConnection, *, min_uses: int
     if system_prompt:
         variables["instruction_system_prompt"] = system_prompt
     set_variables(con, variables)
-    cand = con.sql("SELECT name, category, provenance, uses, uses_source, status, reason, headings "
+    cand = con.sql("SELECT name, category, provenance, uses, uses_source, status, reason, goal_source, headings "
                    "FROM instruction_candidates ORDER BY name").to_arrow_table().to_pylist()
     pairs = con.sql("SELECT messages, skill, category, kind FROM instruction "
                     "ORDER BY skill, kind_index").to_arrow_table().to_pylist()
