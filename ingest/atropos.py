@@ -2,13 +2,14 @@
 
 The models mirror atroposlib 0.4.0 `api/server.py` field for field, so validation errors (422, loc, msg)
 have the same shape. The packing functions follow `api/utils.py` (same algorithm, same order), operating on
-light queue entries (`QGroup`) that carry the group's pre-encoded JSON so /batch never re-encodes.
+light queue entries (`QGroup`) that carry the group's pre-encoded JSON so /batch never re-encodes. The queue
+state machine that uses them is `ingest.atropos_queue`.
 """
 from __future__ import annotations
 
 import math
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 import orjson
@@ -112,20 +113,9 @@ def _short(v):
     return s[:200].decode("utf-8", "replace") + "…"
 
 
-def validate_group(obj, index: int | None = None) -> ScoredData:
-    """Validate one ScoredData; raise ValidationError (caller maps to 422)."""
-    if not isinstance(obj, dict):
-        return ScoredData.model_validate(obj)  # raises a model_type error with the right shape
-    return ScoredData.model_validate(obj)
-
-
 def served_dict(sd: ScoredData) -> dict:
     """The 14 keys exactly as run-api serves them (every key present, missing optionals null)."""
     return {k: getattr(sd, k) for k in GROUP_KEYS}
-
-
-def _present(v) -> bool:
-    return v is not None and not (isinstance(v, (list, dict)) and len(v) == 0)
 
 
 def group_to_rows(sd: ScoredData, original: dict, *, group_id: str, env_name: str | None, qseq: str,
@@ -196,8 +186,6 @@ def group_to_rows(sd: ScoredData, original: dict, *, group_id: str, env_name: st
             "metadata": orjson.dumps({"atropos": {**meta_common, "index": i}}).decode(),
             "raw": orjson.dumps(raw, default=str).decode(),
         }
-        if shapes["masks"] == "group" and i == 0:
-            pass
         rows.append(row)
     return rows
 
@@ -259,11 +247,6 @@ class QGroup:
     env_id: Optional[int]
     body: bytes  # orjson of the 14-key dict
     qseq: str = ""
-
-    def get(self, key, default=None):  # dict-like access used by the ported functions
-        if key == "env_id":
-            return self.env_id
-        return default
 
 
 def find_groups_summing_to_target(buffer: List[QGroup], target_size: int) -> List[int]:
@@ -401,191 +384,3 @@ def grab_batch_with_minimum_allocations(queue: List[QGroup], batch_size: int, en
         return None, queue
     s = set(idxs)
     return batch, [g for i, g in enumerate(queue) if i not in s]
-
-
-# ----------------------------------------------------------------------------------------------------------
-# the run-api state machine (pure, in memory; the server persists the events it reports)
-# ----------------------------------------------------------------------------------------------------------
-MIN_ENV_WEIGHT = 0.01
-
-
-@dataclass
-class AtroposState:
-    registered: bool = False
-    group: Optional[str] = None
-    project: Optional[str] = None
-    batch_size: int = -1
-    max_token_len: int = -1
-    step: int = 0
-    checkpoint_dir: str = ""
-    save_checkpoint_interval: int = 0
-    num_steps: int = -1
-    started: bool = False
-    queue_broken: bool = False  # after /reset_data run-api answers /batch with 500 until /register
-    envs: List[dict] = field(default_factory=list)
-    buffer: Dict[int, List[QGroup]] = field(default_factory=dict)
-    queue: List[QGroup] = field(default_factory=list)
-    curr_batch: List[List[QGroup]] = field(default_factory=list)
-    latest: Optional[QGroup] = None
-    requesters: List[int] = field(default_factory=list)
-
-    # -- registration ----------------------------------------------------------------------------------
-    def register(self, reg: Registration) -> bool:
-        """Returns True when this call created the run (the first after start or reset)."""
-        created = False
-        if not self.registered:
-            self.registered = True
-            self.queue_broken = False
-            self.group, self.project = reg.wandb_group, reg.wandb_project
-            self.batch_size, self.max_token_len = int(reg.batch_size), int(reg.max_token_len)
-            self.step = reg.starting_step
-            self.checkpoint_dir = reg.checkpoint_dir
-            self.save_checkpoint_interval = reg.save_checkpoint_interval
-            self.num_steps = reg.num_steps
-            self.curr_batch = []
-            self.started = False
-            self.envs = []
-            self.buffer = {}
-            created = True
-        return created
-
-    def register_env(self, re: RegisterEnv) -> dict:
-        k = len([x for x in self.envs if x["desired_name"] == re.desired_name])
-        real = f"{re.desired_name}_{k}"
-        rid = len(self.envs)
-        self.envs.append({"max_context_len": re.max_token_length, "weight": re.weight if re.weight is not None else 1.0,
-                          "desired_name": re.desired_name, "real_name": real, "registered_id": rid,
-                          "connected": True, "min_batch_allocation": re.min_batch_allocation,
-                          "group_size": re.group_size})
-        return {"status": "success", "env_id": rid, "wandb_name": real, "checkpoint_dir": self.checkpoint_dir,
-                "starting_step": self.step, "checkpoint_interval": self.save_checkpoint_interval,
-                "num_steps": self.num_steps}
-
-    def disconnect_env(self, env_id: int) -> dict:
-        if 0 <= env_id < len(self.envs) or -len(self.envs) <= env_id < 0:
-            self.envs[env_id]["connected"] = False
-            return {"status": "success"}
-        return {"status": "failure", "error": "list index out of range"}
-
-    def env_name(self, env_id) -> Optional[str]:
-        if isinstance(env_id, int) and 0 <= env_id < len(self.envs):
-            return self.envs[env_id]["desired_name"]
-        return None
-
-    # -- ingest ----------------------------------------------------------------------------------------
-    def add_group(self, g: QGroup) -> dict:
-        env_id = g.env_id
-        if env_id is not None and 0 <= env_id < len(self.envs):
-            expected = self.envs[env_id].get("group_size", 1)
-            if g.size != expected:
-                buf = self.buffer.setdefault(env_id, [])
-                buf.append(g)
-                idx = find_groups_summing_to_target(buf, expected)
-                if idx:
-                    moved = [buf.pop(i) for i in sorted(idx, reverse=True)]
-                    for mg in reversed(moved):
-                        self.queue.append(mg)
-                        self.latest = mg
-                return {"status": "buffered", "buffer_size": sum(x.size for x in self.buffer.get(env_id, []))}
-        self.queue.append(g)
-        self.latest = g
-        return {"status": "received"}
-
-    # -- batches ---------------------------------------------------------------------------------------
-    def form_batches(self) -> List[List[QGroup]]:
-        """All batches that can be formed now (run-api forms them at once); step += count."""
-        has_min = any(e.get("min_batch_allocation") is not None for e in self.envs)
-        new = []
-        while True:
-            if has_min:
-                b, self.queue = grab_batch_with_minimum_allocations(self.queue, self.batch_size, self.envs)
-            else:
-                b, self.queue = grab_exact_from_heterogeneous_queue(self.queue, self.batch_size)
-            if b is None:
-                break
-            new.append(b)
-        self.step += len(new)
-        self.curr_batch.extend(new)
-        return new
-
-    def pop_batch(self) -> Optional[List[QGroup]]:
-        if not self.curr_batch:
-            self.form_batches()
-        if self.curr_batch:
-            return self.curr_batch.pop()
-        return None
-
-    def unpop_batch(self, b: List[QGroup]) -> None:
-        self.curr_batch.append(b)
-
-    def status(self) -> dict:
-        if not self.registered:
-            return {"current_step": 0, "queue_size": 0}
-        return {"current_step": self.step, "queue_size": len(self.queue)}
-
-    def status_env(self, env_id: int) -> dict:
-        """run-api's /status-env arithmetic, without its PR #488 bug (other envs counted at group size 1)."""
-        import math
-
-        envs = self.envs
-        if not (0 <= env_id < len(envs)):
-            raise IndexError("list index out of range")
-        total = sum(x["max_context_len"] * max(0.0, x["weight"]) for x in envs if x["connected"])
-        me = envs[env_id]
-        env_group_size = me["group_size"]
-        env_weight = me["max_context_len"] * me["weight"] / total if total else 1.0
-        env_weight = max(MIN_ENV_WEIGHT, env_weight)
-        total_min = sum(e["min_batch_allocation"] for e in envs
-                        if e.get("connected") and e.get("min_batch_allocation") is not None)
-        unallocated = 1.0 - min(total_min, 1.0)
-        max_group_size = 1
-        self_seqs = 0
-        for item in self.queue:
-            if item.size > max_group_size:
-                max_group_size = item.size
-            if item.env_id == env_id:
-                env_group_size = max(env_group_size, item.size)
-                self_seqs += item.size
-        me["group_size"] = env_group_size
-        min_by_env = {e["registered_id"]: int(self.batch_size * e["min_batch_allocation"]) for e in envs
-                      if e.get("connected") and e.get("min_batch_allocation") is not None}
-        by_env: Dict[Any, int] = {}
-        cur = 0
-        for item in self.queue:
-            if item.env_id == env_id:
-                cur += item.size
-            else:
-                by_env[item.env_id] = by_env.get(item.env_id, 0) + item.size
-        available = 0
-        for eid, n in by_env.items():
-            packed = math.ceil(n / max_group_size) * max_group_size
-            available += max(0, packed - min_by_env.get(eid, 0))
-        gs = env_group_size or 1
-        return {"current_step": self.step, "queue_size": (cur + available) // gs,
-                "unallocated_fraction": unallocated, "self_queue_size": self_seqs // gs,
-                "max_group_size": max_group_size, "env_weight": env_weight}
-
-    def reset(self) -> List[str]:
-        """/reset_data: wipe everything but max_token_len. Returns the ids of the groups dropped."""
-        dropped = [g.group_id for g in self.queue]
-        dropped += [g.group_id for b in self.curr_batch for g in b]
-        dropped += [g.group_id for buf in self.buffer.values() for g in buf]
-        self.queue = []
-        self.registered = False
-        self.queue_broken = True
-        self.group = self.project = None
-        self.batch_size = -1
-        self.num_steps = -1
-        self.step = 0
-        self.curr_batch = []
-        self.started = False
-        self.requesters = []
-        self.envs = []
-        self.buffer = {}
-        return dropped
-
-    def latest_example(self) -> bytes:
-        if self.latest is not None:
-            return self.latest.body
-        return orjson.dumps({"tokens": [], "masks": [], "scores": [], "advantages": [], "ref_logprobs": [],
-                             "generation_params": [], "inference_logprobs": [], "messages": [], "images": []})

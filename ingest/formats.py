@@ -18,12 +18,12 @@ import orjson
 from pydantic import ValidationError
 
 from ingest import atropos as A
+from ingest.config import FORMATS
 from ingest.errors import BadInput, TooLarge
 from ingest.hermes import hermes_to_record, is_hermes_record
 from ingest.messages import normalize_messages
 from ingest.util import excerpt, loads, stable_hash, uuid7
 
-FORMATS = ("auto", "hermes", "atropos", "native")
 TRAJECTORY_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".json.gz")
 MAX_LINE_BYTES = 256 << 20  # one record; a longer "line" (a gzip bomb of zeros, a binary file) is refused
 
@@ -74,7 +74,7 @@ def native_to_record(rec: dict, *, source_path: str | None = None) -> dict:
 def atropos_to_records(obj, *, group_id: str | None = None, source_path: str | None = None,
                        env_name: str | None = None) -> tuple[A.ScoredData, list[dict]]:
     try:
-        sd = A.validate_group(obj)
+        sd = A.ScoredData.model_validate(obj)
     except ValidationError as exc:
         d = A.validation_detail(exc, prefix=())[0]
         raise BadInput(d["msg"], field=d["loc"], kind=d["type"]) from None
@@ -92,9 +92,8 @@ def to_records(rec, fmt: str, *, source_path: str | None = None, line: int | Non
     if fmt == "hermes":
         return [hermes_to_record(rec, source_path=source_path)]
     if fmt == "atropos":
-        gid = None
-        if source_path is not None:
-            gid = "atropos-" + stable_hash({"line": line, "group": rec})
+        # content and position: identical groups on two lines are two samples, the same line twice is one
+        gid = "atropos-" + stable_hash({"line": line, "group": rec})
         return atropos_to_records(rec, source_path=source_path, group_id=gid)[1]
     if fmt == "native":
         return [native_to_record(rec, source_path=source_path)]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ingest.errors import BadInput
 from ingest.formats import TRAJECTORY_SUFFIXES, parse_file
-from lake import Lake, RecordError
+from lake import Lake
 
 
 @dataclass

@@ -7,12 +7,16 @@ then appended through the Arrow path (one submit).
 from __future__ import annotations
 
 import pyarrow as pa
+from deltalake.exceptions import DeltaError
 
 from ingest.errors import BadInput
 from lake import RecordError
 from lake.records import validate_records
 from lake.schemas import payload_schema
 
+
+# What a lake append can fail with (Delta log, storage, the writer's sequence check, the Arrow envelope).
+LAKE_ERRORS = (DeltaError, OSError, RuntimeError, pa.ArrowException)
 
 _NUMERIC_LISTS = {"tokens": pa.int64(), "masks": pa.int64(), "inference_logprobs": pa.float64(),
                   "advantages": pa.float64()}
@@ -29,7 +33,7 @@ def take_numeric_lists(rec: dict, loc, prefix=("body",)) -> dict:
             out[key] = None
             continue
         if not isinstance(v, list):
-            raise BadInput(f"expected an array, got {type(v).__name__}", field=[*prefix, loc, key], status=422,
+            raise BadInput(f"expected an array, got {type(v).__name__}", field=_path(prefix, loc, key), status=422,
                            kind="schema")
         try:
             arr = pa.array(v)
@@ -43,10 +47,14 @@ def take_numeric_lists(rec: dict, loc, prefix=("body",)) -> dict:
                 raise TypeError(f"elements are {arr.type}, expected numbers")
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
             raise BadInput(f"expected an array of {'integers' if pa.types.is_integer(typ) else 'numbers'}: {exc}",
-                           field=[*prefix, loc, key], status=422, kind="schema") from None
+                           field=_path(prefix, loc, key), status=422, kind="schema") from None
         out[key] = v
     return out
 
+
+def _path(prefix, loc, *rest) -> list:
+    """A field path: the prefix, the record's index or line (None: a lone record), then the field parts."""
+    return [*prefix, *([] if loc is None else [loc]), *rest]
 
 
 def split_field(field: str):
@@ -60,13 +68,15 @@ def split_field(field: str):
 
 
 def validated_rows(records: list[dict], table: str = "trajectories", *, locs=None, prefix=("body",)):
-    """-> lake Rows with the numeric lists checked by Arrow. Raises BadInput(field path, 422)."""
+    """-> lake Rows with the numeric lists checked by Arrow. Raises BadInput(field path, 422).
+
+    `locs[i]` names record i in that path (its index or line; None: a single record, no index)."""
     locs = locs if locs is not None else list(range(len(records)))
     heavy = [take_numeric_lists(r, loc, prefix) for r, loc in zip(records, locs)]
     try:
         rows = validate_records(table, records)
     except RecordError as exc:
-        raise BadInput(exc.message, field=[*prefix, locs[exc.index]] + split_field(exc.field), status=422,
+        raise BadInput(exc.message, field=_path(prefix, locs[exc.index], *split_field(exc.field)), status=422,
                        kind="schema") from None
     finally:
         for r, h in zip(records, heavy):  # the caller's records stay whole
@@ -76,16 +86,17 @@ def validated_rows(records: list[dict], table: str = "trajectories", *, locs=Non
     return rows
 
 
-def arrow_payload(rows, table: str = "trajectories") -> pa.Table:
+def arrow_table(payloads: list[dict], table: str = "trajectories") -> pa.Table:
+    """Payload dicts -> the table's payload schema, column by column (~10x faster than Table.from_pylist for
+    long token lists)."""
     schema = payload_schema(table)
-    payloads = [r.payload for r in rows]
     return pa.table([pa.array([p.get(f.name) for p in payloads], type=f.type) for f in schema], schema=schema)
 
 
 def append_records(writer, records: list[dict], table: str = "trajectories"):
     """Validate all (BadInput on the first bad one, nothing written), then one append. -> AppendResult."""
     rows = validated_rows(records, table, prefix=())
-    return writer.submit_arrow(table, arrow_payload(rows, table),
+    return writer.submit_arrow(table, arrow_table([r.payload for r in rows], table),
                                event_type=pa.array([r.event_type for r in rows], pa.string()),
                                occurred_at=pa.array([r.occurred_at for r in rows],
                                                     pa.timestamp("us", tz="UTC"))).result()

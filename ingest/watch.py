@@ -4,6 +4,12 @@ Each pass compares the folder with what the lake already says (loaded at start, 
 whatever changed while the watcher was down) and writes only differences. watchdog events just wake the loop
 early; a file is acted on only once its size and mtime have been stable for `settle` seconds, so
 half-written files wait. Editor temp files and dot-files are ignored.
+
+The inbox takes only trajectory files by name (`INBOX_SUFFIXES`: JSON lines, plain or gzip), because users
+point it at a working directory: Hermes Agent appends `trajectory_samples.jsonl` / `failed_trajectories.jsonl`
+(or `.jsonl.gz`) to the folder it runs in, next to the user's own files, and batch_runner writes
+`trajectories.jsonl` beside `checkpoint.json` and `statistics.json`. Every other file (notes.md, scripts,
+`.json` documents) is left where it is; `lake import` reads `.json` files when asked to.
 """
 from __future__ import annotations
 
@@ -17,10 +23,12 @@ from pathlib import Path
 import orjson
 
 from ingest.errors import BadInput
-from ingest.importer import existing_ids, ingest_file, is_trajectory_file
+from ingest.importer import ingest_file
+from ingest.records import LAKE_ERRORS
 from ingest.skills import parse_skill, read_usage, skill_record
 from ingest.util import text_hash
 from lake import Lake
+from lake.lake import process_writer_id
 from lake.skill_files import (iter_skill_files, provenance, read_bundled_manifest, read_category_descriptions,
                               read_hub_lock, usage_payload)
 
@@ -28,12 +36,29 @@ log = logging.getLogger("lachesis.ingest.watch")
 
 TEMP_SUFFIXES = ("~", ".tmp", ".temp", ".part", ".partial", ".swp", ".swx", ".swo", ".crdownload", ".lock",
                  ".download")
+INBOX_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 
 
 def is_temp(name: str) -> bool:
     n = name.lower()
     return (n.startswith((".", "#", "~")) or n.endswith(TEMP_SUFFIXES) or n == "4913" or ".tmp" in n
             or n.startswith(".~lock"))
+
+
+def is_inbox_file(name: str) -> bool:
+    """A file the inbox takes: a JSON-lines trajectory file that is not a dot-file or an editor temp file."""
+    return name.lower().endswith(INBOX_SUFFIXES) and not is_temp(name)
+
+
+def describe_stats(stats: dict) -> str:
+    """One line for `lake watch --once`: what the pass changed."""
+    parts = [f"{stats['skill_upserts']} skill version(s) written", f"{stats['skill_deletes']} skill(s) deleted",
+             f"{stats['usage_events']} usage change(s)",
+             f"{stats['files_done']} inbox file(s) ingested ({stats['trajectories']} trajectories, "
+             f"{stats['duplicates']} duplicate(s))", f"{stats['files_rejected']} file(s) rejected"]
+    if stats["errors"]:
+        parts.append(f"{stats['errors']} error(s) recorded in ingest_errors")
+    return ", ".join(parts)
 
 
 def _sig(p: Path):
@@ -75,8 +100,6 @@ class Watcher:
     def __init__(self, lake: Lake, *, skills_dir: Path | None = None, inbox_dir: Path | None = None,
                  settle: float = 0.5, max_file_bytes: int | None = 4 << 30, writer_name: str = "ingest-watch",
                  echo=None):
-        from lake.lake import process_writer_id
-
         self.lake = lake
         self.skills_dir = Path(skills_dir).resolve() if skills_dir else None
         self.inbox_dir = Path(inbox_dir).resolve() if inbox_dir else None
@@ -86,7 +109,7 @@ class Watcher:
         self.echo = echo or (lambda msg: log.info(msg))
         self.wake = threading.Event()
         self.stats = {"skill_upserts": 0, "skill_deletes": 0, "usage_events": 0, "files_done": 0,
-                      "files_rejected": 0, "errors": 0, "passes": 0}
+                      "trajectories": 0, "duplicates": 0, "files_rejected": 0, "errors": 0, "passes": 0}
         self._parsed: dict[str, tuple] = {}  # path -> (sig, doc | BadInput)
         self._load_state()
 
@@ -252,28 +275,31 @@ class Watcher:
             return 0
         n = 0
         for entry in sorted(os.scandir(inbox), key=lambda e: e.name):
-            if not entry.is_file(follow_symlinks=False) or is_temp(entry.name):
-                continue
+            if not entry.is_file(follow_symlinks=False) or not is_inbox_file(entry.name):
+                continue  # not a trajectory file: not ours to read or move
             p = Path(entry.path)
-            if self.stab.stable(p) is None:
+            sig = self.stab.stable(p)
+            if sig is None:
                 continue
             n += 1
-            if not is_trajectory_file(p):
-                self._reject(p, BadInput("unsupported file type (expected .jsonl, .jsonl.gz, .json or .ndjson)",
-                                         kind="unsupported_file"))
-                continue
             try:
                 res = ingest_file(self.lake, self.writer, p, ids=self.ids, max_bytes=self.max_file_bytes)
             except BadInput as exc:
-                self._reject(p, exc)
+                if _sig(p) == sig:
+                    self._reject(p, exc)
+                # else the file grew while it was read (Hermes appends to its files): read it again once stable
                 continue
             except OSError as exc:  # transient (disk, lake): leave it, try again next pass
                 log.warning("cannot ingest %s now: %s", p, exc)
                 continue
-            self._move(p, inbox / ".done")
-            self.stats["files_done"] += 1
+            self.stats["trajectories"] += res.appended
+            self.stats["duplicates"] += res.duplicates
             self.echo(f"inbox [green]{p.name}[/]: {res.appended} trajectories ({res.format}), "
                       f"{res.duplicates} duplicate(s)")
+            if _sig(p) != sig:
+                continue  # appended to while it was read: the next pass reads it whole (ids skip what is in)
+            self._move(p, inbox / ".done")
+            self.stats["files_done"] += 1
         return n
 
     def _move(self, p: Path, dest_dir: Path) -> Path:
@@ -307,31 +333,13 @@ class Watcher:
         return n
 
     def run(self, stop: threading.Event, interval: float = 2.0) -> None:
-        observer = None
-        try:
-            from watchdog.events import FileSystemEventHandler
-            from watchdog.observers import Observer
-
-            wake = self.wake
-
-            class H(FileSystemEventHandler):
-                def on_any_event(self, event):
-                    wake.set()
-
-            observer = Observer()
-            for d in (self.skills_dir, self.inbox_dir):
-                if d is not None:
-                    d.mkdir(parents=True, exist_ok=True)
-                    observer.schedule(H(), str(d), recursive=True)
-            observer.start()
-        except Exception as exc:  # fall back to polling only
-            log.warning("watchdog unavailable (%s); polling every %.1fs", exc, interval)
-            observer = None
+        observer = _start_observer([d for d in (self.skills_dir, self.inbox_dir) if d is not None], self.wake,
+                                   interval)
         try:
             while not stop.is_set():
                 try:
                     self.scan()
-                except Exception:  # never die on one bad pass (a lake hiccup): log and try again
+                except LAKE_ERRORS:  # never die on one bad pass (a lake hiccup): log and try again
                     log.exception("watch pass failed")
                 timeout = min(self.stab.settle / 2 or 0.05, interval) if self.stab.waiting else interval
                 self.wake.wait(timeout)
@@ -340,3 +348,29 @@ class Watcher:
             if observer is not None:
                 observer.stop()
                 observer.join(timeout=2)
+
+
+def _start_observer(dirs: list[Path], wake: threading.Event, interval: float):
+    """A watchdog observer that sets `wake` on any change under `dirs`; None (poll only) without watchdog
+    (an optional dependency, the `server` extra) or when the OS refuses more watches."""
+    try:
+        from watchdog.events import FileSystemEventHandler
+        from watchdog.observers import Observer
+    except ImportError as exc:
+        log.warning("watchdog unavailable (%s); polling every %.1fs", exc, interval)
+        return None
+
+    class Wake(FileSystemEventHandler):
+        def on_any_event(self, event):
+            wake.set()
+
+    observer = Observer()
+    try:
+        for d in dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            observer.schedule(Wake(), str(d), recursive=True)
+        observer.start()
+    except OSError as exc:  # e.g. the inotify watch limit
+        log.warning("cannot watch (%s); polling every %.1fs", exc, interval)
+        return None
+    return observer

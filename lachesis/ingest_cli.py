@@ -1,6 +1,7 @@
 """`lake serve`, `lake watch`, `lake import`: the ingest wing's commands.
 
-Heavy modules (fastapi, uvicorn, watchdog) are imported inside the command bodies so `lake sql` stays fast.
+Options take their defaults and help from the commands' config dataclasses (ingest/config.py). Heavy modules
+(fastapi, uvicorn, watchdog, the lake) are imported inside the command bodies so `lake sql` stays fast.
 """
 from __future__ import annotations
 
@@ -10,47 +11,50 @@ from typing import Optional
 
 import typer
 
-from lachesis.console import LakeOption, fail
+from ingest.config import ImportConfig, ServeConfig, WatchConfig
+from lachesis.console import JsonOption, LakeOption, fail, option, print_json
+
+
+def _config(cls, **kw):
+    try:
+        return cls(**kw)
+    except ValueError as exc:
+        fail(str(exc))
 
 
 def serve(
-    host: str = typer.Option("127.0.0.1", help="Interface to bind (loopback by default)."),
-    port: int = typer.Option(8000, help="TCP port."),
-    token: Optional[str] = typer.Option(None, envvar="LAKE_TOKEN",
-                                        help="Bearer token required on every write route."),
+    host: str = option(ServeConfig, "host", "--host"),
+    port: int = option(ServeConfig, "port", "--port"),
+    token: Optional[str] = option(ServeConfig, "token", "--token", envvar="LAKE_TOKEN"),
     lake: Optional[Path] = LakeOption,
-    max_body_mb: float = typer.Option(64.0, help="Largest request body accepted (MiB, as sent)."),
-    max_inflated_mb: float = typer.Option(256.0, help="Largest body after gunzip (MiB): the gzip-bomb limit."),
-    log_level: str = typer.Option("warning", help="uvicorn log level."),
-    serve_mode: str = typer.Option("at-least-once", help="at-least-once: a batch counts as served once the trainer "
-                                   "comes back for the next one; after a crash an unconfirmed batch is served "
-                                   "again. at-most-once: recorded before it is sent; a batch lost in flight is "
-                                   "not re-sent."),
-    bind_retry_s: float = typer.Option(0.0, help="Keep trying to bind a port still in use for this long "
-                                       "(start a standby that takes over when the running server exits)."),
+    max_body_mb: float = option(ServeConfig, "max_body_mb", "--max-body-mb"),
+    max_inflated_mb: float = option(ServeConfig, "max_inflated_mb", "--max-inflated-mb"),
+    log_level: str = option(ServeConfig, "log_level", "--log-level"),
+    serve_mode: str = option(ServeConfig, "serve_mode", "--serve-mode"),
+    bind_retry_s: float = option(ServeConfig, "bind_retry_s", "--bind-retry-s"),
 ) -> None:
     """Serve the durable trajectory API: native /v1 routes and the Atropos run-api routes."""
-    from ingest.server import serve as _serve
+    from ingest.app import serve as _serve
     from lake import resolve_root
 
-    if serve_mode not in ("at-least-once", "at-most-once"):
-        raise typer.BadParameter("--serve-mode must be at-least-once or at-most-once")
+    cfg = _config(ServeConfig, host=host, port=port, token=token, max_body_mb=max_body_mb,
+                  max_inflated_mb=max_inflated_mb, log_level=log_level, serve_mode=serve_mode,
+                  bind_retry_s=bind_retry_s)
     root = resolve_root(lake)
     print(f"lake serve: http://{host}:{port} lake={root} auth={'on' if token else 'off'}", file=sys.stderr,
           flush=True)
-    _serve(root, host=host, port=port, token=token, max_body=int(max_body_mb * (1 << 20)),
-           max_inflated=int(max_inflated_mb * (1 << 20)), log_level=log_level, serve_mode=serve_mode,
-           bind_retry_s=bind_retry_s)
+    _serve(root, cfg)
 
 
 def watch(
-    skills: Optional[Path] = typer.Option(None, "--skills", help="Hermes skills folder to mirror into the lake."),
-    inbox: Optional[Path] = typer.Option(None, "--inbox", help="Folder where trajectory files are dropped."),
+    skills: Optional[Path] = option(WatchConfig, "skills", "--skills"),
+    inbox: Optional[Path] = option(WatchConfig, "inbox", "--inbox"),
     lake: Optional[Path] = LakeOption,
-    settle: float = typer.Option(0.5, help="Seconds a file must stay unchanged before it is read."),
-    once: bool = typer.Option(False, "--once", help="Reconcile once and exit (no watching)."),
-    interval: float = typer.Option(2.0, help="Rescan interval in seconds (watchdog wakes it earlier)."),
-    max_file_mb: float = typer.Option(4096.0, help="Largest inbox file accepted, after gunzip (MiB)."),
+    settle: float = option(WatchConfig, "settle", "--settle"),
+    once: bool = typer.Option(False, "--once", help="Reconcile once, print what changed and exit (no watching)."),
+    json: bool = JsonOption,
+    interval: float = option(WatchConfig, "interval", "--interval"),
+    max_file_mb: float = option(WatchConfig, "max_file_mb", "--max-file-mb"),
 ) -> None:
     """Watch a skills folder (SKILL.md, .usage.json) and an inbox of trajectory files."""
     import signal
@@ -58,83 +62,52 @@ def watch(
 
     from rich.console import Console
 
-    from ingest.watch import Watcher
+    from ingest.watch import Watcher, describe_stats
     from lake import Lake
 
-    if skills is None and inbox is None:
-        raise typer.BadParameter("give --skills DIR and/or --inbox DIR")
+    cfg = _config(WatchConfig, skills=skills, inbox=inbox, settle=0 if once else settle, interval=interval,
+                  max_file_mb=max_file_mb)
     console = Console(stderr=True)
-    lk = Lake.init(lake)
-    for d in (skills, inbox):
+    lk = Lake.init(lake)  # `lake watch` may create the lake it is pointed at
+    for d in (cfg.skills, cfg.inbox):
         if d is not None:
             d.mkdir(parents=True, exist_ok=True)
-    w = Watcher(lk, skills_dir=skills, inbox_dir=inbox, settle=0 if once else settle,
-                max_file_bytes=int(max_file_mb * (1 << 20)),
-                echo=lambda m: console.print(m, highlight=False))
+    w = Watcher(lk, skills_dir=cfg.skills, inbox_dir=cfg.inbox, settle=cfg.settle, max_file_bytes=cfg.max_file_bytes,
+                echo=None if json else (lambda m: console.print(m, highlight=False)))
     if once:
         w.scan()
-        console.print(f"done: {w.stats}")
+        if json:
+            print_json(w.stats)
+        else:
+            Console().print(describe_stats(w.stats), highlight=False)
         return
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: (stop.set(), w.wake.set()))
-    console.print(f"watching skills={skills} inbox={inbox} lake={lk.root}", highlight=False)
-    w.run(stop, interval=interval)
+    console.print(f"watching skills={cfg.skills} inbox={cfg.inbox} lake={lk.root}", highlight=False)
+    w.run(stop, interval=cfg.interval)
 
 
 def import_(
     path: Path = typer.Argument(..., help="A trajectory file or a folder of them."),
-    format: str = typer.Option("auto", "--format", help="auto | hermes | atropos | native"),
+    format: str = option(ImportConfig, "format", "--format"),
     lake: Optional[Path] = LakeOption,
     json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of the progress bar."),
 ) -> None:
     """Import trajectory files (Hermes ShareGPT, Atropos groups, native JSONL); each file is all or nothing."""
-    import orjson
     from rich.console import Console
 
-    from ingest.formats import FORMATS
-    from ingest.importer import list_files, run_import
+    from ingest.importer import run_import
     from lake import Lake
 
-    if format not in FORMATS:
-        raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}")
+    cfg = _config(ImportConfig, format=format)
     if not path.exists():
         fail(f"{path} does not exist")
-    lk = Lake.init(lake)
-    if json:
-        summary = run_import(lk, path, format)
-    else:
-        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
-        files = list_files(path)
-        total = 0
-        for f in files:
-            try:
-                total += f.stat().st_size
-            except OSError:
-                pass
-        with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                      console=Console(stderr=True)) as prog:
-            task = prog.add_task("import", total=total or None)
-            state = {"done": 0, "cur": None, "gz": False}
-
-            def start(p):
-                if state["cur"] is not None:
-                    state["done"] += state["cur"].stat().st_size if state["cur"].exists() else 0
-                    prog.update(task, completed=state["done"])
-                state["cur"] = p
-                state["gz"] = p.name.lower().endswith(".gz")
-                prog.update(task, description=f"import {p.name}")
-
-            def advance(nbytes):  # bytes of plain files (gzip files jump at their end)
-                if not state["gz"]:
-                    prog.advance(task, nbytes)
-
-            summary = run_import(lk, path, format, on_file_start=start, progress=advance)
-            prog.update(task, completed=total)
+    lk = Lake.init(lake)  # `lake import` may create the lake it is pointed at
+    summary = run_import(lk, path, cfg.format) if json else _import_with_progress(lk, path, cfg.format)
     d = summary.to_dict()
     if json:
-        sys.stdout.write(orjson.dumps(d).decode() + "\n")
+        print_json(d)
     else:
         c = Console()
         c.print(f"{d['appended']} trajectories appended, {d['duplicates']} duplicates, "
@@ -145,6 +118,43 @@ def import_(
                 c.print(f"[red]rejected[/] {f['path']}{where}: {f['error']}", highlight=False)
     if summary.rejected:
         raise typer.Exit(1)
+
+
+def _import_with_progress(lk, path: Path, fmt: str):
+    """run_import with a progress bar over the bytes of the files (a gzip file jumps at its end)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from ingest.importer import list_files, run_import
+
+    sizes = {}
+    for f in list_files(path):
+        try:
+            sizes[f] = f.stat().st_size
+        except OSError:
+            sizes[f] = 0
+    total = sum(sizes.values())
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True)) as prog:
+        task = prog.add_task("import", total=total or None)
+        done = 0
+        current: list[Path] = []
+
+        def start(p: Path):
+            nonlocal done
+            if current:
+                done += sizes.get(current[-1], 0)
+                prog.update(task, completed=done)
+            current[:] = [p]
+            prog.update(task, description=f"import {p.name}")
+
+        def advance(nbytes: int):
+            if current and not current[-1].name.lower().endswith(".gz"):
+                prog.advance(task, nbytes)
+
+        summary = run_import(lk, path, fmt, on_file_start=start, progress=advance)
+        prog.update(task, completed=total)
+    return summary
 
 
 def register(app: typer.Typer) -> None:

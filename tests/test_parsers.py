@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from ingest import atropos as A
+from ingest.atropos_queue import AtroposQueue, GroupQueued, Registered, Started
 from ingest.errors import BadInput
 from ingest.formats import detect_record, parse_body, parse_file
 from ingest.hermes import hermes_to_record
@@ -153,14 +154,60 @@ def test_packing_matches_atropos_semantics():
     b, _ = A.grab_exact_from_heterogeneous_queue(q([4, 2]), 8)
     assert b is None
     assert A.find_groups_summing_to_target(q([3, 2, 2]), 4) == [1, 2]
-    st = A.AtroposState()
-    st.register(A.Registration(wandb_group="", wandb_project="", batch_size=4, max_token_len=10,
-                               checkpoint_dir="c", save_checkpoint_interval=1, starting_step=5, num_steps=1))
-    st.register_env(A.RegisterEnv(max_token_length=10, desired_name="e", weight=1.0, group_size=4))
-    assert st.add_group(A.QGroup("a", 2, 0, b"{}")) == {"status": "buffered", "buffer_size": 2}
-    assert st.add_group(A.QGroup("b", 2, 0, b"{}")) == {"status": "buffered", "buffer_size": 0}
+    st = AtroposQueue()
+    st.apply(Registered(REG))
+    st.apply(st.env_event(A.RegisterEnv(max_token_length=10, desired_name="e", weight=1.0, group_size=4)))
+    assert st.apply(GroupQueued(A.QGroup("a", 2, 0, b"{}"))) == {"status": "buffered", "buffer_size": 2}
+    assert st.apply(GroupQueued(A.QGroup("b", 2, 0, b"{}"))) == {"status": "buffered", "buffer_size": 0}
     assert [g.group_id for g in st.queue] == ["a", "b"]
-    assert [g.group_id for g in st.pop_batch()] == ["a", "b"] and st.step == 6
+    assert [g.group_id for g in st.next_batch()] == ["a", "b"] and st.step == 6
+
+
+REG = {"wandb_group": "", "wandb_project": "", "batch_size": 4, "max_token_len": 10, "checkpoint_dir": "c",
+       "save_checkpoint_interval": 1, "starting_step": 5, "num_steps": 1}
+
+
+@pytest.mark.parametrize("mode", ["at-least-once", "at-most-once"])
+def test_queue_restore_replays_what_live_applied(mode):
+    """The events a live queue applied, replayed by restore(), give the same queue; a batch sent but not
+    confirmed (at-least-once) is queued again, a reset settles what it dropped."""
+    live, recorded, groups = AtroposQueue(), [], []
+
+    def apply(ev):
+        recorded.append(ev) if not isinstance(ev, GroupQueued) else groups.append(ev.group)
+        return live.apply(ev)
+
+    def add(gid, size=2, env=0):
+        return apply(GroupQueued(A.QGroup(gid, size, env, gid.encode(), qseq=f"{len(groups):04d}")))
+
+    apply(Registered(REG))
+    apply(Started())
+    apply(live.env_event(A.RegisterEnv(max_token_length=10, desired_name="e", weight=1.0, group_size=2)))
+    for gid in "abcdefg":
+        add(gid)
+    add("half", size=1)  # buffered: the env's groups have 2 sequences
+    served = []
+    for _ in range(2):
+        b = live.next_batch()
+        apply(live.batch_event(f"batch-{len(served)}", b, mode))
+        served.append([g.group_id for g in b])
+    assert live.step == 5 + 3 and live.served == 2  # three batches formed at once, two served
+    apply(live.disconnect_event(0))
+
+    def unsettled(settled):
+        return [g for g in groups if g.group_id not in settled]
+
+    back = AtroposQueue.restore(recorded, unsettled)
+    resent = set(served[1]) if mode == "at-least-once" else set()  # the last batch was never confirmed
+    left = {g.group_id for g in live.queue} | {g.group_id for b in live.curr_batch for g in b} | resent
+    assert {g.group_id for g in back.queue} == left
+    assert [g.group_id for g in back.buffer[0]] == ["half"]
+    assert back.step == 5 + 2 - len(resent) // 2 and back.envs[0]["connected"] is False
+    assert back.registered and back.started and back.settled is None and not back.sent
+    # a reset settles everything it dropped, whatever was sent, and ends the run
+    apply(live.reset_event())
+    again = AtroposQueue.restore(recorded, unsettled)
+    assert not again.registered and again.queue == [] and again.buffer == {} and again.step == 0
 
 
 def test_formats_detect_and_files(tmp_path):

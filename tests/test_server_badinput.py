@@ -1,9 +1,11 @@
 """Bad-input corpus: every case gets a clear 4xx (HTTP) or a rejected file with its reason (watcher); no row
-is written, and the server and the watcher keep running."""
+is written, and the server and the watcher keep running. One server and one watcher serve the module; each
+test checks only what it did itself, so the tests pass in any order and alone."""
 import gzip
 import json
 import os
 import random
+import socket
 import time
 from pathlib import Path
 
@@ -133,31 +135,42 @@ def env(tmp_path_factory):
     wp.stop()
 
 
+def _counts(env) -> dict:
+    """Rows per table: what a rejected request must leave unchanged."""
+    with Lake(env["tmp"] / "lake").snapshot() as snap:
+        return {t: snap.sql(f"SELECT count(*) FROM {t}").fetchall()[0][0]
+                for t in ("trajectories", "rewards", "skills", "runs")}
+
+
+def _raw_post(port: int, path: str, declared: int) -> str:
+    """Declare a body of `declared` bytes and send none of it: the answer must come from the header alone."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {declared}\r\n\r\n".encode())
+        answer = ""
+        while "limit" not in answer:
+            chunk = sock.recv(65536).decode("latin-1")
+            if not chunk:
+                break
+            answer += chunk
+    return answer
+
+
 @pytest.mark.parametrize("case", HTTP_CASES, ids=[c[0] for c in HTTP_CASES])
 def test_http_bad_input(env, case):
     _, method, path, body, headers, status, text = case
     headers = dict(headers)
+    before = _counts(env)
     if headers.pop("Content-Length-Override", None):
-        # declare a huge body and send none of it: refused from the header alone
-        import socket
-
-        with socket.create_connection(("127.0.0.1", env["srv"].port), timeout=10) as sock:
-            sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                         f"Content-Length: {900 << 20}\r\n\r\n".encode())
-            answer = ""
-            while "limit" not in answer:
-                chunk = sock.recv(65536).decode("latin-1")
-                if not chunk:
-                    break
-                answer += chunk
+        answer = _raw_post(env["srv"].port, path, 900 << 20)
         assert answer.startswith(f"HTTP/1.1 {status}"), answer
         assert text in answer
-        return
     else:
         r = env["c"].request(method, path, content=body, headers=headers)
-    assert r.status_code == status, r.text
-    assert text in r.text, r.text
+        assert r.status_code == status, r.text
+        assert text in r.text, r.text
     assert env["srv"].alive()
+    assert _counts(env) == before
 
 
 def _rand_bytes(n, seed=5):
@@ -175,12 +188,11 @@ FILE_CASES = [
     ("atropos-no-masks.jsonl", j({"tokens": [[1]], "scores": [1.0]}) + b"\n", "line: 1", "masks"),
     ("hermes-bad-role.jsonl", j({"conversations": [{"from": "alien", "value": "x"}]}) + b"\n", "line: 1",
      "unknown turn role"),
-    ("notes.txt", b"just some notes\n", "reason", "unsupported file type"),
     ("empty.jsonl", b"\n\n", "reason", "no records"),
     ("mixed.jsonl", j(HERMES) + b"\n" + j(GOOD) + b"\n", "line: 2", "differs"),
     ("native-bad-reward.jsonl", j({"trajectory_id": "f1", "messages": [], "reward": "high"}) + b"\n", "field",
      "reward"),
-    ("unknown-format.json", j([{"hello": "world"}]), "line: 1", "unknown record format"),
+    ("unknown-format.jsonl", j({"hello": "world"}) + b"\n", "line: 1", "unknown record format"),
     ("bomb.jsonl.gz", gzip.compress(b"\0" * (20 << 20)), "line: 1", "longer than"),
     ("big.jsonl", (j(HERMES) + b"\n") * 1 + b"[" + b" " * (9 << 20) + b"]\n", "line: 2", "longer than"),
 ]
@@ -195,10 +207,12 @@ SKILL_CASES = [  # a missing name or non-YAML front matter is read as Hermes doe
 
 def test_files_and_skills_rejected_with_reasons(env):
     inbox, skills = env["inbox"], env["skills"]
+    before = _counts(env)
     for name, data, _, _ in FILE_CASES:
         tmp = inbox / f".{name}.part"
         tmp.write_bytes(data)
         os.replace(tmp, inbox / name)
+    (inbox / "notes.txt").write_bytes(b"just some notes\n")  # not a trajectory file: left alone
     for rel, data, _ in SKILL_CASES:
         p = skills / rel
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -218,9 +232,10 @@ def test_files_and_skills_rejected_with_reasons(env):
         assert (rejected / name).exists(), name
         err = (rejected / f"{name}.error.txt").read_text()
         assert where in err and why in err, (name, err)
+    assert (inbox / "notes.txt").read_bytes() == b"just some notes\n" and not (rejected / "notes.txt").exists()
     with Lake(env["tmp"] / "lake").snapshot() as snap:
         errs = snap.arrow("SELECT reason, source_path FROM ingest_errors").to_pylist()
-        skills_rows = snap.sql("SELECT count(*) FROM skills").fetchall()[0][0]
+        skill_names = {r[0] for r in snap.sql("SELECT name FROM skills").fetchall()}
     by_path = {}
     for e in errs:
         by_path.setdefault(Path(e["source_path"]).name if not e["source_path"].endswith("SKILL.md")
@@ -229,32 +244,34 @@ def test_files_and_skills_rejected_with_reasons(env):
         assert any(why in r for r in by_path.get(rel, [])), (rel, by_path.get(rel))
     assert any("not valid JSON" in r for r in by_path.get(".usage.json", []))
     assert all(any(f"{n}" == Path(e["source_path"]).name for e in errs) for n, *_ in FILE_CASES)
-    assert skills_rows == 0
+    assert not skill_names & {"emptybody", "nofm", "binary", "latin1", "traversal"}
+    after = _counts(env)
+    assert after["trajectories"] == before["trajectories"] and after["skills"] == before["skills"]
     assert env["wp"].alive() and env["srv"].alive()
 
 
-def test_nothing_written_and_still_serving(env):
-    """Runs last: the corpus wrote no trajectory, and both processes still do their job."""
+def test_still_serving_after_bad_input(env):
+    """After bad input of every kind, both processes still do their job (good input is written)."""
     c = env["c"]
-    with Lake(env["tmp"] / "lake").snapshot() as snap:
-        assert snap.sql("SELECT trajectory_id FROM trajectories").fetchall() == [(SEED_ID,)]
+    assert c.post("/scored_data", content=b'{"tokens": [[1,2]').status_code == 422
+    (env["inbox"] / "still-bad.jsonl").write_bytes(b"{oops\n")
+    before = _counts(env)
     assert c.post("/scored_data", json=GOOD).json() == {"status": "received"}
-    (env["inbox"] / "good.jsonl").write_bytes(j(HERMES) + b"\n")
-    (env["skills"] / "fine").mkdir()
-    (env["skills"] / "fine" / "SKILL.md").write_text(SKILL_OK)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not (env["inbox"] / ".done" / "good.jsonl").exists():
-        time.sleep(0.1)
-    assert (env["inbox"] / ".done" / "good.jsonl").exists()
+    good = {"conversations": [{"from": "human", "value": "still serving?"}, {"from": "gpt", "value": "yes"}]}
+    (env["inbox"] / "good.jsonl").write_bytes(j(good) + b"\n")
+    (env["skills"] / "still-serving").mkdir()
+    (env["skills"] / "still-serving" / "SKILL.md").write_text(SKILL_OK.replace("name: fine", "name: still-serving"))
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         with Lake(env["tmp"] / "lake").snapshot() as snap:
-            if snap.sql("SELECT count(*) FROM skills").fetchall()[0][0] == 1:
-                break
+            skill = snap.sql("SELECT count(*) FROM skills WHERE name = 'still-serving'").fetchall()[0][0]
+        if skill and (env["inbox"] / ".done" / "good.jsonl").exists():
+            break
         time.sleep(0.1)
-    with Lake(env["tmp"] / "lake").snapshot() as snap:
-        assert snap.sql("SELECT count(*) FROM trajectories").fetchall()[0][0] == 1 + 2 + 1
-        assert snap.sql("SELECT name FROM skills").fetchall() == [("fine",)]
+    assert (env["inbox"] / ".done" / "good.jsonl").exists()
+    assert (env["inbox"] / ".rejected" / "still-bad.jsonl").exists()
+    assert skill == 1
+    assert _counts(env)["trajectories"] == before["trajectories"] + 2 + 1
 
 
 def _mutate(rng, obj, depth=0):
@@ -302,8 +319,29 @@ def test_fuzz_no_5xx(env):
         path, body = valid[k % len(valid)]
         mutated = _mutate(rng, body)
         data = json.dumps(mutated, allow_nan=True).encode()
-        r = c.post(path, content=data, headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if k % 16 >= 8:  # every other round sends an Idempotency-Key from a small pool: keys get reused
+            headers["Idempotency-Key"] = f"fuzz-{path}-{rng.randrange(3)}"
+        r = c.post(path, content=data, headers=headers, timeout=10)  # a claim left behind would hang here
         seen[r.status_code] = seen.get(r.status_code, 0) + 1
         assert r.status_code < 500, (path, data[:300], r.text[:300])
     assert env["srv"].alive()
     assert any(code >= 400 for code in seen) and any(code < 300 for code in seen), seen
+
+
+def test_list_with_a_bad_later_group_claims_nothing(env):
+    """Defect 11: /scored_data_list with an Idempotency-Key and an out-of-range token in a later group was a
+    500 that kept the earlier groups' claims, so every retry with that key hung. Now: a 422 naming the group,
+    nothing written, and the retry with the same key is served (then acknowledged as a duplicate)."""
+    c = env["c"]
+    key = {"Idempotency-Key": "defect-11"}
+    bad = g(tokens=[[1, 2 ** 63], [1, 2]])
+    before = _counts(env)
+    r = c.post("/scored_data_list", content=j([GOOD, bad]), headers=key, timeout=10)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][:2] == ["body", 1], r.text
+    assert _counts(env) == before
+    r = c.post("/scored_data_list", content=j([GOOD, GOOD]), headers=key, timeout=10)
+    assert r.status_code == 200 and r.json()["groups_processed"] == 2, r.text
+    assert _counts(env)["trajectories"] == before["trajectories"] + 4
+    r = c.post("/scored_data_list", content=j([GOOD, GOOD]), headers=key, timeout=10)
+    assert r.status_code == 200 and _counts(env)["trajectories"] == before["trajectories"] + 4

@@ -6,7 +6,6 @@ import shutil
 import time
 from pathlib import Path
 
-import orjson
 import pytest
 
 from ingest.testing import WatchProcess, extract_hermes_corpus

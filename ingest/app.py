@@ -1,0 +1,97 @@
+"""`lake serve`: the durable trajectory API (native /v1 routes + the 13 Atropos run-api routes).
+
+A 2xx means committed: every write goes through a per-table batcher (`ingest.batcher`) that turns all
+requests pending at that moment into one lake submit and answers each only after that commit. Retries are
+safe: trajectory ids (client-given, content-derived, or from an `Idempotency-Key`) are checked against an
+index loaded from the lake at start. The Atropos queue is durable: its events are `runs` rows and its groups
+`trajectories` rows, replayed at start (`ingest.atropos_queue`).
+
+This module assembles the app: the lifespan that loads the state, the error answers (registered once, for
+every route) and the request counters. The routes live in `routes_atropos` and `routes_native`.
+"""
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from ingest import routes_atropos, routes_native
+from ingest.batcher import CommitFailed
+from ingest.errors import BadInput
+from ingest.http import ValidationDetail, bad_input_response
+from ingest.config import ServeConfig
+from ingest.state import IngestState
+from lake import Lake
+
+
+def create_app(lake_root: str | Path, config: ServeConfig | None = None) -> FastAPI:
+    config = config or ServeConfig()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        lake = Lake.init(lake_root)  # `lake serve` may create the lake it is pointed at
+        app.state.ingest = await asyncio.to_thread(IngestState.load, lake, config)
+        yield
+        await app.state.ingest.drain()  # served-batch records still in flight land before exit
+
+    app = FastAPI(title="Lachesis ingest (Atropos-compatible)", lifespan=lifespan)
+    app.include_router(routes_atropos.router)
+    app.include_router(routes_native.router)
+
+    @app.exception_handler(BadInput)
+    async def bad_input(request: Request, exc: BadInput):
+        request.app.state.ingest.counters.rejected += 1
+        return bad_input_response(exc)
+
+    @app.exception_handler(ValidationDetail)
+    async def validation_detail(request: Request, exc: ValidationDetail):
+        request.app.state.ingest.counters.rejected += 1
+        return JSONResponse({"detail": exc.detail}, status_code=422)
+
+    @app.exception_handler(CommitFailed)
+    async def commit_failed(request: Request, exc: CommitFailed):
+        return JSONResponse({"detail": f"lake commit failed, retry: {exc}"}, status_code=503)
+
+    @app.middleware("http")
+    async def count(request: Request, call_next):
+        st: IngestState = request.app.state.ingest
+        st.counters.requests += 1
+        t0 = time.perf_counter()
+        resp = await call_next(request)
+        if request.method == "POST":
+            st.latencies.append(time.perf_counter() - t0)
+        return resp
+
+    return app
+
+
+def bind_socket(host: str, port: int, retry_s: float = 0.0) -> socket.socket:
+    """A listening socket on host:port; with retry_s > 0 keep trying while the port is taken (a standby that
+    takes over the moment the previous server dies: connections then wait in the backlog, not refused)."""
+    deadline = time.monotonic() + retry_s
+    while True:
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+            sock.listen(2048)
+            sock.set_inheritable(True)
+            return sock
+        except OSError:
+            sock.close()
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
+
+
+def serve(lake_root: str | Path, config: ServeConfig) -> None:
+    sock = bind_socket(config.host, config.port, config.bind_retry_s)  # bound before the lake loads: no gap
+    app = create_app(lake_root, config)
+    uv = uvicorn.Config(app, log_level=config.log_level, access_log=False, timeout_graceful_shutdown=5)
+    uvicorn.Server(uv).run(sockets=[sock])

@@ -1,0 +1,145 @@
+"""Group commit for the HTTP server: every request pending at one moment becomes one lake submit.
+
+A request is answered only after the Delta version holding its rows is committed (a 2xx means durable).
+Batching many requests into one submit is what keeps the server's throughput close to the lake's commit
+rate instead of one Delta version per request.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from ingest.errors import BadInput
+from ingest.records import LAKE_ERRORS, arrow_table
+
+log = logging.getLogger("lachesis.ingest.batcher")
+
+# What building an Arrow table from validated records can still fail with (a value the schema cannot hold).
+BUILD_ERRORS = (pa.ArrowException, TypeError, ValueError, OverflowError)
+
+
+class CommitFailed(RuntimeError):
+    """The lake did not commit: transient for the client (503, retry)."""
+
+
+@dataclass
+class _Pending:
+    payloads: list[dict]
+    event_types: list[str]
+    occurred: list
+    future: asyncio.Future
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(exc)
+
+
+class TableBatcher:
+    """One table's queue of pending requests; `commit()` resolves once their rows are in a Delta version."""
+
+    def __init__(self, writer, table: str, linger: float = 0.0):
+        self.writer, self.table = writer, table
+        self.linger = linger  # wait this long after the first pending item, to gather more into one commit
+        self.pending: list[_Pending] = []
+        self.wake = asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._run())
+        self.commits = 0
+        self.rows = 0
+        self.timings: deque = deque(maxlen=2000)  # (build_s, commit_s, rows) per lake submit
+
+    async def commit(self, payloads: list[dict], event_types: list[str], occurred: list):
+        fut = asyncio.get_running_loop().create_future()
+        self.pending.append(_Pending(payloads, event_types, occurred, fut))
+        self.wake.set()
+        return await fut
+
+    def _build(self, items: list[_Pending]) -> pa.Table:
+        return arrow_table([p for it in items for p in it.payloads], self.table)
+
+    def _submit(self, items: list[_Pending], table: pa.Table):
+        return self.writer.submit_arrow(
+            self.table, table, event_type=pa.array([e for it in items for e in it.event_types], pa.string()),
+            occurred_at=pa.array([o for it in items for o in it.occurred], pa.timestamp("us", tz="UTC")))
+
+    def _build_isolating(self, items: list[_Pending]) -> tuple[list[_Pending], pa.Table | None]:
+        """Build one table of all items; when that fails, drop (with a 422) the items that do not fit alone."""
+        try:
+            return items, self._build(items)
+        except BUILD_ERRORS:
+            pass
+        good = []
+        for it in items:
+            try:
+                self._build([it])
+            except BUILD_ERRORS as exc:
+                it.fail(BadInput(f"record does not fit the lake schema: {exc}", status=422, kind="schema"))
+                continue
+            good.append(it)
+        return good, (self._build(good) if good else None)
+
+    async def _run(self):
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            if self.linger:
+                await asyncio.sleep(self.linger)
+            items, self.pending = self.pending, []
+            if not items:
+                continue
+            t0 = time.perf_counter()
+            try:
+                items, table = await asyncio.to_thread(self._build_isolating, items)
+                if table is None:
+                    continue
+                cf = self._submit(items, table)
+            except LAKE_ERRORS as exc:
+                self._fail(items, exc)
+                continue
+            except BaseException as exc:  # a bug: its waiters get the error (a 500), the loop keeps serving
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                log.exception("building a submit for %s failed", self.table)
+                for it in items:
+                    it.fail(exc)
+                continue
+            asyncio.ensure_future(self._finish(cf, items, t0, time.perf_counter()))
+
+    def _fail(self, items: list[_Pending], exc: BaseException) -> None:
+        log.error("commit to %s failed: %s", self.table, exc)
+        for it in items:
+            it.fail(CommitFailed(str(exc)))
+
+    async def _finish(self, cf, items: list[_Pending], t0: float, t1: float):
+        try:
+            res = await asyncio.wrap_future(cf)
+        except LAKE_ERRORS as exc:
+            self._fail(items, exc)
+            return
+        except BaseException as exc:  # every waiter must hear about an unexpected failure too, then it propagates
+            for it in items:
+                it.fail(exc)
+            raise
+        self.timings.append((t1 - t0, time.perf_counter() - t1, sum(len(it.payloads) for it in items)))
+        self.commits += 1
+        self.rows += sum(len(it.payloads) for it in items)
+        for it in items:
+            if not it.future.done():
+                it.future.set_result(res)
+
+    def timing(self) -> dict:
+        """Medians of the recent submits (for /v1/stats)."""
+        if not self.timings:
+            return {}
+        ts = list(self.timings)
+
+        def med(xs):
+            return sorted(xs)[len(xs) // 2]
+
+        return {"build_ms_p50": round(med([t[0] for t in ts]) * 1000, 1),
+                "commit_ms_p50": round(med([t[1] for t in ts]) * 1000, 1),
+                "rows_per_submit_p50": med([t[2] for t in ts])}

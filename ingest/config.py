@@ -1,0 +1,92 @@
+"""The typed configuration of the ingest commands (`lake serve`, `lake watch`, `lake import`).
+
+One dataclass per command: each field's default and help text are the CLI option's (lachesis.console.option),
+and `__post_init__` refuses a bad value with one line. Kept free of heavy imports: the CLI builds its options
+from these classes at start-up.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+MiB = 1 << 20
+SERVE_MODES = ("at-least-once", "at-most-once")
+FORMATS = ("auto", "hermes", "atropos", "native")
+
+
+@dataclass
+class ServeConfig:
+    """`lake serve`: the durable trajectory API (native /v1 routes and the Atropos run-api routes)."""
+
+    host: str = field(default="127.0.0.1", metadata={"help": "Interface to bind (loopback by default)."})
+    port: int = field(default=8000, metadata={"help": "TCP port."})
+    token: Optional[str] = field(default=None, metadata={
+        "help": "Bearer token required on every write route (every POST, /batch, /reset_data)."})
+    max_body_mb: float = field(default=64.0, metadata={"help": "Largest request body accepted (MiB, as sent)."})
+    max_inflated_mb: float = field(default=256.0, metadata={
+        "help": "Largest body after gunzip (MiB): the gzip-bomb limit."})
+    log_level: str = field(default="warning", metadata={"help": "uvicorn log level."})
+    serve_mode: str = field(default="at-least-once", metadata={
+        "help": "at-least-once: a batch counts as served once the trainer comes back for the next one; after a "
+                "crash an unconfirmed batch is served again. at-most-once: recorded before it is sent; a batch "
+                "lost in flight is not re-sent."})
+    bind_retry_s: float = field(default=0.0, metadata={
+        "help": "Keep trying to bind a port still in use for this long (a standby that takes over when the "
+                "running server exits)."})
+
+    def __post_init__(self):
+        if self.serve_mode not in SERVE_MODES:
+            raise ValueError(f"--serve-mode must be one of {', '.join(SERVE_MODES)}, not {self.serve_mode!r}")
+        if not 0 <= self.port < 65536:
+            raise ValueError(f"--port must be between 0 and 65535, not {self.port}")
+        if self.max_body_mb <= 0 or self.max_inflated_mb <= 0:
+            raise ValueError("--max-body-mb and --max-inflated-mb must be positive")
+        if self.bind_retry_s < 0:
+            raise ValueError("--bind-retry-s must not be negative")
+
+    @property
+    def max_body(self) -> int:
+        return int(self.max_body_mb * MiB)
+
+    @property
+    def max_inflated(self) -> int:
+        return int(self.max_inflated_mb * MiB)
+
+
+@dataclass
+class WatchConfig:
+    """`lake watch`: a Hermes skills folder and an inbox of trajectory files, mirrored into the lake."""
+
+    skills: Optional[Path] = field(default=None, metadata={"help": "Hermes skills folder to mirror into the lake."})
+    inbox: Optional[Path] = field(default=None, metadata={
+        "help": "Folder to take trajectory files from (*.jsonl, *.ndjson, plain or .gz; other files are left "
+                "alone): each is ingested whole, then moved to .done/ (or .rejected/ with a reason)."})
+    settle: float = field(default=0.5, metadata={"help": "Seconds a file must stay unchanged before it is read."})
+    interval: float = field(default=2.0, metadata={
+        "help": "Rescan interval in seconds (watchdog wakes it earlier)."})
+    max_file_mb: float = field(default=4096.0, metadata={
+        "help": "Largest inbox file accepted, after gunzip (MiB)."})
+
+    def __post_init__(self):
+        if self.skills is None and self.inbox is None:
+            raise ValueError("give --skills DIR and/or --inbox DIR")
+        if self.settle < 0 or self.interval <= 0:
+            raise ValueError("--settle must not be negative and --interval must be positive")
+        if self.max_file_mb <= 0:
+            raise ValueError("--max-file-mb must be positive")
+
+    @property
+    def max_file_bytes(self) -> int:
+        return int(self.max_file_mb * MiB)
+
+
+@dataclass
+class ImportConfig:
+    """`lake import`: trajectory files (Hermes ShareGPT, Atropos groups, native JSONL), each all or nothing."""
+
+    format: str = field(default="auto", metadata={"help": "auto | hermes | atropos | native"})
+
+    def __post_init__(self):
+        if self.format not in FORMATS:
+            raise ValueError(f"--format must be one of {', '.join(FORMATS)}, not {self.format!r}")

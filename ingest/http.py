@@ -1,0 +1,153 @@
+"""The HTTP edges shared by both route sets: the app state and auth dependencies, request bodies (size limits,
+gzip, JSON, pydantic models) as dependencies, JSON responses, and the error answers.
+
+Bodies are read here rather than by FastAPI's body parameters because the limits (declared and streamed
+size, inflated size) must hold before anything is parsed, and because the 422s must look like run-api's.
+"""
+from __future__ import annotations
+
+import asyncio
+import gzip
+import hmac
+import json
+from typing import Callable
+
+import orjson
+from fastapi import Depends, HTTPException, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from pydantic import BaseModel, ValidationError
+
+from ingest import atropos as A
+from ingest.errors import BadInput, TooLarge
+from ingest.state import IngestState
+from ingest.util import gunzip_bounded
+
+
+class ValidationDetail(Exception):
+    """A 422 whose `detail` list is already in FastAPI's shape (pydantic errors, run-api compatible)."""
+
+    def __init__(self, detail: list[dict]):
+        super().__init__(detail)
+        self.detail = detail
+
+
+# -- dependencies ------------------------------------------------------------------------------------------
+def get_state(request: Request) -> IngestState:
+    return request.app.state.ingest
+
+
+def require_token(request: Request, state: IngestState = Depends(get_state)) -> None:
+    """With a token set, write routes need `Authorization: Bearer <token>` (checked before the body is read)."""
+    token = state.config.token
+    if token and not hmac.compare_digest(request.headers.get("authorization", "").encode(),
+                                         f"Bearer {token}".encode()):
+        raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+
+WRITE = [Depends(require_token)]
+
+
+async def body_bytes(request: Request, state: IngestState = Depends(get_state)) -> bytes:
+    """The request body within the limits: declared size, streamed size, then inflated size for gzip."""
+    limit = state.config.max_body
+    cl = request.headers.get("content-length")
+    if cl is not None:
+        try:
+            n = int(cl)
+        except ValueError:
+            raise BadInput("bad Content-Length header") from None
+        if n > limit:
+            raise TooLarge(f"body of {n} bytes is over the limit of {limit} bytes")
+    chunks, total = [], 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > limit:
+            raise TooLarge(f"body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    data = b"".join(chunks)
+    enc = request.headers.get("content-encoding", "").lower()
+    if "gzip" in enc:
+        return gunzip_bounded(data, state.config.max_inflated)
+    if enc and enc != "identity":
+        raise BadInput(f"unsupported Content-Encoding {enc!r} (gzip or identity)", status=415, kind="encoding")
+    return data
+
+
+def parse_json(data: bytes):
+    """A request body as JSON; an empty or malformed body is a 422 that says what is wrong (and where)."""
+    if not data.strip():
+        raise BadInput("Field required", field=["body"], status=422, kind="missing")
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        msg = f"JSON decode error: {exc}"
+        if "utf-8" in str(exc).lower():
+            msg = f"body is not valid UTF-8: {exc}"
+        raise BadInput(msg, field=["body", exc.pos], status=422, kind="json_invalid") from None
+
+
+async def json_body(data: bytes = Depends(body_bytes)):
+    return parse_json(data)
+
+
+def validate_model(model: type[BaseModel], obj, prefix=("body",)):
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        raise ValidationDetail(A.validation_detail(exc, prefix=prefix)) from None
+
+
+def model_body(model: type[BaseModel]) -> Callable:
+    """A dependency: the JSON body validated as `model` (422 in run-api's shape otherwise)."""
+
+    async def dep(obj=Depends(json_body)):
+        return validate_model(model, obj)
+
+    return dep
+
+
+# -- responses ---------------------------------------------------------------------------------------------
+def wants_gzip(request: Request) -> bool:
+    return "gzip" in request.headers.get("accept-encoding", "").lower()
+
+
+def json_response(request: Request, obj=None, *, raw: bytes | None = None) -> Response:
+    """JSON (ints beyond 64 bits kept, non-string keys allowed), gzipped from 1000 bytes when the client asks."""
+    body = raw if raw is not None else orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
+    if len(body) >= 1000 and wants_gzip(request):
+        return _gzipped(gzip.compress(body, compresslevel=1))
+    return Response(body, media_type="application/json")
+
+
+async def json_response_async(request: Request, raw: bytes) -> Response:
+    """json_response for big bodies: gzip (which releases the GIL) runs in a worker thread."""
+    if len(raw) >= 64 * 1024 and wants_gzip(request):
+        return _gzipped(await asyncio.to_thread(gzip.compress, raw, 1))
+    return json_response(request, raw=raw)
+
+
+def _gzipped(body: bytes) -> Response:
+    return Response(body, media_type="application/json",
+                    headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
+
+
+def bigjson(obj) -> Response:
+    """JSON with ints beyond 64 bits (the /register uuid) written as plain numbers (orjson refuses them)."""
+    return Response(json.dumps(obj).encode(), media_type="application/json")
+
+
+# -- errors ------------------------------------------------------------------------------------------------
+def bad_input_response(exc: BadInput) -> Response:
+    if exc.status == 422:
+        d = exc.to_detail()
+        if not d["loc"] or d["loc"][0] != "body":
+            d["loc"] = ["body"] + d["loc"]
+        return JSONResponse({"detail": [d]}, status_code=422)
+    if exc.kind == "bad_gzip":
+        return PlainTextResponse("Invalid gzip payload", status_code=400)  # run-api's exact answer
+    body = {"detail": exc.describe(), "type": exc.kind}
+    if exc.line is not None:
+        body["line"] = exc.line
+    if exc.field is not None:
+        body["field"] = exc.field_str()
+    return JSONResponse(body, status_code=exc.status)

@@ -1,0 +1,252 @@
+"""The 13 Atropos run-api routes (atroposlib 0.4.0 shapes, docs/atropos-api.md), backed by the lake.
+
+Each state change is committed as an event before it is acknowledged, then applied to the queue
+(`ingest.atropos_queue`); groups are committed as trajectory rows before `received` is answered.
+"""
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+
+import orjson
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import ValidationError
+
+from ingest import atropos as A
+from ingest.atropos_queue import GroupQueued, Registered, Started
+from ingest.errors import BadInput
+from ingest.http import (WRITE, ValidationDetail, bigjson, body_bytes, get_state, json_body, json_response_async,
+                         model_body, parse_json, validate_model)
+from ingest.state import IngestState
+from ingest.util import text_hash, uuid7
+
+router = APIRouter()
+
+INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+# -- groups: validation and rows (everything checked before anything is claimed or written) -------------------
+class Group:
+    """One validated group of a request: its id, lake rows and the served JSON."""
+
+    def __init__(self, sd: A.ScoredData, original: dict, gid: str, env_name: str | None, loc: list):
+        if not sd.tokens:
+            raise BadInput("a group needs at least one sequence", field=loc + ["tokens"], status=422,
+                           kind="too_short")
+        for key in ("tokens", "masks"):
+            for i, seq in enumerate(getattr(sd, key)):
+                if seq and (max(seq) > INT64[1] or min(seq) < INT64[0]):
+                    raise BadInput("integer out of the 64-bit range", field=loc + [key, i], status=422,
+                                   kind="value_error")
+        try:  # numbers that JSON or Arrow cannot hold are a 422, not a 500
+            self.body = orjson.dumps(A.served_dict(sd))
+            self.rows = A.group_to_rows(sd, original, group_id=gid, env_name=env_name, qseq=uuid7())
+        except (TypeError, OverflowError, ValueError) as exc:
+            raise BadInput(f"value out of range: {exc}", field=loc, status=422, kind="value_error") from None
+        self.gid, self.sd = gid, sd
+
+    def queued(self) -> GroupQueued:
+        return GroupQueued(A.QGroup(self.gid, len(self.sd.tokens), self.sd.env_id, self.body))
+
+
+def _group_id(key: str | None, suffix: str = "") -> str:
+    """With an Idempotency-Key the id is derived from it (a retry is a duplicate); without one it is fresh:
+    identical groups are legitimate in Atropos, so content is not deduplicated."""
+    return ("idem-" + text_hash(key + suffix)) if key else uuid7()
+
+
+async def commit_groups(s: IngestState, groups: list[Group], keyed: bool) -> list[dict | None]:
+    """Commit the groups' rows in one lake submit, then queue them in order. With an Idempotency-Key a group
+    already committed is skipped (None in the answer list). Claims are released whatever happens."""
+    async with s.claims() as claims:
+        fresh = [g for g in groups if not keyed or await claims.take(f"{g.gid}:0")]
+        rows = [r for g in fresh for r in g.rows]
+        if rows:
+            now = datetime.now(timezone.utc)
+            await s.commit_rows("trajectories", rows, ["atropos.group"] * len(rows), [now] * len(rows))
+    s.ids.update(r["trajectory_id"] for r in rows)
+    s.counters.acked_rows += len(rows)
+    s.counters.duplicates += len(groups) - len(fresh)
+    fresh_ids = {id(g) for g in fresh}
+    return [s.queue.apply(g.queued()) if id(g) in fresh_ids else None for g in groups]
+
+
+async def scored_data_body(data: bytes = Depends(body_bytes)) -> A.ScoredDataX:
+    """One group: parsed and validated in one pass by pydantic-core (the hot path of an env)."""
+    try:
+        return A.ScoredDataX.model_validate_json(data)
+    except ValidationError as exc:
+        if not data.strip() or any(e["type"] == "json_invalid" for e in exc.errors()):
+            parse_json(data)  # the same 422 as every other route for a body that is not JSON
+            raise BadInput("JSON decode error", field=["body"], status=422, kind="json_invalid") from None
+        raise ValidationDetail(A.validation_detail(exc)) from None
+
+
+async def scored_data_list_body(obj=Depends(json_body)) -> list[tuple[dict, A.ScoredData]]:
+    """A list of groups, every one validated (all errors reported, nothing written when any is bad)."""
+    if not isinstance(obj, list):
+        raise ValidationDetail([{"type": "list_type", "loc": ["body"], "msg": "Input should be a valid list",
+                                 "input": None}])
+    errs, out = [], []
+    for i, g in enumerate(obj):
+        try:
+            out.append((g, A.ScoredData.model_validate(g)))
+        except ValidationError as exc:
+            errs.extend(A.validation_detail(exc, prefix=("body", i)))
+    if errs:
+        raise ValidationDetail(errs)
+    return out
+
+
+async def env_identifier(request: Request) -> A.EnvIdentifier:
+    """/status-env: `?env_id=` or, as real envs send it, a JSON body on a GET."""
+    env_id = request.query_params.get("env_id")
+    if env_id is not None:
+        return validate_model(A.EnvIdentifier, {"env_id": env_id})
+    s = get_state(request)
+    return validate_model(A.EnvIdentifier, parse_json(await body_bytes(request, s)))
+
+
+# -- routes ------------------------------------------------------------------------------------------------
+@router.get("/")
+async def root():
+    return {"message": "AtroposLib API"}
+
+
+@router.post("/register", dependencies=WRITE)
+async def register(reg: A.Registration = Depends(model_body(A.Registration)),
+                   s: IngestState = Depends(get_state)):
+    async with s.state_lock:
+        if not s.queue.registered:  # later calls only add a requester (run-api does not reset on them)
+            ev = Registered(reg.model_dump())
+            await s.record(ev)
+            s.queue.apply(ev)
+    return bigjson({"uuid": uuid.uuid4().int})
+
+
+@router.get("/info")
+async def info(s: IngestState = Depends(get_state)):
+    q = s.queue
+    if not q.registered:
+        return {"batch_size": -1, "max_token_len": -1}
+    return {"batch_size": q.batch_size, "max_token_len": q.max_token_len}
+
+
+@router.get("/wandb_info")
+async def wandb_info(s: IngestState = Depends(get_state)):
+    return {"group": s.queue.group, "project": s.queue.project}
+
+
+@router.post("/register-env", dependencies=WRITE)
+async def register_env(re_: A.RegisterEnv = Depends(model_body(A.RegisterEnv)),
+                       s: IngestState = Depends(get_state)):
+    if re_.min_batch_allocation is not None and not 0.0 <= re_.min_batch_allocation <= 1.0:
+        raise BadInput("min_batch_allocation must be between 0 and 1", field=["body", "min_batch_allocation"],
+                       status=422, kind="value_error")
+    async with s.state_lock:
+        if not s.queue.started:
+            return {"status": "wait for trainer to start"}
+        ev = s.queue.env_event(re_)
+        await s.record(ev)
+        return s.queue.apply(ev)
+
+
+@router.post("/disconnect-env", dependencies=WRITE)
+async def disconnect_env(ident: A.EnvIdentifier = Depends(model_body(A.EnvIdentifier)),
+                         s: IngestState = Depends(get_state)):
+    async with s.state_lock:
+        ev = s.queue.disconnect_event(ident.env_id)
+        if ev is None:
+            return {"status": "failure", "error": "list index out of range"}
+        await s.record(ev)
+        return s.queue.apply(ev)
+
+
+@router.get("/status-env")
+async def status_env(ident: A.EnvIdentifier = Depends(env_identifier), s: IngestState = Depends(get_state)):
+    try:
+        return s.queue.status_env(ident.env_id)
+    except IndexError:  # run-api answers 500 here; an unknown id is the client's mistake
+        return JSONResponse({"detail": f"unknown env_id {ident.env_id}"}, status_code=404)
+
+
+@router.post("/scored_data", dependencies=WRITE)
+async def scored_data(request: Request, sd: A.ScoredDataX = Depends(scored_data_body),
+                      s: IngestState = Depends(get_state)):
+    key = request.headers.get("idempotency-key")
+    g = Group(sd, sd.model_extra or {}, _group_id(key), s.queue.env_name(sd.env_id), ["body"])
+    res = (await commit_groups(s, [g], keyed=key is not None))[0]
+    return {"status": "received", "duplicate": True} if res is None else res
+
+
+@router.post("/scored_data_list", dependencies=WRITE)
+async def scored_data_list(request: Request, items=Depends(scored_data_list_body),
+                           s: IngestState = Depends(get_state)):
+    key = request.headers.get("idempotency-key")
+    # every group is checked before any is claimed: a bad later group leaves nothing claimed or written
+    groups = [Group(sd, g, _group_id(key, f"#{i}"), s.queue.env_name(sd.env_id), ["body", i])
+              for i, (g, sd) in enumerate(items)]
+    results = await commit_groups(s, groups, keyed=key is not None)
+    buffered = [r for r in results if r is not None and r["status"] == "buffered"]
+    out = {"status": "received", "groups_processed": len(groups)}
+    if buffered:
+        out["buffered"] = len(buffered)
+        out["last_buffer_size"] = buffered[-1]["buffer_size"]
+    return out
+
+
+@router.get("/batch", dependencies=WRITE)
+async def batch(request: Request, s: IngestState = Depends(get_state)):
+    async with s.batch_lock:
+        q = s.queue
+        if not q.registered:
+            return {"status": "error", "message": "Trainer not registered. Call /register first.", "batch": []}
+        if not q.started:
+            await s.record(Started())
+            q.apply(Started())
+        b = q.next_batch()
+        if b is None:
+            # the trainer pulls one batch at a time: coming back confirms the batches it was sent before
+            ev = q.confirm_event()
+            if ev is not None:
+                q.apply(ev)
+                s.spawn(s.record(ev, background=True))
+            return {"batch": None}
+        ev = q.batch_event(uuid7(), b, s.config.serve_mode)
+        if ev.mode == "at-least-once":
+            # recorded in the background (coalesced into few commits) and confirmed by the trainer's next
+            # /batch; a batch sent but not confirmed when the server dies is served again after a restart
+            q.apply(ev)
+            s.spawn(s.record(ev, background=True))
+        else:
+            try:  # at-most-once: committed before the batch leaves; a batch lost in flight is not re-sent
+                await s.record(ev)
+            except BaseException:
+                q.unpop_batch(b)
+                raise
+            q.apply(ev)
+        raw = b'{"batch":[' + b",".join(g.body for g in b) + b"]}"
+    return await json_response_async(request, raw)
+
+
+@router.get("/latest_example")
+async def latest_example(request: Request, s: IngestState = Depends(get_state)):
+    return await json_response_async(request, s.queue.latest_example())
+
+
+@router.get("/status")
+async def status(s: IngestState = Depends(get_state)):
+    return s.queue.status()
+
+
+@router.get("/reset_data", dependencies=WRITE)
+async def reset_data(s: IngestState = Depends(get_state)):
+    async with s.batch_lock:
+        await s.drain()  # served-batch records land before the reset, so a replay sees them first
+        async with s.state_lock:
+            ev = s.queue.reset_event()
+            s.queue.apply(ev)  # first, so no group can slip in between the record and the wipe
+            await s.record(ev)
+    return PlainTextResponse("Reset successful", status_code=200)
+

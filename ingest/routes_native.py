@@ -1,0 +1,202 @@
+"""The native /v1 routes: trajectories (native, OpenAI-messages, Hermes or Atropos records), rewards, skills,
+health and stats.
+
+Ids follow one rule with `lake import`: a record keeps its `trajectory_id`, else gets one derived from its
+content (Atropos groups: content and position), so the same body posted twice, or a file posted and then
+imported, is stored once. With an `Idempotency-Key` the ids are derived from the key and the position instead.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import orjson
+from fastapi import APIRouter, Depends, Request
+
+from ingest.errors import BadInput
+from ingest.formats import atropos_to_records, detect_record, native_to_record, parse_body, to_records
+from ingest.hermes import hermes_to_record
+from ingest.http import WRITE, body_bytes, get_state, json_body
+from ingest.records import validated_rows
+from ingest.skills import parse_skill
+from ingest.state import IngestState
+from ingest.util import text_hash
+from lake.skill_files import valid_name
+
+router = APIRouter()
+
+
+async def trajectory_items(request: Request, data: bytes = Depends(body_bytes)) -> list:
+    """The body as (line, object) pairs: one JSON object, a JSON array, or NDJSON."""
+    try:
+        return parse_body(data, request.headers.get("content-type"))
+    except BadInput as exc:
+        if exc.kind == "json_invalid":
+            exc.status = 422
+            exc.field = ["body"] + ([exc.line] if exc.line else [])
+        elif exc.kind == "missing":
+            exc.status = 422
+        raise
+
+
+def _keyed_records(obj, key: str, i: int) -> list[dict]:
+    """Records of item i of a request sent with an Idempotency-Key: ids from the key and the position."""
+    fmt = detect_record(obj)
+    if fmt == "hermes":
+        recs = [hermes_to_record(obj)]
+    elif fmt == "atropos":
+        recs = atropos_to_records(obj, group_id="idem-" + text_hash(f"{key}#{i}"))[1]
+    else:
+        if obj.get("trajectory_id") is None:
+            obj = {**obj, "trajectory_id": f"idem-{text_hash(key)}:{i}"}
+        recs = [native_to_record(obj)]
+    for r in recs:
+        if isinstance(r.get("metadata", {}), dict):
+            r["metadata"] = {**r.get("metadata", {}), "idempotency_key": key}
+    return recs
+
+
+@router.get("/v1/health")
+async def health(s: IngestState = Depends(get_state)):
+    return {"status": "ok", "lake": str(s.lake.root), "uptime_s": round(time.time() - s.started_at, 3)}
+
+
+@router.get("/v1/stats")
+async def stats(s: IngestState = Depends(get_state)):
+    versions = await asyncio.to_thread(lambda: {t: s.lake.version(t) for t in s.lake.tables()})
+    return s.stats(versions)
+
+
+@router.post("/v1/trajectories", dependencies=WRITE)
+async def post_trajectories(request: Request, items: list = Depends(trajectory_items),
+                            s: IngestState = Depends(get_state)):
+    key = request.headers.get("idempotency-key")
+    records, locs = [], []
+    for i, (line, obj) in enumerate(items):
+        loc = line if line is not None else i
+        try:
+            # the position `lake import` would give the record: its line, or its 1-based index in an array
+            recs = _keyed_records(obj, key, i) if key else to_records(obj, "auto", line=line or i + 1)
+        except BadInput as exc:
+            f = exc.field if isinstance(exc.field, list) else ([exc.field] if exc.field else [])
+            raise BadInput(exc.reason, field=["body", loc] + f, status=422, kind=exc.kind, line=line) from None
+        records.extend(recs)
+        locs.extend([loc] * len(recs))
+    rows = validated_rows(records, locs=locs)  # all checked before anything is written
+    seen, keep, dups = set(), [], 0
+    async with s.claims() as claims:
+        for r in rows:
+            tid = r.payload["trajectory_id"]
+            if tid in seen or not await claims.take(tid):
+                dups += 1
+            else:
+                keep.append(r)
+            seen.add(tid)
+        res = None
+        if keep:
+            res = await s.commit_rows("trajectories", [r.payload for r in keep], [r.event_type for r in keep],
+                                      [r.occurred_at for r in keep])
+    s.counters.acked_rows += len(keep)
+    s.counters.duplicates += dups
+    return {"status": "committed", "accepted": len(keep), "duplicates": dups,
+            "trajectory_ids": [r["trajectory_id"] for r in records], "version": res.version if res else None}
+
+
+@router.post("/v1/rewards", dependencies=WRITE)
+async def post_rewards(request: Request, obj=Depends(json_body), s: IngestState = Depends(get_state)):
+    items = obj if isinstance(obj, list) else [obj]
+    key = request.headers.get("idempotency-key")
+    if key and f"rewards:{key}" in s.idem_keys:
+        return {"status": "committed", "accepted": 0, "duplicate": True}
+    recs, locs = [], []
+    for i, it in enumerate(items):
+        idx = i if isinstance(obj, list) else None
+        loc = ["body"] + ([] if idx is None else [idx])
+        if not isinstance(it, dict):
+            raise BadInput("a reward must be a JSON object", field=loc, status=422, kind="model_type")
+        tid = it.get("trajectory_id")
+        if not isinstance(tid, str) or not tid:
+            raise BadInput("Field required", field=loc + ["trajectory_id"], status=422, kind="missing")
+        if it.get("reward") is None and it.get("success") is None and it.get("labels") is None:
+            raise BadInput("a reward needs at least one of reward, success, labels", field=loc + ["reward"],
+                           status=422, kind="missing")
+        if tid not in s.ids:
+            raise BadInput(f"unknown trajectory_id {tid!r}", field=loc + ["trajectory_id"], status=404,
+                           kind="not_found")
+        r = dict(it)
+        if key:
+            meta = r.get("metadata") if isinstance(r.get("metadata"), dict) else {}
+            r["metadata"] = {**meta, "idempotency_key": key}
+        recs.append(r)
+        locs.append(idx)
+    res = await s.commit_records("rewards", recs, locs=locs)
+    if key:
+        s.idem_keys.add(f"rewards:{key}")
+    return {"status": "committed", "accepted": len(recs), "version": res.version}
+
+
+def _skill_from_content(obj: dict, category: str | None) -> dict:
+    """`{"content": SKILL.md text, "name"?, "category"?, "provenance"?}` -> a skills record."""
+    name_hint = obj.get("name")
+    if name_hint is not None and not valid_name(name_hint):
+        raise BadInput(f"skill name {name_hint!r} is not allowed", field=["body", "name"], status=422,
+                       kind="bad_name")
+    rel = "/".join([p for p in [category, name_hint or "skill"] if p]) + "/SKILL.md"
+    try:
+        doc = parse_skill(obj["content"].encode("utf-8"), rel)
+    except BadInput as exc:
+        raise BadInput(exc.describe(), field=["body", "content"] + ([exc.field] if exc.field else []),
+                       status=422, kind=exc.kind) from None
+    if name_hint is None and doc.name_source == "folder":  # no folder here: "skill" is a placeholder
+        raise BadInput("frontmatter has no 'name'", field=["body", "content", "name"], status=422, kind="missing")
+    if name_hint is not None and name_hint != doc.name:
+        raise BadInput(f"name {name_hint!r} differs from the frontmatter name {doc.name!r}",
+                       field=["body", "name"], status=422, kind="value_error")
+    prov = obj.get("provenance", "agent")
+    if prov not in ("agent", "bundled", "hub"):
+        raise BadInput("provenance must be agent, bundled or hub", field=["body", "provenance"], status=422)
+    return {"name": doc.name, "category": category or doc.category, "path": rel, "provenance": prov,
+            "description": doc.description, "frontmatter": doc.frontmatter, "body": doc.body,
+            "deleted": False, "metadata": {"sha256": doc.sha256, "via": "http"}}
+
+
+def _skill_from_record(obj: dict) -> dict:
+    """A native skills record; its sha256 is the hash of the fields that make a version."""
+    name = obj.get("name")
+    if not valid_name(name):
+        raise BadInput(f"skill name {name!r} is missing or not allowed", field=["body", "name"], status=422,
+                       kind="bad_name")
+    rec = {k: v for k, v in obj.items() if k != "content"}
+    meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
+    rec["metadata"] = {**meta, "sha256": text_hash(orjson.dumps(
+        {k: obj.get(k) for k in ("body", "frontmatter", "description", "category", "deleted")},
+        option=orjson.OPT_SORT_KEYS))}
+    return rec
+
+
+@router.post("/v1/skills", dependencies=WRITE)
+async def post_skills(request: Request, obj=Depends(json_body), s: IngestState = Depends(get_state)):
+    if not isinstance(obj, dict):
+        raise BadInput("a skill must be a JSON object", field=["body"], status=422, kind="model_type")
+    key = request.headers.get("idempotency-key")
+    if key and f"skills:{key}" in s.idem_keys:
+        return {"status": "committed", "duplicate": True}
+    category = obj.get("category")
+    if category is not None and (not isinstance(category, str)
+                                 or not all(valid_name(p) for p in category.split("/"))):
+        raise BadInput(f"category {category!r} is not allowed (no path separators or '..')",
+                       field=["body", "category"], status=422, kind="bad_name")
+    rec = _skill_from_content(obj, category) if isinstance(obj.get("content"), str) else _skill_from_record(obj)
+    if key:
+        rec["metadata"]["idempotency_key"] = key
+    h = rec["metadata"]["sha256"]
+    if not rec.get("deleted") and s.skill_hash.get(rec["name"]) == h:
+        return {"status": "unchanged", "name": rec["name"]}
+    res = await s.commit_records("skills", [rec])
+    if rec.get("deleted"):
+        s.skill_hash.pop(rec["name"], None)
+    else:
+        s.skill_hash[rec["name"]] = h
+    if key:
+        s.idem_keys.add(f"skills:{key}")
+    return {"status": "committed", "name": rec["name"], "version": res.version}
