@@ -50,17 +50,6 @@ def is_inbox_file(name: str) -> bool:
     return name.lower().endswith(INBOX_SUFFIXES) and not is_temp(name)
 
 
-def describe_stats(stats: dict) -> str:
-    """One line for `lake watch --once`: what the pass changed."""
-    parts = [f"{stats['skill_upserts']} skill version(s) written", f"{stats['skill_deletes']} skill(s) deleted",
-             f"{stats['usage_events']} usage change(s)",
-             f"{stats['files_done']} inbox file(s) ingested ({stats['trajectories']} trajectories, "
-             f"{stats['duplicates']} duplicate(s))", f"{stats['files_rejected']} file(s) rejected"]
-    if stats["errors"]:
-        parts.append(f"{stats['errors']} error(s) recorded in ingest_errors")
-    return ", ".join(parts)
-
-
 def _sig(p: Path):
     try:
         st = p.stat()
@@ -326,6 +315,19 @@ class Watcher:
         self._error(str(p), exc, f"inbox:{dest.name}:{time.time_ns()}", {"moved_to": str(dest)})
 
     # -- loop ------------------------------------------------------------------------------------------
+    def summary(self) -> str:
+        """One line for `lake watch --once`: what the passes so far changed, per watched folder."""
+        st, parts = self.stats, []
+        if self.skills_dir is not None:
+            parts.append(f"skills: {st['skill_upserts']} version(s) written, {st['skill_deletes']} deleted, "
+                         f"{st['usage_events']} usage change(s)")
+        if self.inbox_dir is not None:
+            parts.append(f"inbox: {st['files_done']} file(s) ingested ({st['trajectories']} trajectories, "
+                         f"{st['duplicates']} duplicate(s)), {st['files_rejected']} rejected")
+        if st["errors"]:
+            parts.append(f"{st['errors']} error(s) recorded in ingest_errors")
+        return "; ".join(parts)
+
     def scan(self) -> int:
         self.stab.waiting = False
         n = self.scan_skills() + self.scan_inbox()

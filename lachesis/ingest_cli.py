@@ -62,7 +62,7 @@ def watch(
 
     from rich.console import Console
 
-    from ingest.watch import Watcher, describe_stats
+    from ingest.watch import Watcher
     from lake import Lake
 
     cfg = _config(WatchConfig, skills=skills, inbox=inbox, settle=0 if once else settle, interval=interval,
@@ -79,7 +79,7 @@ def watch(
         if json:
             print_json(w.stats)
         else:
-            Console().print(describe_stats(w.stats), highlight=False)
+            print(w.summary())
         return
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -3,6 +3,8 @@ import gzip
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -153,3 +155,52 @@ def test_inbox_live_watch_process(tmp_path):
         assert snap.sql("SELECT count(*) FROM trajectories").fetchall()[0][0] == 5
         e = snap.arrow("SELECT reason, line, source_path FROM ingest_errors").to_pylist()
     assert len(e) == 1 and e[0]["line"] == 2 and e[0]["source_path"].endswith("bad.jsonl")
+
+
+def test_inbox_takes_only_trajectory_files(tmp_path):
+    """Defect 17: pointed at Hermes' working directory, the inbox takes the trajectory files Hermes and
+    batch_runner write (JSON lines, plain or gzip) and leaves every other file where it is, unchanged."""
+    inbox = tmp_path / "hermes-cwd"
+    inbox.mkdir()
+    rec = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}],
+           "timestamp": "2026-05-02T10:00:00", "model": "m", "completed": True}
+    (inbox / "trajectory_samples.jsonl").write_text(json.dumps(rec) + "\n")
+    with open(inbox / "failed_trajectories.jsonl.gz", "wb") as f:  # one gzip member per append (newer Hermes)
+        for i in range(2):
+            f.write(gzip.compress((json.dumps(dict(rec, completed=False, model=f"m{i}")) + "\n").encode()))
+    (inbox / "trajectories.jsonl").write_text(json.dumps(dict(rec, model="batch")) + "\n")
+    others = {"notes.md": "# my notes\n", "run_agent.py": "print('hi')\n", "checkpoint.json": '{"run_name": "r"}',
+              "statistics.json": "{}", "README": "x", "data.csv": "a,b\n"}
+    for name, text in others.items():
+        (inbox / name).write_text(text)
+    lk = Lake.init(tmp_path / "lake")
+    w = Watcher(lk, inbox_dir=inbox, settle=0)
+    w.scan()
+    assert sorted(p.name for p in (inbox / ".done").iterdir()) == [
+        "failed_trajectories.jsonl.gz", "trajectories.jsonl", "trajectory_samples.jsonl"]
+    assert not (inbox / ".rejected").exists()
+    assert {n: (inbox / n).read_text() for n in others} == others
+    assert w.stats["files_done"] == 3 and w.stats["trajectories"] == 4 and w.stats["files_rejected"] == 0
+    with lk.snapshot() as snap:
+        assert snap.sql("SELECT count(*) FROM trajectories").fetchall()[0][0] == 4
+        assert snap.sql("SELECT count(*) FROM ingest_errors").fetchall()[0][0] == 0
+
+
+def test_watch_once_cli_summary_and_json(tmp_path):
+    """`lake watch --once` says what it did in one readable line; --json prints the counts."""
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    rec = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}
+    (inbox / "a.jsonl").write_text(json.dumps(rec) + "\n" + json.dumps(dict(rec, model="m2")) + "\n")
+    (inbox / "bad.jsonl").write_text("{oops\n")
+    cmd = [sys.executable, "-c", "from lachesis.cli import main; main()", "watch", "--once", "--inbox", str(inbox),
+           "--lake", str(tmp_path / "lake")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ("inbox: 1 file(s) ingested (2 trajectories, 0 duplicate(s)), 1 rejected; "
+                        "1 error(s) recorded in ingest_errors\n")
+    (inbox / "b.jsonl").write_text(json.dumps(rec) + "\n")  # already in the lake: a duplicate
+    r = subprocess.run(cmd + ["--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    stats = json.loads(r.stdout)
+    assert stats["files_done"] == 1 and stats["trajectories"] == 0 and stats["duplicates"] == 1
