@@ -91,3 +91,28 @@ def test_tokenizer_without_chat_template_is_a_one_line_error(tiny_dir, tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "no chat template" in r.stderr
     assert "--chat-template chatml" in r.stderr
+
+
+def test_tiny_corpus_is_packaged_data_only(tiny_dir, tmp_path):
+    """A wheel and a checkout build the same tiny model: the corpus comes from the packages alone (here: a copy of
+    envs/ and trainers/ without the checkout around them gives the same corpus hash)."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    from trainers.models import TINY_VERSION, TINY_CONFIG, tiny_corpus
+
+    texts, info = tiny_corpus()
+    want = hashlib.sha256(json.dumps([TINY_VERSION, TINY_CONFIG, texts], ensure_ascii=False).encode()).hexdigest()[:12]
+    assert tiny_dir.name == f"tiny-llama-{want}"
+    assert set(info["envs"]) == {"bash_exec_env", "git_repo_env", "python_debug_env"} and info["splits"] == ["train"]
+    for pkg in ("envs", "trainers"):
+        shutil.copytree(th.REPO / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    code = ("import hashlib, json, trainers.models as m; assert m.__file__.startswith(%r), m.__file__; "
+            "t, _ = m.tiny_corpus(); print(hashlib.sha256(json.dumps([m.TINY_VERSION, m.TINY_CONFIG, t], "
+            "ensure_ascii=False).encode()).hexdigest()[:12])" % str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == want
