@@ -25,12 +25,12 @@ import orjson
 from ingest.errors import BadInput
 from ingest.importer import ingest_file
 from ingest.records import LAKE_ERRORS
-from ingest.skills import parse_skill, read_usage, skill_record
+from ingest.skills import bad_input, parse_skill, read_usage, skill_record
 from ingest.util import text_hash
 from lake import Lake
 from lake.lake import process_writer_id
-from lake.skill_files import (iter_skill_files, provenance, read_bundled_manifest, read_category_descriptions,
-                              read_hub_lock, usage_payload)
+from lake.skill_files import (duplicate_name, iter_skill_files, provenance, read_bundled_manifest,
+                              read_category_descriptions, read_hub_lock, usage_payload)
 
 log = logging.getLogger("lachesis.ingest.watch")
 
@@ -181,9 +181,7 @@ class Watcher:
                 self._error(str(p), doc, f"skill:{rel}:{getattr(doc, 'sha', '')}")
                 continue
             if doc.name in on_disk:
-                other = on_disk[doc.name]
-                self._error(str(p), BadInput(f"duplicate skill name {doc.name!r} (also at {other.rel_path})",
-                                             field="name", kind="duplicate_name"), f"dup:{rel}:{doc.sha256}")
+                self._error(str(p), bad_input(duplicate_name(doc, on_disk[doc.name])), f"dup:{rel}:{doc.sha256}")
                 continue
             on_disk[doc.name] = doc
         for name, doc in on_disk.items():
