@@ -42,10 +42,10 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from envs import _linux
+from envs.programs import mountns
 from envs.spawner import Spawner, get_spawner
 
 WORKSPACE_INSIDE = "/workspace"
@@ -121,7 +121,7 @@ def isolation_mode() -> str:
 
 
 def _probe() -> str:
-    if not sys.platform.startswith("linux") or not _linux.available():
+    if not sys.platform.startswith("linux") or not mountns.available():
         return "rlimits"
     for mode in (("full",) if os.geteuid() == 0 else ()) + ("userns",):
         try:
@@ -135,16 +135,6 @@ def _probe() -> str:
 
 
 # ---------------------------------------------------------------- the sandbox
-
-
-@dataclass
-class _View:
-    """The chroot view, precomputed before fork so the child only makes syscalls."""
-
-    dirs: list[bytes] = field(default_factory=list)
-    symlinks: list[tuple[bytes, bytes]] = field(default_factory=list)
-    binds: list[tuple[bytes, bytes, int]] = field(default_factory=list)  # (source, target, ro flags or -1)
-    devices: list[tuple[bytes, bytes]] = field(default_factory=list)
 
 
 def _python_prefix() -> str:
@@ -185,38 +175,40 @@ def _python_for_uid() -> str:
     return own
 
 
-def _system_view(root: bytes) -> _View:
-    view = _View()
-    made: set[bytes] = set()
+def _system_view(root: str, workspace: str, tmp_bytes: int) -> dict:
+    """The chroot view (mountns.build's spec): computed before any fork, so the child only mounts."""
+    view: dict = {"root": root, "workspace": workspace, "dirs": [], "symlinks": [], "binds": [], "devices": [],
+                  "tmp_opts": f"size={tmp_bytes},mode=1777"}
+    made: set[str] = set()
 
     def mkdirs(path: str) -> None:
         parts = [p for p in path.split("/") if p]
         for i in range(1, len(parts) + 1):
-            sub = ("/" + "/".join(parts[:i])).encode()
+            sub = "/" + "/".join(parts[:i])
             if sub not in made:
                 made.add(sub)
-                view.dirs.append(root + sub)
+                view["dirs"].append(root + sub)
 
     def ro_flags(src: str) -> int:
         # A read-only remount inside a user namespace must keep the locked nosuid/nodev/noexec flags.
         f = os.statvfs(src).f_flag
-        return _linux.MS_RDONLY | (f & (_linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC))
+        return mountns.MS_RDONLY | (f & (mountns.MS_NOSUID | mountns.MS_NODEV | mountns.MS_NOEXEC))
 
     for top in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt"):
         src = "/" + top
         if os.path.islink(src):
-            view.symlinks.append(((root + src.encode()), os.readlink(src).encode()))
+            view["symlinks"].append([root + src, os.readlink(src)])
         elif os.path.isdir(src):
             mkdirs(src)
-            view.binds.append((src.encode(), root + src.encode(), ro_flags(src)))
+            view["binds"].append([src, root + src, ro_flags(src)])
     prefix = _python_prefix()
     if not any(prefix == p or prefix.startswith(p + "/") for p in ("/usr", "/opt")):
         mkdirs(prefix)
-        view.binds.append((prefix.encode(), root + prefix.encode(), ro_flags(prefix)))
+        view["binds"].append([prefix, root + prefix, ro_flags(prefix)])
     mkdirs("/dev")
     for dev in ("null", "zero", "random", "urandom"):
         if os.path.exists(f"/dev/{dev}"):
-            view.devices.append((f"/dev/{dev}".encode(), root + f"/dev/{dev}".encode()))
+            view["devices"].append([f"/dev/{dev}", root + f"/dev/{dev}"])
     mkdirs("/tmp")
     mkdirs(WORKSPACE_INSIDE)
     return view
@@ -249,10 +241,10 @@ class Sandbox:
             if self.isolation == "rlimits":  # no chroot: the uid must be able to pass through to its workspace
                 os.chmod(self._dir, 0o711)
         self._root = self._dir / "root"
-        self._view: _View | None = None
+        self._view: dict | None = None  # mountns.build's spec, in the namespace modes
         if self.isolation in ("full", "userns"):
             self._root.mkdir(mode=0o755)
-            self._view = _system_view(str(self._root).encode())
+            self._view = _system_view(str(self._root), str(self.workspace), self.limits.tmp_bytes)
         self.path_inside = WORKSPACE_INSIDE if self._view else str(self.workspace)
         # The interpreter checkers and tests run with (the chroot view holds the caller's own prefix).
         self.python = sandbox_python() if self._view or not self.own_uid else _python_for_uid()
@@ -360,7 +352,7 @@ class Sandbox:
             fds.update(net=net, mnt=mnt)
             req.update(mode="enter", root=str(self._root))
         elif self._view is not None:
-            req.update(mode="build", view=self._view_spec(), userns=self.isolation == "userns",
+            req.update(mode="build", view=self._view, userns=self.isolation == "userns",
                        outer_uid=os.getuid(), outer_gid=os.getgid())
         else:
             req.update(mode="plain", cwd=str(self.workspace))
@@ -383,15 +375,6 @@ class Sandbox:
             return 127 if code is None else code
 
         return out_r, child.poll, wait, child.pid
-
-    def _view_spec(self) -> dict:
-        v = self._view
-        dec = os.fsdecode
-        return {"root": str(self._root), "workspace": str(self.workspace), "dirs": [dec(d) for d in v.dirs],
-                "symlinks": [[dec(a), dec(b)] for a, b in v.symlinks],
-                "binds": [[dec(a), dec(b), ro] for a, b, ro in v.binds],
-                "devices": [[dec(a), dec(b)] for a, b in v.devices],
-                "tmp_opts": f"size={self.limits.tmp_bytes},mode=1777"}
 
     def _collect(self, fd: int, poll, pid: int, deadline: float, keep: int) -> tuple[bytes, bool, str, bool]:
         limits = self.limits
@@ -510,7 +493,7 @@ class Sandbox:
     def _build_spawned(self, spawner: Spawner) -> tuple[int, int]:
         out_r, out_w = os.pipe()
         in_r, in_w = os.pipe()
-        req = {"mode": "build", "view": self._view_spec(), "argv": ["/bin/cat"], "env": {}, "ready": True}
+        req = {"mode": "build", "view": self._view, "argv": ["/bin/cat"], "env": {}, "ready": True}
         try:
             child = spawner.spawn(req, {"stdin": in_r, "stdout": out_w})
             os.close(out_w)
@@ -532,18 +515,15 @@ class Sandbox:
 
     def _enter(self):
         net, mnt = self._ns_fds
-        root = str(self._root).encode()
+        root = str(self._root)
         uid, gid = self.uid, self.gid
         rlimits = self._rlimits()
 
         def preexec() -> None:
             os.setsid()
-            _linux.setns(net, _linux.CLONE_NEWNET)
-            _linux.setns(mnt, _linux.CLONE_NEWNS)
+            mountns.enter(net, mnt, root)
             os.close(net)  # the command must not keep handles on the namespaces
             os.close(mnt)
-            os.chroot(root)
-            os.chdir(b"/workspace")
             _become_sandbox_user(True, uid, gid, rlimits)  # full mode runs as root: always an own uid
 
         return preexec
@@ -560,47 +540,15 @@ class Sandbox:
         ]
 
     def _preexec(self):
-        limits = self.limits
-        mode = self.isolation
-        view = self._view
-        root = str(self._root).encode()
-        workspace = str(self.workspace).encode()
-        uid, gid = self.uid, self.gid
+        view, userns = self._view, self.isolation == "userns"
+        uid, gid, own_uid = self.uid, self.gid, self.own_uid
         outer_uid, outer_gid = os.getuid(), os.getgid()
-        nproc = self._nproc
-        own_uid = self.own_uid
         rlimits = self._rlimits()
-        tmp_opts = f"size={limits.tmp_bytes},mode=1777".encode()
 
         def preexec() -> None:
             os.setsid()
             if view is not None:
-                flags = _linux.CLONE_NEWNS | _linux.CLONE_NEWNET
-                if mode == "userns":
-                    flags |= _linux.CLONE_NEWUSER
-                _linux.unshare(flags)
-                if mode == "userns":
-                    _write(b"/proc/self/setgroups", b"deny")
-                    _write(b"/proc/self/uid_map", b"0 %d 1" % outer_uid)
-                    _write(b"/proc/self/gid_map", b"0 %d 1" % outer_gid)
-                _linux.mount(None, b"/", None, _linux.MS_REC | _linux.MS_PRIVATE)
-                _linux.mount(b"tmpfs", root, b"tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, b"size=1m,mode=755")
-                for d in view.dirs:
-                    os.mkdir(d)
-                for link, target in view.symlinks:
-                    os.symlink(target, link)
-                for src, dst, ro in view.binds:
-                    _linux.mount(src, dst, None, _linux.MS_BIND | _linux.MS_REC)
-                    _linux.mount(None, dst, None, _linux.MS_BIND | _linux.MS_REMOUNT | ro)
-                for src, dst in view.devices:
-                    os.close(os.open(dst, os.O_CREAT | os.O_WRONLY, 0o666))
-                    _linux.mount(src, dst, None, _linux.MS_BIND)
-                _linux.mount(b"tmpfs", root + b"/tmp", b"tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, tmp_opts)
-                _linux.mount(workspace, root + b"/workspace", None, _linux.MS_BIND)
-                _linux.mount(None, root, None, _linux.MS_REMOUNT | _linux.MS_RDONLY | _linux.MS_NOSUID
-                             | _linux.MS_NODEV, b"size=1m,mode=755")
-                os.chroot(root)
-                os.chdir(b"/workspace")
+                mountns.build(view, userns, outer_uid, outer_gid)
             _become_sandbox_user(own_uid, uid, gid, rlimits)
 
         return preexec
@@ -628,20 +576,16 @@ class Sandbox:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:
+        except OSError:  # at interpreter exit the helper or the tree may be gone already
             pass
 
 
 def _become_sandbox_user(own_uid: bool, uid: int, gid: int, rlimits: list[tuple[int, int]]) -> None:
-    """The last step of both preexec functions, in the child: drop to the sandbox's own uid (groups and
-    gid first: once the uid is dropped they can no longer be changed), then apply the rlimits.
-    programs/spawner.py does the same for the commands it starts."""
+    """The last step of both preexec functions, in the child, as the spawn helper does it: drop to the
+    sandbox's own uid, then apply the rlimits."""
     if own_uid:
-        os.setgroups([])
-        os.setgid(gid)
-        os.setuid(uid)
-    for res, value in rlimits:
-        resource.setrlimit(res, (value, value))
+        mountns.drop_to(uid, gid)
+    mountns.set_rlimits(rlimits)
 
 
 def _open_ns(pid: int) -> tuple[int, int]:
@@ -667,14 +611,6 @@ def _feed(pipe, data: bytes) -> None:
             pipe.close()
         except OSError:
             pass
-
-
-def _write(path: bytes, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
 
 
 def _count_processes(uid: int) -> int:

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import threading
 
-from envs.programs import source
+from envs.programs import path
 
 
 class SpawnError(OSError):
@@ -94,7 +94,9 @@ class Child:
 class Spawner:
     def __init__(self, python: str):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.proc = subprocess.Popen([python, "-I", "-S", "-c", source("spawner"), str(theirs.fileno())],
+        # -E -S: no PYTHON* variables, no site-packages; not -I, which would drop the script's directory
+        # (and so its sibling mountns.py) from the import path.
+        self.proc = subprocess.Popen([python, "-E", "-S", path("spawner"), str(theirs.fileno())],
                                      pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={})
         theirs.close()
