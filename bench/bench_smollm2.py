@@ -1,0 +1,154 @@
+"""SmolLM2-135M-Instruct on this machine: batched greedy generation tokens/s and LoRA step time, each against a
+baseline measured in the same run.
+
+Generation: 8 tool-use prompts (our ChatML with a tools block in the system prompt), greedy, up to 32 new
+tokens, stopping at <|im_end|>. Ours = one left-padded batch through trainers.evaluate.generate_batch (hermes_eval's
+path, KV cache); baseline = plain transformers `model.generate` one prompt at a time. Tokens/s counts the tokens
+each prompt produced (up to and including <|im_end|>), the same work for both; the outputs are compared. The
+batched prompt pass (one new token) is timed too: with ~230-token prompts it dominates on a CPU, so decode
+tokens/s is reported beside the end-to-end figure.
+LoRA step: one forward + backward + AdamW step at batch 8 x 128 tokens (r=16, alpha=32, all-linear: the trainers'
+LoRA defaults), median over the timed steps after one warm-up; baseline = the same step on the tiny model.
+
+usage: python bench/bench_smollm2.py [--threads 1] [--prompts 8] [--new-tokens 32] [--batch 8] [--seq 128] [--steps 3]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+TOOLS = [
+    {"type": "function", "function": {"name": "run", "description": "Run a shell command in the workspace",
+                                      "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
+                                                     "required": ["command"]}}},
+    {"type": "function", "function": {"name": "submit", "description": "Finish the task",
+                                      "parameters": {"type": "object", "properties": {}}}},
+]
+TASKS = [
+    "Count the lines of notes.txt.", "Create a folder named backup and copy report.csv into it.",
+    "Print the first 3 lines of server.log.", "Find every .py file under src.",
+    "Replace the word red with blue in colors.txt.", "Show the size of data.json in bytes.",
+    "Sort names.txt alphabetically into sorted.txt.", "Delete the empty file tmp.txt.",
+]
+
+
+def prompts(tok, n: int) -> list[list[int]]:
+    from trainers.chat import CHATML_TEMPLATE
+
+    tok.chat_template = CHATML_TEMPLATE
+    return [list(tok.apply_chat_template(
+        [{"role": "system", "content": "You operate a shell workspace."}, {"role": "user", "content": TASKS[i % len(TASKS)]}],
+        tools=TOOLS, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]) for i in range(n)]
+
+
+def generation(path: str, args) -> dict:
+    import torch
+
+    from trainers.evaluate import generate_batch
+    from trainers.models import load_model, load_tokenizer
+
+    tok = load_tokenizer(path)
+    model = load_model(path).eval()
+    ps = prompts(tok, args.prompts)
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    generate_batch(model, tok, ps[:2], 4)  # warm-up: first-call allocations out of the timings
+
+    t = time.perf_counter()
+    plain = []
+    with torch.no_grad():
+        for p in ps:
+            out = model.generate(input_ids=torch.tensor([p]), max_new_tokens=args.new_tokens, do_sample=False,
+                                 eos_token_id=eos, pad_token_id=tok.pad_token_id)
+            plain.append(out[0, len(p):].tolist())
+    plain_s = time.perf_counter() - t
+
+    t = time.perf_counter()
+    batched = generate_batch(model, tok, ps, args.new_tokens)
+    batched_s = time.perf_counter() - t
+
+    t = time.perf_counter()
+    generate_batch(model, tok, ps, 1)  # the prompt pass alone: on CPU it is most of the batched time
+    prefill_s = time.perf_counter() - t
+
+    tokens = sum(len(o) for o in batched)
+    return {"prompts": len(ps), "prompt_tokens_mean": round(statistics.mean(len(p) for p in ps)),
+            "new_tokens": tokens, "same_outputs": sum(a == b for a, b in zip(plain, batched)),
+            "one_at_a_time_s": round(plain_s, 2), "batched_s": round(batched_s, 2),
+            "one_at_a_time_tokens_per_s": round(sum(len(o) for o in plain) / plain_s, 1),
+            "batched_tokens_per_s": round(tokens / batched_s, 1),
+            "speedup": round(plain_s / batched_s, 2), "batched_prompt_pass_s": round(prefill_s, 2),
+            "batched_decode_tokens_per_s": round((tokens - len(ps)) / max(batched_s - prefill_s, 1e-9), 1)}
+
+
+def lora_step(path: str, args) -> dict:
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from trainers.models import load_model, load_tokenizer
+
+    tok = load_tokenizer(path)
+    torch.manual_seed(0)
+    model = get_peft_model(load_model(path), LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
+                                                        task_type="CAUSAL_LM"))
+    text = [t for p in prompts(tok, args.batch) for t in p]
+    rows = [(text[i * 37:] + text)[: args.seq] for i in range(args.batch)]  # real chat tokens, 8 different windows
+    ids = torch.tensor(rows)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=2e-4)
+    times, losses = [], []
+    for _ in range(args.steps + 1):
+        t = time.perf_counter()
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        times.append(time.perf_counter() - t)
+        losses.append(round(loss.item(), 3))
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return {"batch": list(ids.shape), "trainable": trainable, "step_s_median": round(statistics.median(times[1:]), 3),
+            "first_step_s": round(times[0], 3), "losses": losses}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, default=int(os.environ.get("LACHESIS_THREADS", "1")))
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=3)
+    args = ap.parse_args()
+
+    from trainers.config import set_threads
+    from trainers.models import tiny_model_path
+    from trainers.pretrained import smollm2_path
+
+    set_threads(args.threads)
+    t = time.perf_counter()
+    smol = str(smollm2_path())
+    prepare_s = time.perf_counter() - t
+    tiny = str(tiny_model_path())
+    load = os.getloadavg()
+    gen = generation(smol, args)
+    print(json.dumps({"bench": "generation", "model": "smollm2", **gen}))
+    step = lora_step(smol, args)
+    print(json.dumps({"bench": "lora_step", "model": "smollm2", **step}))
+    base = lora_step(tiny, args)
+    print(json.dumps({"bench": "lora_step", "model": "tiny", **base}))
+    print(json.dumps({"bench": "summary", "threads": args.threads, "cache_ready_s": round(prepare_s, 2),
+                      "load_avg_1m_start": round(load[0], 2), "load_avg_1m_end": round(os.getloadavg()[0], 2),
+                      "generation_batched_tokens_per_s": gen["batched_tokens_per_s"],
+                      "generation_batched_vs_one_at_a_time": gen["speedup"],
+                      "lora_step_s": step["step_s_median"], "lora_step_vs_tiny": round(step["step_s_median"] / base["step_s_median"], 1)}))
+
+
+if __name__ == "__main__":
+    main()
