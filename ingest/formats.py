@@ -87,6 +87,12 @@ def atropos_to_records(obj, *, group_id: str | None = None, source_path: str | N
 
 
 def to_records(rec, fmt: str, *, source_path: str | None = None, line: int | None = None) -> list[dict]:
+    """One record of a file or a request body -> lake trajectory records.
+
+    Ids (the rule `lake import` and POST /v1/trajectories share): the record's own `trajectory_id`, else one
+    derived from its content (Hermes, native); an Atropos group's from its content and its `line` (a 1-based
+    line or array position), since identical groups on two lines are two samples.
+    """
     if fmt == "auto":
         fmt = detect_record(rec)
     if fmt == "hermes":

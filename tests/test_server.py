@@ -2,6 +2,10 @@
 import gzip
 import json
 import random
+import subprocess
+import sys
+import time
+import uuid
 
 import httpx
 import orjson
@@ -44,7 +48,8 @@ def test_atropos_contract_and_restart(lake_root, tmp_path):
         assert c.get("/batch").json() == {"status": "error", "message": "Trainer not registered. Call /register first.",
                                           "batch": []}
         r = c.post("/register", json=REG)
-        assert isinstance(r.json()["uuid"], int) and r.json()["uuid"] > 2 ** 64 or True
+        u = r.json()["uuid"]  # a uuid4 as a 128-bit JSON integer (run-api's shape): its version bits put it >= 2**76
+        assert isinstance(u, int) and u >= 2 ** 76 and uuid.UUID(int=u).version == 4
         assert c.post("/register", json=dict(REG, batch_size=99)).status_code == 200
         assert c.get("/info").json() == {"batch_size": 8, "max_token_len": 256}
         env = {"max_token_length": 256, "desired_name": "toy", "weight": 1.0, "group_size": 4}
@@ -81,8 +86,6 @@ def test_atropos_contract_and_restart(lake_root, tmp_path):
         b2 = c.get("/batch").json()["batch"]
         assert sum(len(x["tokens"]) for x in b2) == 8
         unconfirmed = {x["messages"][0][0]["content"] for x in b2}
-        import time
-
         deadline = time.monotonic() + 10  # served records are written in the background: let them land
         while time.monotonic() < deadline:
             with Lake(lake_root).snapshot() as snap:
@@ -174,3 +177,39 @@ def test_native_routes_auth_limits(lake_root, tmp_path):
         assert snap.sql("SELECT count(*) FROM trajectories").fetchall()[0][0] == 5
         assert snap.sql("SELECT reward FROM rewards").fetchall() == [(0.25,)]
         assert snap.sql("SELECT name, category FROM skills").fetchall() == [("demo-skill", "demo")]
+
+
+def test_same_records_posted_or_imported_are_stored_once(lake_root, tmp_path):
+    """Defect 18: one id rule for POST /v1/trajectories and `lake import` (the record's trajectory_id, else one
+    derived from its content; Atropos groups from content and position), so the same body posted twice, or
+    posted and then imported, is stored once. Only an Idempotency-Key gives ids of its own."""
+    native = {"messages": [{"role": "user", "content": "no id"}, {"role": "assistant", "content": "ok"}]}
+    hermes = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}
+    atropos = {"tokens": [[1, 2], [3, 4]], "masks": [[-100, 2], [-100, 4]], "scores": [1.0, 0.0]}
+    files = {"native.jsonl": [native], "hermes.jsonl": [hermes], "groups.jsonl": [atropos, atropos]}
+    bodies = {name: b"".join(orjson.dumps(x) + b"\n" for x in recs) for name, recs in files.items()}
+    srv = ServerProcess(lake_root, log_path=tmp_path / "serve.log").start()
+    try:
+        c = httpx.Client(base_url=srv.url, timeout=30)
+        nd = {"Content-Type": "application/x-ndjson"}
+        for name, body in bodies.items():  # a file's lines posted as NDJSON, twice
+            first = c.post("/v1/trajectories", content=body, headers=nd).json()
+            assert first["accepted"] == len(files[name]) * (2 if name == "groups.jsonl" else 1)
+            again = c.post("/v1/trajectories", content=body, headers=nd).json()
+            assert again["accepted"] == 0 and again["duplicates"] == first["accepted"]
+            assert again["trajectory_ids"] == first["trajectory_ids"]
+        assert c.post("/v1/trajectories", json=native).json()["duplicates"] == 1  # one object, not NDJSON
+        keyed = c.post("/v1/trajectories", json=native, headers={"Idempotency-Key": "k"}).json()
+        assert keyed["accepted"] == 1 and keyed["trajectory_ids"][0].startswith("idem-")
+    finally:
+        srv.kill()
+    for name, body in bodies.items():
+        (tmp_path / "in" / name).parent.mkdir(exist_ok=True)
+        (tmp_path / "in" / name).write_bytes(body)
+    r = subprocess.run([sys.executable, "-c", "from lachesis.cli import main; main()", "import",
+                        str(tmp_path / "in"), "--lake", str(lake_root), "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["appended"] == 0 and json.loads(r.stdout)["duplicates"] == 1 + 1 + 4
+    with Lake(lake_root).snapshot() as snap:
+        assert snap.sql("SELECT count(*) FROM trajectories").fetchall()[0][0] == 6 + 1
