@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on a server, and no GUI backend import cost
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 LOG_SCALE_RATIO = 10  # a loss falling more than 10x is drawn on a log axis, else a linear one shows the shape better
 FEW_POINTS = 30  # below this many logged steps every point gets a marker (one point alone is no line at all)
@@ -48,6 +48,7 @@ def loss_figure(steps: list[int], losses: list[float], title: str = "loss") -> F
     positive = [v for v in losses if v > 0]
     if positive and max(positive) / min(positive) > LOG_SCALE_RATIO:
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # 0.1 0.2 0.5 1 2 5: enough labels to read off
     ax.yaxis.set_major_formatter(FuncFormatter(plain_number))
     ax.yaxis.set_minor_formatter(NullFormatter())  # minor log ticks unlabelled: they crowd the axis
     if steps:
@@ -87,6 +88,9 @@ def eval_bars_figure(before: dict, after: dict, after_label: str) -> Figure:
         values = [float(result[k]) for k, _ in EVAL_METRICS]
         bars = ax.bar([x + shift for x in xs], values, 0.4, label=label, edgecolor="black", linewidth=0.8)
         ax.bar_label(bars, labels=[f"{v:.2f}" for v in values], padding=2, fontsize=8)
+        zeros = [x + shift for x, v in zip(xs, values) if v == 0]
+        if zeros:  # a flat stroke in the bar's colour where a bar has no height to show
+            ax.plot(zeros, [0.0] * len(zeros), ls="none", marker="_", ms=22, mew=4, color=bars.patches[0].get_facecolor())
     ax.set_xticks(list(xs), [name for _, name in EVAL_METRICS])
     ax.set_ylim(-0.03, 1.12)
     ax.axhline(0, color="black", lw=0.6)
