@@ -82,7 +82,9 @@ def main():
     for c in spec["checks"]:
         try:
             ok, detail = check(c)
-        except Exception as exc:  # a check that cannot run fails, it never crashes the scorer
+        # A check that cannot run fails, it never crashes the scorer: the agent can leave the workspace in
+        # any state (unreadable files, a directory where a file was expected); the specs were validated.
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             ok, detail = False, f"{c.get('type')}: {exc.__class__.__name__}: {exc}"
         results.append({"type": c.get("type"), "ok": bool(ok), "detail": detail})
     sys.stdout.write("\n" + spec["nonce"] + json.dumps(results) + "\n")
