@@ -2,7 +2,7 @@
 
 One tool, `run`, executes a bash command in the sandbox; the reward checks the final workspace state
 and the last command's output. Every built-in template is solved by ONE short `run` call that copies
-the names from the instruction (learnability.md: a 0.5M-parameter model can learn that), then `submit`.
+the names from the instruction (docs/learnability.md: a 0.5M-parameter model can learn that), then `submit`.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 A token belongs to the test split iff a stable hash says so, whatever produced it, so a test value can
 never be drawn for a train task (disjoint by construction; tests/test_envs_tasks.py checks it on whole
-tokens). Thousands of distinct values per split make memorising names useless (learnability.md).
+tokens). Thousands of distinct values per split make memorising names useless (docs/learnability.md).
 """
 from __future__ import annotations
 

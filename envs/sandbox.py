@@ -25,7 +25,7 @@ model in memory is never forked per command (measured: 50 ms per command from a 
 process when it forks itself, 5 ms through the helper; `python bench/bench_envs.py` measures it again).
 
 Hidden tests and checkers never touch the workspace: they are piped to a checker process on stdin at
-scoring time (see checks.py), so the agent cannot read or edit them (peers.md item 9).
+scoring time (see checks.py), so the agent cannot read or edit them (docs/peers.md item 9).
 """
 from __future__ import annotations
 
