@@ -112,3 +112,16 @@ def test_an_unclosed_final_tool_call_is_run_by_the_env_and_counted_valid_by_the_
     assert episode.result()["valid_tool_call_rate"] == 1.0 and episode.result()["turns"] == 2
     assert episode.messages[2]["tool_calls"][0]["arguments"] == {"command": "echo unclosed-ok"}
     assert not envs.parse_tool_calls('<tool_call>{"name": "run", "arguments": {"command": ').valid_tool_call
+
+
+def test_bad_eval_options_are_one_line_errors():
+    import pytest
+
+    from trainers.errors import TrainerInputError
+    from trainers.evaluate import EvalSettings
+
+    assert EvalSettings(task="debug-python").task == "python_debug_env"
+    for kw, msg in [({"batch_size": 0}, "--batch-size must be at least 1"), ({"split": "dev"}, "unknown --split"),
+                    ({"max_turns": 0}, "--max-turns must be at least 1"), ({"task": "nope"}, "debug-python")]:
+        with pytest.raises(TrainerInputError, match=msg):
+            EvalSettings(**kw)

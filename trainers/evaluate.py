@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import envs
@@ -26,25 +26,44 @@ SOURCE = "hermes_eval"
 END_OF_TURN = "<|im_end|>"
 
 
+def _help(text: str, **kw) -> dict:
+    return {"metadata": {"help": text}, **kw}
+
+
 @dataclass
 class EvalSettings:
-    model: str = "tiny"
-    task: str = "shell"
-    split: str = "test"
-    adapter: str | None = None
-    limit: int | None = None
-    offset: int = 0
-    seed: int = DEFAULT_SEED
-    max_new_tokens: int = 128
-    max_turns: int = 6
-    max_context: int = 2048
-    batch_size: int = 64
-    lake_root: str | None = None
-    record_in_lake: bool = True
-    threads: int | None = None
-    chat_template: str | None = None
-    tasks_file: str | None = None
-    progress: bool = True
+    """hermes_eval: which model, which tasks, how long episodes may run, where they are recorded."""
+
+    model: str = field(default="tiny", **_help("tiny | smollm2 | hermes-3 | a local model folder | a hub id"))
+    task: str = field(default="shell", **_help("an environment name or alias: debug-python | shell | git | a "
+                                               "registered environment"))
+    split: str = field(default="test", **_help("the task split to evaluate on (test: held out of training)"))
+    adapter: str | None = field(default=None, **_help("a run folder (its adapter/ or, for --full runs, model/)"))
+    limit: int | None = field(default=None, **_help("evaluate only the first N tasks"))
+    offset: int = field(default=0, **_help("skip the first N tasks"))
+    seed: int = field(default=DEFAULT_SEED, **_help("seed of episode i is seed + i"))
+    max_new_tokens: int = field(default=128, **_help("tokens generated per turn at most"))
+    max_turns: int = field(default=6, **_help("turns per episode at most (the environment's step limit)"))
+    max_context: int = field(default=2048, **_help("an episode ends once its prompt reaches this many tokens"))
+    batch_size: int = field(default=64, **_help("episodes generated together"))
+    lake_root: str | None = field(default=None, **_help(
+        "an existing lake for the episodes and the runs event (default $LAKE_ROOT or ./data/lake)"))
+    record_in_lake: bool = field(default=True, **_help("record the episodes and a runs event in the lake"))
+    threads: int | None = field(default=None, **_help("torch threads (default 1 or $LACHESIS_THREADS)"))
+    chat_template: str | None = field(default=None, **_help("chatml (ours, Hermes-style) or a .jinja file"))
+    tasks_file: str | None = field(default=None, **_help("a tasks .jsonl file instead of the built-in suite"))
+    progress: bool = field(default=True, **_help("show a progress bar"))
+
+    def __post_init__(self):
+        self.task = resolve_env_name(self.task)
+        if self.split not in envs.SPLITS:
+            raise TrainerInputError(f"unknown --split {self.split!r}: use {' or '.join(envs.SPLITS)}")
+        for flag, value, least in (("--limit", self.limit, 1), ("--offset", self.offset, 0),
+                                   ("--max-new-tokens", self.max_new_tokens, 1), ("--max-turns", self.max_turns, 1),
+                                   ("--max-context", self.max_context, 1), ("--batch-size", self.batch_size, 1),
+                                   ("--threads", self.threads, 1)):
+            if value is not None and value < least:
+                raise TrainerInputError(f"{flag} must be at least {least}, got {value}")
 
 
 def resolve_env_name(task: str) -> str:
@@ -179,7 +198,7 @@ def run_eval(s: EvalSettings, console=None) -> dict:
     setup_env()
     from .models import load_model, load_tokenizer, model_label, resolve_adapter, resolve_model
 
-    env_name = resolve_env_name(s.task)
+    env_name = s.task  # resolved by EvalSettings
     tasks = _load_eval_tasks(env_name, s.split, s.tasks_file)
     tasks = tasks[s.offset :]
     if s.limit:
