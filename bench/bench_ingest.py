@@ -102,7 +102,7 @@ def visibility(url, lake_root, samples=5):
     run, median and max ms from the ack until `lake sql` printed it, process start included)."""
     import httpx
 
-    from ingest.testing import lake_cmd
+    from tests.ingest_helpers import lake_cmd
 
     out, first = [], 0
     with httpx.Client(base_url=url, timeout=30) as c:
@@ -131,7 +131,7 @@ def main():
     args = ap.parse_args()
     if not Path(PY).exists() or not DRIVER.exists():
         sys.exit(f"needs {PY} (atroposlib + aiohttp) and the driver {DRIVER}")
-    from ingest.testing import ServerProcess
+    from tests.ingest_helpers import ServerProcess
     from lake import Lake
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-ingest-"))

@@ -11,7 +11,7 @@ import httpx
 import orjson
 import pytest
 
-from ingest.testing import ServerProcess
+from tests.ingest_helpers import ServerProcess
 from lake import Lake
 
 REG = {"wandb_group": "", "wandb_project": "", "batch_size": 8, "max_token_len": 256, "checkpoint_dir": "ckpt",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.testing import ServerProcess
+from tests.ingest_helpers import ServerProcess
 from lake import Lake
 
 PY = os.environ.get("ATROPOS_PYTHON", "/tmp/atropos-venv/bin/python")

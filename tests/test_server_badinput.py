@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ingest.testing import ServerProcess, WatchProcess
+from tests.ingest_helpers import ServerProcess, WatchProcess
 from lake import Lake
 
 GOOD = {"tokens": [[1, 2, 3], [1, 2, 4]], "masks": [[-100, 2, 3], [-100, 2, 4]], "scores": [1.0, 0.0]}

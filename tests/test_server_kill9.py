@@ -6,7 +6,7 @@ import time
 
 import httpx
 
-from ingest.testing import ServerProcess
+from tests.ingest_helpers import ServerProcess
 from ingest.util import text_hash
 from lake import Lake
 

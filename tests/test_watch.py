@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ingest.testing import WatchProcess, extract_hermes_corpus
+from ingest.samples import extract_corpus, sample_skills_tree
 from ingest.watch import Watcher
 from lake import Lake
-
-CORPUS = Path(__file__).parent / "data" / "hermes_skills_0.19.0.tar.gz"
+from tests.ingest_helpers import WatchProcess
 
 
 def _expected(root: Path):
@@ -29,11 +28,8 @@ def _expected(root: Path):
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    if not CORPUS.exists():
-        pytest.skip("vendored corpus tests/data/hermes_skills_0.19.0.tar.gz is missing")
-    d = tmp_path_factory.mktemp("corpus")
-    extract_hermes_corpus(d)
-    return d
+    """The packaged hermes-agent 0.19.0 skill corpus, as the sdist lays it out."""
+    return extract_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 def test_hermes_corpus_ingested_completely(tmp_path, corpus):
@@ -73,6 +69,21 @@ def test_hermes_corpus_ingested_completely(tmp_path, corpus):
     v = {t: lk.version(t) for t in ("skills", "skill_usage")}
     w.scan()
     assert {t: lk.version(t) for t in ("skills", "skill_usage")} == v
+
+
+def test_sample_skills_tree_is_the_corpus_in_hermes_layout(tmp_path, corpus):
+    """The packaged sample skills (what the demo loads) are the whole corpus: bundled + hub-installed."""
+    tree = sample_skills_tree(tmp_path / "skills")
+    assert _expected(tree) == {**_expected(corpus / "skills"), **_expected(corpus / "optional-skills")}
+    manifest = (tree / ".bundled_manifest").read_text().split()
+    assert sorted(line.split(":")[0] for line in manifest) == sorted(_expected(corpus / "skills"))
+    assert len(json.loads((tree / ".hub" / "lock.json").read_text())["installed"]) == 104
+    lk = Lake.init(tmp_path / "lake")
+    w = Watcher(lk, skills_dir=tree, settle=0)
+    w.scan()
+    with lk.snapshot() as snap:
+        prov = dict(snap.sql("SELECT provenance, count(*) FROM skills GROUP BY 1").fetchall())
+    assert prov == {"bundled": len(manifest), "hub": 104}
 
 
 def test_skill_changes_deletes_usage_and_reconcile(tmp_path):

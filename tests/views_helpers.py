@@ -15,7 +15,7 @@ import yaml
 from lake import Lake
 
 DATA = Path(__file__).parent / "data"
-CORPUS_TAR = DATA / "hermes_skills_0.19.0.tar.gz"
+CORPUS_TAR = Path(__file__).parent.parent / "ingest" / "data" / "hermes_skills_0.19.0.tar.gz"  # package data
 FIXTURE = DATA / "hermes_skills_views"
 T0 = dt.datetime(2026, 5, 1, tzinfo=dt.timezone.utc)
 
