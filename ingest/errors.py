@@ -35,6 +35,11 @@ class BadInput(ValueError):
         prefix = (", ".join(where) + ": ") if where else ""
         return prefix + self.reason
 
+    def error_record(self, path, via: str, **metadata) -> dict:
+        """This error as an `ingest_errors` record of the file at `path` (`via`: import, watch...)."""
+        return {"reason": self.reason, "source_path": str(path), "line": self.line, "field": self.field_str(),
+                "excerpt": self.excerpt, "metadata": {"kind": self.kind, "via": via, **metadata}}
+
     def to_detail(self) -> dict:
         loc = self.field if isinstance(self.field, (list, tuple)) else ([self.field] if self.field else [])
         d = {"type": self.kind, "loc": list(loc), "msg": self.reason}

@@ -160,6 +160,7 @@ class ParsedFile:
     path: str
     fmt: str
     records: list[dict] = field(default_factory=list)
+    record_lines: list[int] = field(default_factory=list)  # the line of each record (an error names it)
     lines: int = 0
 
 
@@ -192,7 +193,9 @@ def parse_file(path: str | os.PathLike, fmt: str = "auto", *, max_bytes: int | N
                 f2 = detect_record(rec)
                 if f2 != detected:
                     raise BadInput(f"record format {f2} differs from the file's format {detected}")
-            out.records.extend(to_records(rec, f, source_path=source, line=lineno))
+            recs = to_records(rec, f, source_path=source, line=lineno)
+            out.records.extend(recs)
+            out.record_lines.extend([lineno] * len(recs))
         except BadInput as exc:
             raise exc.with_line(lineno) from None
 

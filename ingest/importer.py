@@ -13,7 +13,9 @@ from pathlib import Path
 
 from ingest.errors import BadInput
 from ingest.formats import TRAJECTORY_SUFFIXES, parse_file
+from ingest.records import append_records, trajectory_ids
 from lake import Lake
+from lake.lake import process_writer_id
 
 
 @dataclass
@@ -63,18 +65,7 @@ def list_files(path: Path) -> list[Path]:
     return out
 
 
-def existing_ids(lake: Lake) -> set[str]:
-    with lake.snapshot() as snap:
-        return set(snap.arrow("SELECT trajectory_id FROM trajectories").column(0).to_pylist())
-
-
-def record_error(lake: Lake, writer, path: str, exc: BadInput, source: str = "import") -> None:
-    rec = {"reason": exc.reason, "source_path": str(path), "line": exc.line, "field": exc.field_str(),
-           "excerpt": exc.excerpt, "metadata": {"kind": exc.kind, "via": source}}
-    writer.append("ingest_errors", [rec])
-
-
-def ingest_file(lake: Lake, writer, path: Path, fmt: str = "auto", *, ids: set[str] | None = None,
+def ingest_file(writer, path: Path, fmt: str = "auto", *, ids: set[str] | None = None,
                 max_bytes: int | None = None, progress=None) -> FileResult:
     """Parse + append one file; raises BadInput (nothing written) for a bad file."""
     res = FileResult(str(path))
@@ -82,22 +73,21 @@ def ingest_file(lake: Lake, writer, path: Path, fmt: str = "auto", *, ids: set[s
     res.format = parsed.fmt
     res.records = len(parsed.records)
     seen = set()
-    keep = []
-    for r in parsed.records:
+    keep, lines = [], []
+    for r, line in zip(parsed.records, parsed.record_lines):
         tid = r["trajectory_id"]
         if tid in seen or (ids is not None and tid in ids):
             res.duplicates += 1
             continue
         seen.add(tid)
         keep.append(r)
+        lines.append(line)
     if keep:
-        from ingest.records import append_records
-
         try:
-            out = append_records(writer, keep)
-        except BadInput as exc:
-            # name the line of the file: records carry no line, so find the first bad record's source
-            raise BadInput(exc.reason, field=exc.field_str(), kind="schema") from None
+            out = append_records(writer, keep, locs=lines)
+        except BadInput as exc:  # its field path starts with the record's line: report it as the line
+            line, *where = exc.field
+            raise BadInput(exc.reason, line=line, field=".".join(map(str, where)) or None, kind="schema") from None
         res.version = out.version
     res.appended = len(keep)
     if ids is not None:
@@ -107,25 +97,24 @@ def ingest_file(lake: Lake, writer, path: Path, fmt: str = "auto", *, ids: set[s
 
 def run_import(lake: Lake, path: Path, fmt: str = "auto", *, on_file_start=None, progress=None,
                writer_name: str = "ingest-import") -> ImportSummary:
-    from lake.lake import process_writer_id
-
     t0 = time.perf_counter()
     writer = lake.writer(process_writer_id(writer_name))
-    ids = existing_ids(lake)
+    with lake.snapshot() as snap:
+        ids = trajectory_ids(snap)
     summary = ImportSummary()
     for p in list_files(path):
         if on_file_start:
             on_file_start(p)
         try:
-            fr = ingest_file(lake, writer, p, fmt, ids=ids, progress=progress)
+            fr = ingest_file(writer, p, fmt, ids=ids, progress=progress)
         except BadInput as exc:
             fr = FileResult(str(p), error=exc.reason, line=exc.line, field=exc.field_str())
             summary.rejected += 1
-            record_error(lake, writer, str(p), exc)
+            writer.append("ingest_errors", [exc.error_record(p, "import")])
         except (OSError, UnicodeDecodeError) as exc:
             fr = FileResult(str(p), error=f"cannot read: {exc}")
             summary.rejected += 1
-            record_error(lake, writer, str(p), BadInput(f"cannot read: {exc}", kind="io"))
+            writer.append("ingest_errors", [BadInput(f"cannot read: {exc}", kind="io").error_record(p, "import")])
         summary.files.append(asdict(fr))
         summary.records += fr.records
         summary.appended += fr.appended

@@ -52,6 +52,11 @@ def take_numeric_lists(rec: dict, loc, prefix=("body",)) -> dict:
     return out
 
 
+def trajectory_ids(snap) -> set[str]:
+    """Every trajectory id in a lake snapshot: the dedupe index of the server, the watcher and the importer."""
+    return set(snap.arrow("SELECT trajectory_id FROM trajectories").column(0).to_pylist())
+
+
 def _path(prefix, loc, *rest) -> list:
     """A field path: the prefix, the record's index or line (None: a lone record), then the field parts."""
     return [*prefix, *([] if loc is None else [loc]), *rest]
@@ -93,9 +98,10 @@ def arrow_table(payloads: list[dict], table: str = "trajectories") -> pa.Table:
     return pa.table([pa.array([p.get(f.name) for p in payloads], type=f.type) for f in schema], schema=schema)
 
 
-def append_records(writer, records: list[dict], table: str = "trajectories"):
-    """Validate all (BadInput on the first bad one, nothing written), then one append. -> AppendResult."""
-    rows = validated_rows(records, table, prefix=())
+def append_records(writer, records: list[dict], table: str = "trajectories", *, locs=None):
+    """Validate all (BadInput on the first bad one, its field path starting with its `locs` entry; nothing
+    written), then one append. -> AppendResult."""
+    rows = validated_rows(records, table, locs=locs, prefix=())
     return writer.submit_arrow(table, arrow_table([r.payload for r in rows], table),
                                event_type=pa.array([r.event_type for r in rows], pa.string()),
                                occurred_at=pa.array([r.occurred_at for r in rows],

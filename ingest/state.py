@@ -20,7 +20,7 @@ from ingest import atropos as A
 from ingest.atropos_queue import AtroposQueue, Event, event_from_run, event_record
 from ingest.batcher import CommitFailed, TableBatcher
 from ingest.config import ServeConfig
-from ingest.records import validated_rows
+from ingest.records import trajectory_ids, validated_rows
 from ingest.util import uuid7
 from lake import Lake
 from lake.lake import Writer, process_writer_id
@@ -61,7 +61,7 @@ class IngestState:
         """Indexes and the Atropos queue from the lake (blocking: run it in a thread)."""
         st = cls(config, lake, lake.writer(process_writer_id(writer_name)))
         with lake.snapshot() as snap:
-            st.ids = set(snap.arrow("SELECT trajectory_id FROM trajectories").column(0).to_pylist())
+            st.ids = trajectory_ids(snap)
             for table in ("rewards", "skills", "runs"):
                 keys = snap.arrow(f"SELECT json_extract_string(metadata, '$.idempotency_key') AS k FROM {table} "
                                   "WHERE json_extract_string(metadata, '$.idempotency_key') IS NOT NULL")

@@ -24,7 +24,7 @@ import orjson
 
 from ingest.errors import BadInput
 from ingest.importer import ingest_file
-from ingest.records import LAKE_ERRORS
+from ingest.records import LAKE_ERRORS, trajectory_ids
 from ingest.skills import bad_input, parse_skill, read_usage, skill_record
 from ingest.util import text_hash
 from lake import Lake
@@ -122,7 +122,7 @@ class Watcher:
             for r in snap.arrow("SELECT json_extract_string(metadata, '$.key') AS k FROM ingest_errors").to_pylist():
                 if r["k"]:
                     self.reported.add(r["k"])
-            self.ids = set(snap.arrow("SELECT trajectory_id FROM trajectories").column(0).to_pylist())
+            self.ids = trajectory_ids(snap)
 
     @staticmethod
     def _canon(v) -> str:
@@ -134,9 +134,7 @@ class Watcher:
     def _error(self, path: str, exc: BadInput, key: str, extra: dict | None = None):
         if key in self.reported:
             return
-        rec = {"reason": exc.reason, "source_path": path, "line": exc.line, "field": exc.field_str(),
-               "excerpt": exc.excerpt, "metadata": {"kind": exc.kind, "key": key, "via": "watch", **(extra or {})}}
-        self.writer.append("ingest_errors", [rec])
+        self.writer.append("ingest_errors", [exc.error_record(path, "watch", key=key, **(extra or {}))])
         self.reported.add(key)
         self.stats["errors"] += 1
         self.echo(f"[red]error[/] {path}: {exc.describe()}")
@@ -270,7 +268,7 @@ class Watcher:
                 continue
             n += 1
             try:
-                res = ingest_file(self.lake, self.writer, p, ids=self.ids, max_bytes=self.max_file_bytes)
+                res = ingest_file(self.writer, p, ids=self.ids, max_bytes=self.max_file_bytes)
             except BadInput as exc:
                 if _sig(p) == sig:
                     self._reject(p, exc)

@@ -190,8 +190,8 @@ FILE_CASES = [
      "unknown turn role"),
     ("empty.jsonl", b"\n\n", "reason", "no records"),
     ("mixed.jsonl", j(HERMES) + b"\n" + j(GOOD) + b"\n", "line: 2", "differs"),
-    ("native-bad-reward.jsonl", j({"trajectory_id": "f1", "messages": [], "reward": "high"}) + b"\n", "field",
-     "reward"),
+    ("native-bad-reward.jsonl", j({"trajectory_id": "f0", "messages": []}) + b"\n"
+     + j({"trajectory_id": "f1", "messages": [], "reward": "high"}) + b"\n", "line: 2\nfield: reward", "reward"),
     ("unknown-format.jsonl", j({"hello": "world"}) + b"\n", "line: 1", "unknown record format"),
     ("bomb.jsonl.gz", gzip.compress(b"\0" * (20 << 20)), "line: 1", "longer than"),
     ("big.jsonl", (j(HERMES) + b"\n") * 1 + b"[" + b" " * (9 << 20) + b"]\n", "line: 2", "longer than"),
