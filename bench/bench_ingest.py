@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """Ingest benchmark: `lake serve` against atroposlib's own run-api, same client, same run, printed as ratios.
 
-The client is the shared driver ../shared/docs/reference/ingest_bench/atropos_ingest_bench.py (public wire
-contract: realistic 167 KB groups, gzip like BaseEnv, C closed-loop env clients while a trainer drains
-/batch). It needs aiohttp and run-api, so it runs under a Python with atroposlib ($ATROPOS_PYTHON, default
+The client is bench/atropos_ingest_bench.py (public wire contract: realistic 167 KB groups, gzip like BaseEnv,
+C closed-loop env clients while a trainer drains /batch). It needs aiohttp and run-api, so it runs under a Python with atroposlib ($ATROPOS_PYTHON, default
 /tmp/atropos-venv/bin/python; see tests/test_server_atropos.py for how that venv is made).
 
 Also measured here, with the same payloads: the native POST /v1/trajectories (4 native records per group),
@@ -26,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DRIVER = Path(os.environ.get("INGEST_BENCH_DRIVER", ROOT.parent / "shared/docs/reference/ingest_bench/atropos_ingest_bench.py"))
+DRIVER = Path(os.environ.get("INGEST_BENCH_DRIVER", ROOT / "bench" / "atropos_ingest_bench.py"))
 PY = os.environ.get("ATROPOS_PYTHON", "/tmp/atropos-venv/bin/python")
 
 
