@@ -1,8 +1,8 @@
 """SmolLM2-135M-Instruct on this machine: batched greedy generation tokens/s and LoRA step time, each against a
 baseline measured in the same run.
 
-Generation: 8 tool-use prompts (our ChatML with a tools block in the system prompt), greedy, up to 32 new
-tokens, stopping at <|im_end|>. Ours = one left-padded batch through trainers.evaluate.generate_batch (hermes_eval's
+Generation: the first prompts of 8 bash_exec_env test tasks as hermes_eval builds them (our ChatML, the tools
+block in the system prompt), greedy, up to 32 new tokens, stopping at <|im_end|>. Ours = one left-padded batch through trainers.evaluate.generate_batch (hermes_eval's
 path, KV cache); baseline = plain transformers `model.generate` one prompt at a time. Tokens/s counts the tokens
 each prompt produced (up to and including <|im_end|>), the same work for both; the outputs are compared. The
 batched prompt pass (one new token) is timed too: with ~230-token prompts it dominates on a CPU, so decode
@@ -26,28 +26,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-TOOLS = [
-    {"type": "function", "function": {"name": "run", "description": "Run a shell command in the workspace",
-                                      "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
-                                                     "required": ["command"]}}},
-    {"type": "function", "function": {"name": "submit", "description": "Finish the task",
-                                      "parameters": {"type": "object", "properties": {}}}},
-]
-TASKS = [
-    "Count the lines of notes.txt.", "Create a folder named backup and copy report.csv into it.",
-    "Print the first 3 lines of server.log.", "Find every .py file under src.",
-    "Replace the word red with blue in colors.txt.", "Show the size of data.json in bytes.",
-    "Sort names.txt alphabetically into sorted.txt.", "Delete the empty file tmp.txt.",
-]
-
-
 def prompts(tok, n: int) -> list[list[int]]:
-    from trainers.chat import CHATML_TEMPLATE
+    """hermes_eval's own first prompts of the first n bash_exec_env test tasks (system prompt, tools, instruction)."""
+    import envs
+    from trainers.evaluate import Episode
 
-    tok.chat_template = CHATML_TEMPLATE
-    return [list(tok.apply_chat_template(
-        [{"role": "system", "content": "You operate a shell workspace."}, {"role": "user", "content": TASKS[i % len(TASKS)]}],
-        tools=TOOLS, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]) for i in range(n)]
+    out = []
+    for i, task in enumerate(envs.load_tasks("bash_exec_env", "test")[:n]):
+        env = envs.make("bash_exec_env")
+        out.append(Episode(env, task.task_id, i, tok).ids)
+        env.close()
+    return out
 
 
 def generation(path: str, args) -> dict:
@@ -100,7 +89,7 @@ def lora_step(path: str, args) -> dict:
     model = get_peft_model(load_model(path), LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
                                                         task_type="CAUSAL_LM"))
     text = [t for p in prompts(tok, args.batch) for t in p]
-    rows = [(text[i * 37:] + text)[: args.seq] for i in range(args.batch)]  # real chat tokens, 8 different windows
+    rows = [(text[i * 37:] + text)[: args.seq] for i in range(args.batch)]  # real prompt tokens, different windows
     ids = torch.tensor(rows)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=2e-4)
     times, losses = [], []
