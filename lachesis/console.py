@@ -56,6 +56,29 @@ def option(config: type, name: str, *flags: str, **kwargs: Any) -> Any:
     return typer.Option(default, *flags, help=help_text, **kwargs)
 
 
+def config_command(config: type, options: list[tuple[str, ...]], body: Any) -> Any:
+    """A typer command whose options are fields of a config dataclass, `options` = [(field, *flags)] in --help
+    order (default and help from `option`), plus --json and --quiet. It calls `body(values, as_json, quiet)` with
+    the options' values by field name; the body builds the config, whose `__post_init__` validates them."""
+    import inspect
+    import typing
+
+    hints = typing.get_type_hints(config)
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter(name, kw, default=option(config, name, *flags), annotation=hints[name])
+              for name, *flags in options]
+    params += [inspect.Parameter("as_json", kw, default=typer.Option(False, "--json", help="print the result as JSON"),
+                                 annotation=bool),
+               inspect.Parameter("quiet", kw, default=typer.Option(False, "--quiet", "-q", help="no progress and no table"),
+                                 annotation=bool)]
+
+    def command(as_json: bool = False, quiet: bool = False, **values: Any) -> None:
+        body(values, as_json, quiet)
+
+    command.__signature__ = inspect.Signature(params)  # what typer reads the options from
+    return command
+
+
 def print_error(message: str) -> None:
     """`error: message` on stderr, the message taken literally (a `[OPTIONS]` in it is text, not markup)."""
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)

@@ -19,11 +19,10 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-from lachesis.console import fail, option, run
+from lachesis.console import config_command, fail, print_json, run
 from trainers.config import at_least, helped, setup_env
 from trainers.errors import TrainerInputError
 
@@ -50,6 +49,7 @@ class DemoConfig:
     # the demo is the machine's main job: 2 threads gave 2094 steps in 200 s against ~1200 with one (tests and
     # shared runs keep 1: docs/training-notes.md pitfall 3)
     threads: int = field(default=2, **helped("torch threads"))
+    progress: bool = field(default=True, **helped("show the training progress bar"))
 
     def __post_init__(self):
         at_least(self, 1, "steps", "eval_limit", "batch_size", "workers", "threads")
@@ -167,7 +167,7 @@ def run_demo(cfg: DemoConfig, console) -> dict:
     run = run_sft(SFTConfig(model="tiny", data=str(ds_dir), output=str(work / "run"), full=not cfg.lora,
                             max_steps=cfg.steps, lr=cfg.lr if not cfg.lora else max(cfg.lr, 2e-3),
                             batch_size=cfg.batch_size, seed=cfg.seed, lake_root=str(lake_root), threads=cfg.threads,
-                            progress=True), console)
+                            progress=cfg.progress), console)
     lap("train", t0)
 
     # 5. after
@@ -222,40 +222,28 @@ def _per_template(summary: dict) -> dict:
     return {k: sum(v) / len(v) for k, v in agg.items()}
 
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+DEMO_OPTIONS = [
+    ("workdir", "--workdir"), ("from_lake", "--from-lake"), ("lake_root", "--lake"), ("expert", "--expert"),
+    ("noisy", "--noisy"), ("steps", "--steps"), ("eval_limit", "--eval-limit"), ("eval_split", "--eval-split"),
+    ("eval_offset", "--eval-offset"), ("lr", "--lr"), ("batch_size", "--batch-size"), ("lora", "--lora"),
+    ("workers", "--workers"), ("seed", "--seed"), ("threads", "--threads"),
+]
 
 
-@app.command(help=__doc__.splitlines()[0])
-def demo(
-    workdir: Optional[str] = option(DemoConfig, "workdir", "--workdir"),
-    from_lake: bool = option(DemoConfig, "from_lake", "--from-lake"),
-    lake_root: Optional[str] = option(DemoConfig, "lake_root", "--lake"),
-    expert: int = option(DemoConfig, "expert", "--expert"),
-    noisy: int = option(DemoConfig, "noisy", "--noisy"),
-    steps: int = option(DemoConfig, "steps", "--steps"),
-    eval_limit: int = option(DemoConfig, "eval_limit", "--eval-limit"),
-    eval_split: str = option(DemoConfig, "eval_split", "--eval-split"),
-    eval_offset: int = option(DemoConfig, "eval_offset", "--eval-offset"),
-    lr: float = option(DemoConfig, "lr", "--lr"),
-    batch_size: int = option(DemoConfig, "batch_size", "--batch-size"),
-    lora: bool = option(DemoConfig, "lora", "--lora"),
-    workers: int = option(DemoConfig, "workers", "--workers"),
-    seed: int = option(DemoConfig, "seed", "--seed"),
-    threads: int = option(DemoConfig, "threads", "--threads"),
-    as_json: bool = typer.Option(False, "--json", help="also print the result as JSON"),
-):
+def _demo(values: dict, as_json: bool, quiet: bool) -> None:
     from rich.console import Console
 
     setup_env()
     try:
-        cfg = DemoConfig(workdir=workdir, from_lake=from_lake, lake_root=lake_root, expert=expert, noisy=noisy,
-                         steps=steps, eval_limit=eval_limit, eval_split=eval_split, eval_offset=eval_offset, lr=lr,
-                         batch_size=batch_size, lora=lora, workers=workers, seed=seed, threads=threads)
-        result = run_demo(cfg, Console())
+        result = run_demo(DemoConfig(**values, progress=not quiet), Console(quiet=quiet))
     except TrainerInputError as exc:
         fail(str(exc), exc.exit_code)
     if as_json:
-        print(json.dumps(result, indent=2, default=str))
+        print_json(result)
+
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+app.command(help=__doc__.splitlines()[0])(config_command(DemoConfig, DEMO_OPTIONS, _demo))
 
 
 def main() -> None:

@@ -8,13 +8,11 @@ the command bodies.
 """
 from __future__ import annotations
 
-import inspect
-import typing
-from typing import Callable, Optional
+from typing import Callable
 
 import typer
 
-from lachesis.console import fail, option, print_json, run
+from lachesis.console import config_command, fail, print_json, run
 from trainers.config import InstructConfig, SFTConfig, TrainConfig
 from trainers.errors import TrainerInputError
 from trainers.evaluate import EvalSettings
@@ -58,24 +56,15 @@ EVAL_OPTIONS = [
 ]
 
 
-def _config_command(config_cls: type, options: list[tuple[str, str]], body: Callable) -> Callable:
-    """A typer command whose options are `options` of `config_cls` (plus --json, --quiet): it builds the config
-    (validated there, a bad value is one line) and calls `body(config, console, as_json)`."""
-    hints = typing.get_type_hints(config_cls)
-    kw = inspect.Parameter.KEYWORD_ONLY
-    params = [inspect.Parameter(name, kw, default=option(config_cls, name, *flags), annotation=hints[name])
-              for name, *flags in options]
-    params += [inspect.Parameter("as_json", kw, default=typer.Option(False, "--json", help="print the summary as JSON"),
-                                 annotation=bool),
-               inspect.Parameter("quiet", kw, default=typer.Option(False, "--quiet", "-q", help="no progress and no table"),
-                                 annotation=bool)]
+def _command(config_cls: type, options: list[tuple[str, str]], body: Callable) -> Callable:
+    """The command of `config_cls`'s options: builds the config (a bad value is one line, exit 2) and calls
+    `body(config, console, as_json)`."""
 
-    def command(as_json: bool = False, quiet: bool = False, **values):
+    def build_and_run(values: dict, as_json: bool, quiet: bool) -> None:
         console = _console(quiet or as_json)
         body(_run(config_cls, **values, progress=not quiet and not as_json), console, as_json)
 
-    command.__signature__ = inspect.Signature(params)
-    return command
+    return config_command(config_cls, options, build_and_run)
 
 
 def _train(config: TrainConfig, console, as_json: bool) -> None:
@@ -132,7 +121,7 @@ def _evaluate(config: EvalSettings, console, as_json: bool) -> None:
 
 def _app(name: str, help_text: str, config_cls: type, options: list[tuple[str, str]], body: Callable) -> typer.Typer:
     app = typer.Typer(help=help_text, **_APP_KW)
-    app.command(name=name, help=help_text)(_config_command(config_cls, options, body))
+    app.command(name=name, help=help_text)(_command(config_cls, options, body))
     return app
 
 
