@@ -13,7 +13,9 @@ import time
 
 from .chat import normalize_messages, normalize_tools
 from .config import InstructConfig, cpu_defaults, set_threads, setup_env
+from .data import load_rows
 from .errors import TrainerInputError
+from .models import load_model, load_tokenizer, model_label, resolve_model
 from .plots import loss_points
 from .runfolder import RunFolder
 
@@ -64,24 +66,15 @@ def preference_rows(rows: list[dict], source: str, split: str | None) -> list[di
 def run_dpo(s: InstructConfig, console=None) -> dict:
     """Load preference rows + model, train with trl's DPOTrainer, write the run folder and its `runs` event."""
     setup_env()
-    from .data import load_rows
-    from .models import load_model, load_tokenizer, model_label, resolve_model, trained_from_scratch
-
     run = RunFolder.create(s, "dpo", "trl.DPOTrainer")
     with run.setting_up():
         rows, manifest, source = load_rows(s.data, s.lake_root, run.path)
         prefs = preference_rows(rows, source, s.split)
         model_path = resolve_model(s.model)
         tok = load_tokenizer(model_path, s.chat_template)
-    scratch = trained_from_scratch(model_path)
-    s = s.settle(scratch)
-    plan = s.plan(len(prefs))
-    warning = plan.warning(scratch)
-    run.write_manifest({**manifest, "filter": {"split": s.split}, "rows_used": len(prefs)})
-    run.write_config(s, model_path)
+    s, plan = run.start(s, model_path, len(prefs), {**manifest, "filter": {"split": s.split}, "rows_used": len(prefs)},
+                        console)
     set_threads(s.threads)
-    if console is not None and warning:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
 
     from datasets import Dataset
     from transformers import TrainerCallback
@@ -115,4 +108,4 @@ def run_dpo(s: InstructConfig, console=None) -> dict:
                "first_loss": losses[0] if losses else None, "final_loss": res.training_loss, "lr": s.lr}
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     return run.finish(metrics, model_label(s.model), source, trainable_params=trainable, pairs=len(prefs),
-                      conversations=len(prefs), warnings=[warning] if warning else [])
+                      conversations=len(prefs))

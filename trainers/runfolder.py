@@ -28,9 +28,9 @@ from typing import Iterator
 
 from lake import Lake, LakeError, resolve_root
 
-from .config import TrainConfig
+from .config import StepPlan, TrainConfig
 from .errors import TrainerInputError
-from .models import TINY_MARKER
+from .models import TINY_MARKER, trained_from_scratch
 from .plots import write_loss_plot
 
 KIND = "train"  # the runs table's kind of every training run (eval runs are "eval"); the method says which
@@ -55,6 +55,7 @@ class RunFolder:
         self.model_path: str | None = None
         self.manifest: dict = {}
         self.saved: Path | None = None
+        self.warnings: list[str] = []
         self.log_path = path / "train_log.jsonl"
         self._log = None
 
@@ -82,6 +83,22 @@ class RunFolder:
         p = self.path / name
         p.write_text(json.dumps(obj, indent=2, default=str))
         return p
+
+    def start(self, config: TrainConfig, model_path: str, examples: int, manifest: dict, console=None):
+        """Once data and model are known: settle the model-dependent defaults (full fine-tuning from scratch, LoRA
+        for pretrained; the lr), plan the steps, warn when they are too few to learn, write config.json and
+        manifest.json. Returns (the settled config, the step plan)."""
+        scratch = trained_from_scratch(model_path)
+        config = config.settle(scratch)
+        plan: StepPlan = config.plan(examples)
+        warning = plan.warning(scratch)
+        if warning:
+            self.warnings.append(warning)
+            if console is not None:
+                console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        self.write_manifest(manifest)
+        self.write_config(config, model_path)
+        return config, plan
 
     def write_config(self, config: TrainConfig, model_path: str) -> None:
         """The settled config (full / lr decided) the run trains with."""
@@ -122,7 +139,7 @@ class RunFolder:
         summary = {"run_id": self.run_id, "kind": KIND, "command": self.config.COMMAND, "method": self.method,
                    "status": "completed", "model": model_label, "model_path": self.model_path,
                    "adapter_path": str(self.saved), "run_dir": str(self.path), "full": self.config.full, "data": data,
-                   "loss_plot": str(plot) if plot else None, **fields, **metrics}
+                   "loss_plot": str(plot) if plot else None, "warnings": self.warnings, **fields, **metrics}
         self.write_json("summary.json", summary)
         if self.lake is not None:
             res = self.lake.append("runs", [{

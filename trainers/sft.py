@@ -15,7 +15,9 @@ import time
 from typing import Callable
 
 from .config import SFTConfig, StepPlan, TrainConfig, device as pick_device, set_threads, setup_env
+from .data import conversations, load_rows
 from .errors import TrainerInputError
+from .models import load_model, load_tokenizer, model_label, resolve_model
 from .runfolder import RunFolder
 
 IGNORE = -100
@@ -261,9 +263,6 @@ def train_loop(model, examples, s: SFTConfig, pad_id: int, on_log: Callable[[dic
 def run_sft(s: SFTConfig, console=None) -> dict:
     """Load data + model, train, write the run folder and its `runs` event. Returns the run summary."""
     setup_env()
-    from .data import conversations, load_rows
-    from .models import load_model, load_tokenizer, model_label, resolve_model, trained_from_scratch
-
     run = RunFolder.create(s, "sft", "lachesis.sft")
     with run.setting_up():
         rows, manifest, source = load_rows(s.data, s.lake_root, run.path)
@@ -273,12 +272,8 @@ def run_sft(s: SFTConfig, console=None) -> dict:
         examples, enc_stats = encode_all(tok, convs, s.max_length)
         if not examples:
             raise TrainerInputError(f"dataset {source}: no conversation has assistant tokens within --max-length {s.max_length}")
-    scratch = trained_from_scratch(model_path)
-    s = s.settle(scratch)
-    plan = s.plan(len(examples))
-    warning = plan.warning(scratch)
-    run.write_manifest({**manifest, "filter": {"split": s.split}, **data_stats, **enc_stats})
-    run.write_config(s, model_path)
+    s, plan = run.start(s, model_path, len(examples), {**manifest, "filter": {"split": s.split}, **data_stats, **enc_stats},
+                        console)
     set_threads(s.threads)
     import torch
 
@@ -290,12 +285,9 @@ def run_sft(s: SFTConfig, console=None) -> dict:
                       f"{sum(len(x) for x, _ in examples)} tokens, model {model_label(s.model)} "
                       f"({'full' if s.full else f'LoRA r={s.lora_r}'}, {trainable:,} trainable), {plan.total} steps "
                       f"({plan.warmup} warm-up), device {pick_device()}")
-        if warning:
-            console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     metrics = _train_with_progress(model, examples, s, tok.pad_token_id, run.log, console)
     run.save_model(model.save_pretrained, tok, s.full)
-    return run.finish(metrics, model_label(s.model), source, trainable_params=trainable, conversations=len(examples),
-                      warnings=[warning] if warning else [])
+    return run.finish(metrics, model_label(s.model), source, trainable_params=trainable, conversations=len(examples))
 
 
 def _train_with_progress(model, examples, s: SFTConfig, pad_id, on_log, console):
