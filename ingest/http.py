@@ -31,12 +31,12 @@ class ValidationDetail(Exception):
         self.detail = detail
 
 
-# -- dependencies ------------------------------------------------------------------------------------------
-def get_state(request: Request) -> IngestState:
+# -- dependencies (async: FastAPI would run plain functions in its thread pool, on every request) -----------
+async def get_state(request: Request) -> IngestState:
     return request.app.state.ingest
 
 
-def require_token(request: Request, state: IngestState = Depends(get_state)) -> None:
+async def require_token(request: Request, state: IngestState = Depends(get_state)) -> None:
     """With a token set, write routes need `Authorization: Bearer <token>` (checked before the body is read)."""
     token = state.config.token
     if token and not hmac.compare_digest(request.headers.get("authorization", "").encode(),

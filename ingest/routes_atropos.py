@@ -104,8 +104,7 @@ async def env_identifier(request: Request) -> A.EnvIdentifier:
     env_id = request.query_params.get("env_id")
     if env_id is not None:
         return validate_model(A.EnvIdentifier, {"env_id": env_id})
-    s = get_state(request)
-    return validate_model(A.EnvIdentifier, parse_json(await body_bytes(request, s)))
+    return validate_model(A.EnvIdentifier, parse_json(await body_bytes(request, await get_state(request))))
 
 
 # -- routes ------------------------------------------------------------------------------------------------
