@@ -1,7 +1,8 @@
 """Commands of the views wing: `lake export`, `lake views`, and the guide's `atropos_trajectory_export` and
 `skill_to_instruction` console scripts.
 
-Heavy imports (duckdb, pyarrow, the views package) happen inside the command bodies.
+Heavy imports (duckdb, pyarrow, the modules that run views) happen inside the command bodies; the options'
+defaults and help come from views.instruction_config, which imports nothing heavy.
 """
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import List, Optional
 
 import typer
 
-from lachesis.console import (AsOfOption, JsonOption, LakeOption, console, fail, open_lake, print_json, print_rows,
-                              run)
+from lachesis.console import (AsOfOption, JsonOption, LakeOption, console, fail, open_lake, option, print_json,
+                              print_rows, run)
+from views.instruction_config import InstructionInputError, SkillToInstructionConfig
 
 FormatOption = typer.Option("parquet", "--format", help="parquet or jsonl.")
 WhereOption = typer.Option(None, "--where", help="SQL condition on the view's columns, e.g. \"env = 'bash_exec'\".",
@@ -144,70 +146,85 @@ _skills_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 @_skills_app.command()
 def skill_to_instruction(
-    output: Path = typer.Option(..., "--output", "-o", help="Folder for one .jsonl per skill, e.g. ft_prompts/."),
-    skills: Optional[Path] = typer.Option(None, "--skills", help="A Hermes skills folder (with .usage.json).",
+    output: Path = option(SkillToInstructionConfig, "output", "--output", "-o"),
+    skills: Optional[Path] = option(SkillToInstructionConfig, "skills", "--skills", show_default=False),
+    lake: Optional[Path] = option(SkillToInstructionConfig, "lake", "--lake", show_default=False),
+    min_uses: int = option(SkillToInstructionConfig, "min_uses", "--min-uses"),
+    provenance: str = option(SkillToInstructionConfig, "provenance", "--provenance"),
+    since: Optional[str] = option(SkillToInstructionConfig, "since", "--since", show_default=False),
+    now: Optional[str] = option(SkillToInstructionConfig, "now", "--now", show_default=False),
+    min_success: Optional[float] = option(SkillToInstructionConfig, "min_success", "--min-success",
                                           show_default=False),
-    lake: Optional[Path] = typer.Option(None, "--lake", help="Read the lake's instruction view instead of a folder "
-                                        "(default when --skills is not given: $LAKE_ROOT or ./data/lake).",
-                                        show_default=False),
-    min_uses: int = typer.Option(5, "--min-uses", help="Keep skills used at least this often (use_count, or "
-                                 "view_count on old sidecars whose use_count is 0)."),
-    provenance: str = typer.Option("agent", "--provenance",
-                                   help="Skill origins to keep: agent (default), bundled, hub, a comma list, or all."),
-    system_prompt: Optional[str] = typer.Option(None, "--system-prompt", help="Add this system message to every pair.",
-                                                show_default=False),
-    as_of: Optional[str] = AsOfOption,
-    overwrite: bool = OverwriteOption,
+    min_lift: Optional[float] = option(SkillToInstructionConfig, "min_lift", "--min-lift", show_default=False),
+    confidence: float = option(SkillToInstructionConfig, "confidence", "--confidence"),
+    system_prompt: Optional[str] = option(SkillToInstructionConfig, "system_prompt", "--system-prompt",
+                                          show_default=False),
+    as_of: Optional[str] = option(SkillToInstructionConfig, "as_of", "--as-of", show_default=False),
+    overwrite: bool = option(SkillToInstructionConfig, "overwrite", "--overwrite"),
     json: bool = JsonOption,
 ) -> None:
-    """Turn frequently used agent-created skills into instruction-tuning pairs: one .jsonl per skill, so that
-    `cat ft_prompts/*.jsonl > instruction_dataset.jsonl` is a dataset."""
+    """Turn recent, proven, frequently used agent-created skills into instruction-tuning pairs: one .jsonl per
+    skill, so that `cat ft_prompts/*.jsonl > instruction_dataset.jsonl` is a dataset."""
     from lake import LakeError
     from views.export import ExportError
     from views.skills import instruction_from_connection, instruction_from_folder, write_instruction_files
 
-    if skills is not None and lake is not None:
-        fail("give either --skills FOLDER or --lake ROOT, not both")
-    if min_uses < 0:
-        fail("--min-uses must be >= 0")
-    kw = dict(min_uses=min_uses, provenance=provenance, system_prompt=system_prompt)
     try:
-        if skills is not None:
-            if not skills.is_dir():
-                fail(f"--skills {skills}: no such folder")
-            if as_of is not None:
-                fail("--as-of applies to --lake, not to a skills folder")
-            result, folder = instruction_from_folder(skills, **kw)
+        cfg = SkillToInstructionConfig(output=output, skills=skills, lake=lake, min_uses=min_uses,
+                                       provenance=provenance, since=since, now=now, min_success=min_success,
+                                       min_lift=min_lift, confidence=confidence, system_prompt=system_prompt,
+                                       as_of=as_of, overwrite=overwrite)
+    except InstructionInputError as exc:
+        fail(str(exc))
+    kw = dict(min_uses=cfg.min_uses, provenance=cfg.provenance, system_prompt=cfg.system_prompt)
+    try:
+        if cfg.skills is not None:
+            if not cfg.skills.is_dir():
+                fail(f"--skills {cfg.skills}: no such folder")
+            result, folder = instruction_from_folder(cfg.skills, **kw)
             source = {"skills_folder_sha256": folder.digest, "skill_files": len(folder.skills),
                       "usage_records": len(folder.usage)}
             problems = [{"path": p.path, "reason": p.reason} for p in folder.problems]
         else:
-            lk = open_lake(lake)
-            snap = lk.snapshot(as_of, for_query="SELECT * FROM instruction_candidates, instruction")
+            lk = open_lake(cfg.lake)
+            snap = lk.snapshot(cfg.as_of, for_query="SELECT * FROM instruction_candidates, instruction")
             try:
-                result = instruction_from_connection(snap.con, **kw)
+                result = instruction_from_connection(snap.con, since=cfg.since_at, min_success=cfg.min_success,
+                                                     min_lift=cfg.min_lift, z=cfg.z, **kw)
                 source = {"lake_versions": dict(sorted(snap.versions.items()))}
             finally:
                 snap.close()
             problems = []
-        manifest = write_instruction_files(result, output, overwrite=overwrite, source=source)
+        manifest = write_instruction_files(result, cfg.output, overwrite=cfg.overwrite, source=source,
+                                           filters=cfg.filters())
     except (ExportError, LakeError) as exc:
         fail(str(exc))
     summary = {
-        "output": str(output), "selected": len(result.candidates), "converted": len(result.converted),
+        "output": str(cfg.output), "selected": len(result.candidates), "converted": len(result.converted),
         "pairs": len(result.pairs), "skipped": [{"skill": c["name"], "reason": c["reason"]} for c in result.skipped],
-        "unreadable": problems, "files": [f["path"] for f in manifest["files"]],
+        "unreadable": problems, "files": [f["path"] for f in manifest["files"]], "filters": manifest["filters"],
     }
     if json:
         print_json(summary)
         return
-    console.print(f"selected {len(result.candidates)} skills (provenance {provenance}, >= {min_uses} uses); "
-                  f"converted {len(result.converted)} into {len(result.pairs)} pairs in {output}", highlight=False)
+    console.print(f"selected {len(result.candidates)} skills ({_filter_text(cfg)}); converted "
+                  f"{len(result.converted)} into {len(result.pairs)} pairs in {cfg.output}", highlight=False)
     if result.skipped:
         print_rows([{"skill": c["name"], "uses": c["uses"], "reason": c["reason"]} for c in result.skipped],
                    title=f"skipped {len(result.skipped)} skills")
     if problems:
         print_rows(problems, title=f"{len(problems)} SKILL.md files could not be read")
+
+
+def _filter_text(cfg: SkillToInstructionConfig) -> str:
+    parts = [f"provenance {cfg.provenance}", f">= {cfg.min_uses} uses"]
+    if cfg.since_at:
+        parts.append(f"version since {cfg.since_at.isoformat()}")
+    if cfg.min_success is not None:
+        parts.append(f"success >= {cfg.min_success}")
+    if cfg.min_lift is not None:
+        parts.append(f"lift >= {cfg.min_lift} at {cfg.confidence:.0%}")
+    return ", ".join(parts)
 
 
 def skill_to_instruction_main() -> None:

@@ -46,4 +46,4 @@ def view_description(name: str, views_dir: str | Path | None = None) -> str:
 
 
 # Helper views used by other views; `lake views` lists them apart from the datasets.
-HELPER_VIEWS = {"trajectory_chats", "skill_sections", "instruction_candidates"}
+HELPER_VIEWS = {"trajectory_chats", "skill_sections", "instruction_candidates", "skill_uses"}

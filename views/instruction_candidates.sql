@@ -2,7 +2,10 @@
 -- (skill_sections: goal, constraints, verification, when_to_use). Default filter (the guide's): provenance
 -- agent (neither bundled nor hub) and at least `instruction_min_uses` (5) uses, where uses = skill_stats.uses
 -- (use_count, with the view_count fallback for old Hermes sidecars). `SET VARIABLE instruction_provenance =
--- 'agent,hub'` (a comma list) or 'all' widens it.
+-- 'agent,hub'` (a comma list) or 'all' widens it. Recent and proven effective (skill_effect), each off unless set:
+-- `instruction_since` (a timestamp): the skill's current version occurred at or after it;
+-- `instruction_min_success`: the success rate of the trajectories that used it is at least this;
+-- `instruction_min_lift`: the lower bound of its success_diff interval against the baseline is at least this.
 -- Every selected skill yields a goal: its goal sections, else the body's lead (the text before the first
 -- `## `), else its description (goal_source says which). status 'skipped' (with a reason) only for a skill
 -- with neither a body nor a description.
@@ -10,16 +13,24 @@
 WITH params AS (
     SELECT
         coalesce(getvariable('instruction_min_uses'), 5)::BIGINT AS min_uses,
-        coalesce(getvariable('instruction_provenance'), 'agent')::VARCHAR AS provenance
+        coalesce(getvariable('instruction_provenance'), 'agent')::VARCHAR AS provenance,
+        getvariable('instruction_since')::TIMESTAMPTZ AS since,
+        getvariable('instruction_min_success')::DOUBLE AS min_success,
+        getvariable('instruction_min_lift')::DOUBLE AS min_lift
 ),
 selected AS (
     SELECT s.*, coalesce(st.uses, 0) AS uses, coalesce(st.uses_source, 'none') AS uses_source,
-           st.use_count, st.view_count, st.usage_event_id
+           st.use_count, st.view_count, st.usage_event_id,
+           e.trajectories AS used_in_trajectories, e.success_rate, e.success_diff, e.success_diff_low
     FROM skills_current s
     LEFT JOIN skill_stats st ON st.name = s.name
+    LEFT JOIN skill_effect e ON e.skill = s.name
     CROSS JOIN params
     WHERE (params.provenance = 'all' OR list_contains(list_transform(string_split(params.provenance, ','), lambda p: trim(p)), s.provenance))
       AND coalesce(st.uses, 0) >= params.min_uses
+      AND (params.since IS NULL OR s.updated_at >= params.since)
+      AND (params.min_success IS NULL OR e.success_rate >= params.min_success)
+      AND (params.min_lift IS NULL OR e.success_diff_low >= params.min_lift)
 ),
 secs AS (
     SELECT
@@ -49,6 +60,11 @@ SELECT
     uses_source,
     use_count,
     view_count,
+    updated_at,
+    used_in_trajectories,
+    success_rate,
+    success_diff,
+    success_diff_low,
     coalesce(described, name) AS description,
     when_to_use,
     coalesce(goal_sections, lead, described) AS goal,

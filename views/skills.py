@@ -117,13 +117,20 @@ class InstructionResult:
         return [c for c in self.candidates if c["status"] != "ok"]
 
 
-def instruction_from_connection(con: duckdb.DuckDBPyConnection, *, min_uses: int = 5,
-                                provenance: str = "agent", system_prompt: str | None = None) -> InstructionResult:
+def instruction_from_connection(con: duckdb.DuckDBPyConnection, *, min_uses: int = 5, provenance: str = "agent",
+                                system_prompt: str | None = None, since: _dt.datetime | None = None,
+                                min_success: float | None = None, min_lift: float | None = None,
+                                z: float | None = None) -> InstructionResult:
+    """The selected skills and their pairs. `since`, `min_success` and `min_lift` (recent, proven effective: see
+    instruction_candidates.sql and skill_effect.sql) are off when None; `z` sets skill_effect's interval width."""
     variables: dict[str, Any] = {"instruction_min_uses": int(min_uses), "instruction_provenance": provenance}
-    if system_prompt:
-        variables["instruction_system_prompt"] = system_prompt
+    optional = {"instruction_system_prompt": system_prompt or None,
+                "instruction_since": since.isoformat() if since else None,
+                "instruction_min_success": min_success, "instruction_min_lift": min_lift, "skill_effect_z": z}
+    variables.update({k: v for k, v in optional.items() if v is not None})
     set_variables(con, variables)
-    cand = con.sql("SELECT name, category, provenance, uses, uses_source, status, reason, goal_source, headings "
+    cand = con.sql("SELECT name, category, provenance, uses, uses_source, status, reason, goal_source, headings, "
+                   "updated_at, used_in_trajectories, success_rate, success_diff, success_diff_low "
                    "FROM instruction_candidates ORDER BY name").to_arrow_table().to_pylist()
     pairs = con.sql("SELECT messages, skill, category, kind FROM instruction "
                     "ORDER BY skill, kind_index").to_arrow_table().to_pylist()
@@ -138,8 +145,9 @@ def skill_file_name(skill: str) -> str:
 
 
 def write_instruction_files(result: InstructionResult, output: str | os.PathLike, *, overwrite: bool = False,
-                            source: dict | None = None) -> dict:
-    """One `<skill>.jsonl` per converted skill (lines: messages, skill, category, kind) + manifest.json."""
+                            source: dict | None = None, filters: dict | None = None) -> dict:
+    """One `<skill>.jsonl` per converted skill (lines: messages, skill, category, kind) + manifest.json, which
+    records the source (lake versions or the folder's digest), every filter, and each selected skill's evidence."""
     out = Path(output)
     if out.exists() and not out.is_dir():
         raise ExportError(f"output {out} exists and is not a folder")
@@ -171,11 +179,14 @@ def write_instruction_files(result: InstructionResult, output: str | os.PathLike
             "view": "instruction",
             "format": "jsonl",
             "source": source or {},
+            "filters": filters or {},
             "view_sql_sha256": view_sql_hash("instruction")["sha256"],
             "row_count": len(result.pairs),
             "selected": len(result.candidates),
             "converted": [c["name"] for c in result.converted],
             "skipped": {c["name"]: c["reason"] for c in result.skipped},
+            # a folder's skills have no version times (folder_connection numbers them from 1970)
+            "evidence": {c["name"]: _evidence(c, "lake_versions" in (source or {})) for c in result.candidates},
             "files": files,
         }
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
@@ -189,6 +200,15 @@ def write_instruction_files(result: InstructionResult, output: str | os.PathLike
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return manifest
+
+
+def _evidence(candidate: dict, timed: bool) -> dict:
+    """What selected a skill: its uses, its version's time (when `timed`), and skill_effect's figures."""
+    at = candidate["updated_at"] if timed else None
+    return {"uses": candidate["uses"], "uses_source": candidate["uses_source"],
+            "version_at": at.astimezone(_dt.timezone.utc).isoformat() if at else None,
+            "trajectories": candidate["used_in_trajectories"], "success_rate": candidate["success_rate"],
+            "success_diff": candidate["success_diff"], "success_diff_low": candidate["success_diff_low"]}
 
 
 def instruction_from_folder(root: str | os.PathLike, **kw) -> tuple[InstructionResult, HermesFolder]:
