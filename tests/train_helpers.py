@@ -72,12 +72,17 @@ def run_cli(script: str, *args: str, env: dict | None = None, timeout: int = 120
 import pytest  # noqa: E402
 
 
+_TINY: list[Path] = []  # built once per session: every module that imports the fixture gets its own copy of it
+
+
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory):
     """The tiny model built once per session into a temporary LACHESIS_CACHE (subprocesses inherit it)."""
-    cache = tmp_path_factory.mktemp("lachesis-cache")
-    os.environ["LACHESIS_CACHE"] = str(cache)
-    set_threads()
-    from trainers.models import tiny_model_path
+    if not _TINY:
+        cache = tmp_path_factory.mktemp("lachesis-cache")
+        os.environ["LACHESIS_CACHE"] = str(cache)
+        set_threads()
+        from trainers.models import tiny_model_path
 
-    return tiny_model_path()
+        _TINY.append(tiny_model_path())
+    return _TINY[0]

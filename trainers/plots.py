@@ -51,11 +51,13 @@ def loss_figure(steps: list[int], losses: list[float], title: str = "loss") -> F
         ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # 0.1 0.2 0.5 1 2 5: enough labels to read off
     ax.yaxis.set_major_formatter(FuncFormatter(plain_number))
     ax.yaxis.set_minor_formatter(NullFormatter())  # minor log ticks unlabelled: they crowd the axis
-    if steps:
-        ax.annotate(f"{losses[0]:.3g}", (steps[0], losses[0]), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    if steps:  # the first and last values, on a white box so the curve does not run through them
+        box = dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.8)
+        ax.annotate(f"{losses[0]:.3g}", (steps[0], losses[0]), textcoords="offset points", xytext=(8, -2), ha="left",
+                    va="top", fontsize=8, bbox=box)
         if len(steps) > 1:
             ax.annotate(f"step {steps[-1]}: {losses[-1]:.3g}", (steps[-1], losses[-1]), textcoords="offset points",
-                        xytext=(-4, 6), ha="right", fontsize=8)
+                        xytext=(0, 14), ha="right", va="bottom", fontsize=8, bbox=box)
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     fig.tight_layout()
