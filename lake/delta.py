@@ -8,22 +8,66 @@ from urllib.parse import unquote
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 
+from lake.data_files import Prepare, write_partitioned
+from lake.durable import fsync_all, parents_up_to
 from lake.schemas import table_schema
 
-# write_deltalake defaults to snappy (2x the disk of zstd, measured in lake-design.md).
+# write_deltalake defaults to snappy (2x the disk of zstd, measured in lake-design.md). Compaction writes
+# the long-lived files, so it takes a higher level than the hot path's (lake.data_files.ZSTD_LEVEL).
+COMPACT_LEVEL = 3
 ZSTD = WriterProperties(compression="ZSTD")
+ZSTD_COMPACT = WriterProperties(compression="ZSTD", compression_level=COMPACT_LEVEL)
 
 
 def create_table(path: Path, table: str) -> DeltaTable:
     return DeltaTable.create(str(path), table_schema(table), mode="ignore", partition_by=["day"], name=table)
 
 
-def append(dt: DeltaTable, data: pa.Table, transactions: dict[str, int]) -> int:
-    """Append `data` as one Delta version that also records each writer's batch sequence; returns the version."""
+def append(dt: DeltaTable, table_dir: Path, data: pa.Table, transactions: dict[str, int], *,
+           prepare: Prepare | None = None, fsync: bool = True) -> int:
+    """Append `data` as one Delta version that also records each writer's batch sequence; returns the version.
+
+    The files are written by lake.data_files (one per day, fsynced) and committed with their add actions;
+    with `fsync` the commit's log entry and the directories that gained entries are synced before returning,
+    so a returned version survives a power loss. A column the table's Delta schema lacks (a schema that
+    evolved) goes through `write_deltalake(schema_mode="merge")` once, which also updates the table schema;
+    so does an empty batch (a commit of app transactions only). `prepare` completes rows before they are
+    written (lake.data_files.write_partitioned: per partition, in the writing threads).
+    """
     props = CommitProperties(app_transactions=[Transaction(app, seq) for app, seq in transactions.items()])
-    write_deltalake(dt, data, mode="append", partition_by=["day"], schema_mode="merge",
-                    writer_properties=ZSTD, commit_properties=props)
-    return dt.version()  # write_deltalake advanced `dt` to the version it committed
+    before = dt.version()
+    columns = (prepare(data.slice(0, 0)) if prepare else data).column_names
+    if data.num_rows == 0 or set(columns) - {f.name for f in dt.schema().fields}:
+        data = prepare(data) if prepare else data
+        write_deltalake(dt, data, mode="append", partition_by=["day"], schema_mode="merge",
+                        writer_properties=ZSTD, commit_properties=props)
+        version = dt.version()  # write_deltalake advanced `dt` to the version it committed
+        if fsync:
+            sync_commit(table_dir, version, [f for f, _ in added_files(table_dir, version)])
+        return version
+    written = write_partitioned(table_dir, data, prepare=prepare, fsync=fsync)
+    dt.create_write_transaction([w.action for w in written], mode="append", schema=dt.schema(),
+                                partition_by=["day"], commit_properties=props)
+    dt.update_incremental()
+    version = _version_adding(table_dir, written[0].action.path, before + 1, dt.version())
+    if fsync:
+        sync_commit(table_dir, version, [], data_synced=[w.path for w in written])
+    return version
+
+
+def sync_commit(table_dir: Path, version: int, files: list[str | Path], data_synced: list[Path] = ()) -> None:
+    """fsync a committed version: its data files (unless already synced), the log entry, every directory."""
+    log = table_dir / "_delta_log" / f"{version:020d}.json"
+    files = [Path(f) for f in files]
+    fsync_all(files + [log] + parents_up_to(files + list(data_synced) + [log], table_dir))
+
+
+def _version_adding(table_dir: Path, rel_path: str, first: int, last: int) -> int:
+    """The version in [first, last] whose commit adds `rel_path` (other writers may have committed too)."""
+    for version in range(first, last + 1):
+        if any((a.get("add") or {}).get("path") == rel_path for a in commit_actions(table_dir, version)):
+            return version
+    raise RuntimeError(f"committed file {rel_path} is in no version {first}..{last} of {table_dir}")
 
 
 def commit_actions(path: Path, version: int) -> list[dict]:

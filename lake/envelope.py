@@ -1,7 +1,7 @@
 """The event envelope, added to a payload table column by column (vectorised: the bulk path is the hot path).
 
-`content_hash` is 128 bits from DuckDB's vectorised `hash()` of the payload's content columns (two 64-bit
-hashes, the second salted). Record appends and bulk Arrow appends both pass through here, so the same content
+`content_hash` is 32 hex digits from DuckDB's vectorised `hash()` of the payload's content columns and the
+same hash salted (the salted half derives from the first: 64 bits of entropy, see `content_hashes`). Record appends and bulk Arrow appends both pass through here, so the same content
 gets the same hash whichever way it arrived. md5 over a JSON rendering was measured 6x slower (2.6 s against
 0.4 s per 300k trajectory rows) and would cap bulk appends far below the Parquet ceiling. The price: the value
 is tied to DuckDB's hash function, which DuckDB may change in a major release; a lake that upgrades across such
@@ -17,6 +17,7 @@ import time
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lake.schemas import payload_schema, table_schema
 
@@ -24,7 +25,21 @@ from lake.schemas import payload_schema, table_schema
 # episode sent twice under two ids hashes the same and the sft view can drop the copy.
 IDENTITY_COLUMNS = {"trajectory_id", "group_id", "run_id", "metadata", "raw"}
 
-_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+# Byte -> its two lowercase hex digits, as one uint16 (memory order = text order): hex text of n bytes is one
+# table lookup, not two shifts and two lookups.
+_HEX2 = np.frombuffer(b"".join(f"{i:02x}".encode() for i in range(256)), dtype=np.uint16)
+
+
+def _hex(raw: np.ndarray) -> np.ndarray:
+    """(n, k) bytes -> (n, 2k) ASCII hex digits."""
+    return _HEX2[raw].view(np.uint8).reshape(raw.shape[0], 2 * raw.shape[1])
+
+
+def _strings(chars: np.ndarray) -> pa.Array:
+    """A string array from an (n, width) block of ASCII, one row per string."""
+    n, width = chars.shape
+    offsets = np.arange(0, width * (n + 1), width, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(chars)))
 
 
 def uuid7_array(n: int, now_ms: int | None = None) -> pa.Array:
@@ -36,46 +51,64 @@ def uuid7_array(n: int, now_ms: int | None = None) -> pa.Array:
     if n == 0:
         return pa.array([], pa.string())
     ms = int(time.time() * 1000) if now_ms is None else now_ms
-    raw = np.frombuffer(os.urandom(16 * n), dtype=np.uint8).reshape(n, 16).copy()
+    raw = np.empty((n, 16), dtype=np.uint8)
     raw[:, 0:6] = np.frombuffer(ms.to_bytes(6, "big"), dtype=np.uint8)
     seq = np.arange(n, dtype=np.uint32) & 0x3FFFFFF
-    raw[:, 6] = 0x70 | ((seq >> 22) & 0x0F).astype(np.uint8)
-    raw[:, 7] = ((seq >> 14) & 0xFF).astype(np.uint8)
+    raw[:, 6] = 0x70 | (seq >> 22).astype(np.uint8)
+    raw[:, 7] = (seq >> 14).astype(np.uint8)  # astype(uint8) keeps the low 8 bits
     raw[:, 8] = 0x80 | ((seq >> 8) & 0x3F).astype(np.uint8)
-    raw[:, 9] = (seq & 0xFF).astype(np.uint8)
-    hexed = np.empty((n, 32), dtype=np.uint8)
-    hexed[:, 0::2] = _HEX[raw >> 4]
-    hexed[:, 1::2] = _HEX[raw & 0x0F]
+    raw[:, 9] = seq.astype(np.uint8)
+    raw[:, 10:16] = np.frombuffer(os.urandom(6 * n), dtype=np.uint8).reshape(n, 6)
+    hexed = _hex(raw)
     out = np.empty((n, 36), dtype=np.uint8)
+    out[:, [8, 13, 18, 23]] = ord("-")
     out[:, 0:8], out[:, 9:13], out[:, 14:18], out[:, 19:23], out[:, 24:36] = (
         hexed[:, 0:8], hexed[:, 8:12], hexed[:, 12:16], hexed[:, 16:20], hexed[:, 20:32])
-    out[:, [8, 13, 18, 23]] = ord("-")
-    offsets = np.arange(0, 36 * (n + 1), 36, dtype=np.int32)
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(out.tobytes()))
+    return _strings(out)
 
 
 _HASH_LOCK = threading.Lock()
 _hash_con: duckdb.DuckDBPyConnection | None = None
+_salt_hash = np.uint64(0)
 
 
 def content_hashes(payload: pa.Table) -> pa.Array:
-    global _hash_con
-    content = [c for c in payload.column_names if c not in IDENTITY_COLUMNS]
+    """32 hex digits per row, the values of `printf('%016x%016x', hash(row), hash(row, 'lachesis'))` in DuckDB.
+
+    DuckDB hashes a multi-argument call by combining the per-argument hashes, so the salted half is a function
+    of the first (`_combine`, DuckDB's vector_hash combine): DuckDB hashes each row once (the struct of the
+    nested messages is the cost: 0.76 s of CPU per 1M rows for both halves, half that for one) and numpy
+    derives the second half and writes the hex. It follows that the value carries 64 bits of entropy, not 128.
+    """
+    global _hash_con, _salt_hash
+    content = payload.select([c for c in payload.column_names if c not in IDENTITY_COLUMNS])
     # Record batches of 8k rows let DuckDB hash on every core; insertion order is preserved.
-    data = pa.Table.from_batches(payload.select(content).to_batches(max_chunksize=8192), payload.select(content).schema)
-    cols = ", ".join(f'"{c}" := "{c}"' for c in content)
+    data = pa.Table.from_batches(content.to_batches(max_chunksize=8192), content.schema)
+    row = "struct_pack(" + ", ".join(f'"{c}" := "{c}"' for c in content.column_names) + ")"
     with _HASH_LOCK:  # one connection for the process: opening one costs ~15 ms, more than hashing a batch
         if _hash_con is None:
             _hash_con = duckdb.connect()
+            _salt_hash = np.uint64(_hash_con.sql("SELECT hash('lachesis')").fetchall()[0][0])
         _hash_con.register("payload", data)
         try:
-            row = f"struct_pack({cols})"
-            result = _hash_con.sql(
-                f"SELECT printf('%016x%016x', hash({row}), hash({row}, 'lachesis')) AS h FROM payload"
-            ).to_arrow_table()
+            first = _hash_con.sql(f"SELECT hash({row}) AS h FROM payload").fetchnumpy()["h"]
         finally:
             _hash_con.unregister("payload")
-    return result.column("h").combine_chunks()
+    first = np.asarray(first, dtype=np.uint64)
+    return hex_pairs(first, _combine(first, _salt_hash))
+
+
+def _combine(left: np.ndarray, right: np.uint64) -> np.ndarray:
+    """DuckDB's CombineHashScalar: (left ^ left >> 32) * 0xd6e8feb86659fd93 ^ right, modulo 2**64."""
+    mixed = (left ^ (left >> np.uint64(32))) * np.uint64(0xD6E8FEB86659FD93)
+    return mixed ^ right
+
+
+def hex_pairs(a: np.ndarray, b: np.ndarray) -> pa.Array:
+    """Row i is a[i] then b[i] as 16 lowercase hex digits each (big-endian), built in bulk."""
+    raw = np.empty((len(a), 2), dtype=">u8")
+    raw[:, 0], raw[:, 1] = a, b
+    return _strings(_hex(raw.view(np.uint8).reshape(len(a), 16)))
 
 
 def complete_payload(table: str, payload: pa.Table) -> pa.Table:
@@ -109,10 +142,13 @@ def add_envelope(
     schema_version: int,
     event_types: pa.Array | str,
     occurred_at: pa.Array | None = None,
+    hashed: bool = True,
 ) -> pa.Table:
     """Return `payload` with every envelope column and `day`, in the table's column order and types.
 
     `sources` is one writer id for all rows, or (writer id, row count) runs for a group of batches.
+    `hashed=False` leaves `content_hash` out, for `with_content_hash` to add it to any subset of the rows
+    later (the lake's writer hashes each day partition in the thread that writes it).
     """
     payload = complete_payload(table, payload)
     n = payload.num_rows
@@ -121,8 +157,6 @@ def add_envelope(
     if occurred_at is None:
         occurred = ingested
     else:
-        import pyarrow.compute as pc  # 0.1 s to import: only writers pay it
-
         occurred = pc.if_else(pc.is_null(occurred_at), ingested, occurred_at.cast(TIMESTAMP))
     # UTC day via date32: 25x faster than strftime on 1M rows
     day = occurred.cast(pa.timestamp("us")).cast(pa.date32()).cast(pa.string())
@@ -137,12 +171,21 @@ def add_envelope(
         "occurred_at": occurred,
         "ingested_at": ingested,
         "source": pa.concat_arrays([_repeat(s, k) for s, k in sources]) if sources else pa.array([], pa.string()),
-        "content_hash": content_hashes(payload),
         "day": day,
     }
-    schema = table_schema(table)
+    if hashed:
+        env["content_hash"] = content_hashes(payload)
+    schema = pa.schema([f for f in table_schema(table) if hashed or f.name != "content_hash"])
     columns = []
     for f in schema:
         col = env[f.name] if f.name in env else payload.column(f.name)
         columns.append(col.cast(f.type) if col.type != f.type else col)
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def with_content_hash(table: str, data: pa.Table) -> pa.Table:
+    """`data` (enveloped rows of `table` without content_hash, with or without `day`) with content_hash added
+    in its schema position; the hash reads only the payload columns, so it equals add_envelope's."""
+    hashes = content_hashes(data.select(payload_schema(table).names))
+    names = [n for n in table_schema(table).names if n in data.column_names or n == "content_hash"]
+    return data.add_column(names.index("content_hash"), table_schema(table).field("content_hash"), hashes)

@@ -1,6 +1,7 @@
 """The lake: a directory of Delta tables, one per event stream, plus a small registry of consumers."""
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
@@ -16,7 +17,7 @@ from lake import delta
 from lake.as_of import AsOf
 from lake.changes import read_changes
 from lake.commit import AppendResult, Batch, GroupCommitter
-from lake.envelope import TIMESTAMP, add_envelope, complete_payload
+from lake.envelope import TIMESTAMP, add_envelope, complete_payload, with_content_hash
 from lake.records import validate_records
 from lake.schemas import DEFAULT_EVENT_TYPES, SCHEMA_VERSIONS, TABLES, payload_schema
 from lake.snapshot import Snapshot
@@ -42,8 +43,11 @@ class Lake:
     both resolve a None path with `resolve_root`. `Lake(root)` is `open` without the resolution.
     """
 
-    def __init__(self, root: str | os.PathLike, views_dir: str | os.PathLike | None = None):
+    def __init__(self, root: str | os.PathLike, views_dir: str | os.PathLike | None = None, *, fsync: bool = True):
         self.table_set = TableSet(root)  # raises LakeError when root holds no lake
+        # fsync every commit's files, log entry and directories before acknowledging (lake/durable.py);
+        # False keeps commits safe against a killed process but not against a power loss (benchmarks only)
+        self.fsync = fsync
         self.root = self.table_set.root
         self.views_dir = Path(views_dir) if views_dir else default_views_dir()
         self._lock = threading.Lock()
@@ -54,18 +58,20 @@ class Lake:
 
     # -- layout -----------------------------------------------------------------------------------------
     @classmethod
-    def open(cls, root: str | os.PathLike | None = None, views_dir: str | os.PathLike | None = None) -> "Lake":
+    def open(cls, root: str | os.PathLike | None = None, views_dir: str | os.PathLike | None = None, *,
+             fsync: bool = True) -> "Lake":
         """The existing lake at `root` (None: $LAKE_ROOT, else ./data/lake); LakeError if there is none."""
-        return cls(resolve_root(root), views_dir)
+        return cls(resolve_root(root), views_dir, fsync=fsync)
 
     @classmethod
-    def init(cls, root: str | os.PathLike | None = None, views_dir: str | os.PathLike | None = None) -> "Lake":
+    def init(cls, root: str | os.PathLike | None = None, views_dir: str | os.PathLike | None = None, *,
+             fsync: bool = True) -> "Lake":
         """Create the lake at `root` (None: $LAKE_ROOT, else ./data/lake) with every table; safe to run again."""
         root = resolve_root(root)
         (root / MARKER / "consumers").mkdir(parents=True, exist_ok=True)
         for table in TABLES:
             delta.create_table(root / table, table)
-        return cls(root, views_dir)
+        return cls(root, views_dir, fsync=fsync)
 
     def tables(self) -> list[str]:
         return self.table_set.tables()
@@ -138,8 +144,10 @@ class Lake:
             schema_version=SCHEMA_VERSIONS[table],
             event_types=pa.concat_arrays([b.event_types for b in keep]),
             occurred_at=pa.concat_arrays([b.occurred_at for b in keep]),
+            hashed=False,
         )
-        version = delta.append(dt, data, txns)
+        version = delta.append(dt, self.table_path(table), data, txns, fsync=self.fsync,
+                               prepare=functools.partial(with_content_hash, table))
         for b in keep:
             b.future.set_result(AppendResult(table, version, b.payload.num_rows, seq=b.seq))
 
