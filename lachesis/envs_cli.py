@@ -14,6 +14,7 @@ def list_environments(
     tag: Optional[str] = typer.Option(None, "--tag", help="Only environments with this tag (e.g. shell, python)."),
     json: bool = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table."),
 ) -> None:
+    """List the registered RL environments (name, tags, aliases, train/test task counts, description)."""
     import envs
     from lachesis.console import console, fail, print_json
 
@@ -37,4 +38,6 @@ def list_environments(
 
 
 def rl_list_environments_main() -> None:
-    app()
+    from lachesis.console import run
+
+    run(app, prog_name="rl_list_environments")

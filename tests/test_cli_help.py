@@ -60,18 +60,7 @@ def missing_help(app: typer.Typer, name: str) -> list[str]:
     return problems
 
 
-# Scripts of wings still adding their config dataclasses (issue 9, item 7); drop a name once its help is complete.
-HELP_PENDING = {
-    "rl_list_environments": "envs wing: list_environments has no docstring (the Typer help is not shown)",
-    "rl_finetune_supervised": "trainers wing: the train command has no docstring",
-    "rl_finetune_supervised.py": "trainers wing: the train command has no docstring",
-    "llm_finetune": "trainers wing: the train command has no docstring",
-    "hermes_eval": "trainers wing: no docstring; --split, --model, --seed, ... have no help",
-}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=HELP_PENDING[n]))
-                                  if n in HELP_PENDING else n for n in sorted(SCRIPTS)])
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_every_command_and_option_has_help(name, monkeypatch):
     assert missing_help(script_app(SCRIPTS[name], monkeypatch), name) == []
 

@@ -12,9 +12,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ["lake", "views", "ingest", "envs", "trainers", "lachesis"]
-# trainers/demo.py still imports ingest (the trainers wing is moving the demo to the face, lachesis/demo.py);
-# until then these are the only violations tolerated, and only while that file exists.
-PENDING_MOVE = ROOT / "trainers" / "demo.py"
 
 
 def lint(tree: Path) -> tuple[int, str]:
@@ -32,15 +29,7 @@ def broken_section(report: str) -> str:
 
 def test_contracts_hold_on_this_tree():
     code, report = lint(ROOT)
-    if code == 0:
-        assert re.search(r"Contracts: \d+ kept, 0 broken", report), report
-        return
-    n_broken = re.search(r"Contracts: \d+ kept, (\d+) broken", report)
-    links = re.findall(r"^-\s+(\S+ -> \S+)", broken_section(report), re.MULTILINE)
-    pending = (PENDING_MOVE.exists() and n_broken and n_broken.group(1) == "1" and links
-               and all(link.startswith("trainers.demo -> ingest.") for link in links))
-    assert pending, report
-    pytest.xfail(f"trainers/demo.py still imports ingest: {links}")
+    assert code == 0 and re.search(r"Contracts: \d+ kept, 0 broken", report), report
 
 
 def _copy_tree(dest: Path) -> None:
