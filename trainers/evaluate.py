@@ -19,15 +19,11 @@ import envs
 from lake import Lake, LakeError
 
 from .chat import normalize_tools, prompt_ids, turn_continuation
-from .config import DEFAULT_SEED, device as pick_device, set_threads, setup_env
+from .config import DEFAULT_SEED, at_least, device as pick_device, helped as _help, set_threads, setup_env
 from .errors import TrainerInputError
 
 SOURCE = "hermes_eval"
 END_OF_TURN = "<|im_end|>"
-
-
-def _help(text: str, **kw) -> dict:
-    return {"metadata": {"help": text}, **kw}
 
 
 @dataclass
@@ -58,12 +54,8 @@ class EvalSettings:
         self.task = resolve_env_name(self.task)
         if self.split not in envs.SPLITS:
             raise TrainerInputError(f"unknown --split {self.split!r}: use {' or '.join(envs.SPLITS)}")
-        for flag, value, least in (("--limit", self.limit, 1), ("--offset", self.offset, 0),
-                                   ("--max-new-tokens", self.max_new_tokens, 1), ("--max-turns", self.max_turns, 1),
-                                   ("--max-context", self.max_context, 1), ("--batch-size", self.batch_size, 1),
-                                   ("--threads", self.threads, 1)):
-            if value is not None and value < least:
-                raise TrainerInputError(f"{flag} must be at least {least}, got {value}")
+        at_least(self, 0, "offset")
+        at_least(self, 1, "limit", "max_new_tokens", "max_turns", "max_context", "batch_size", "threads")
 
 
 def resolve_env_name(task: str) -> str:
