@@ -16,7 +16,8 @@ from tests.views_helpers import new_lake
 
 runner = CliRunner()
 NOW = "2026-06-01T00:00:00Z"
-SKILL_BODY = "# {name}\n\n## Procedure\n1. Run `make {name}`.\n2. Check the output.\n\n## Pitfalls\nNever skip the check.\n"
+SKILL_BODY = ("# {name}\n\n## Procedure\n1. Run `make {name}`.\n2. Check the output.\n\n"
+              "## Pitfalls\nNever skip the check.\n")
 
 
 def app():
@@ -111,7 +112,8 @@ def hermes_records() -> list[dict]:
             conv += [{"from": "gpt", "value": '<think>\n</think>\n<tool_call>\n{"name": "skill_view", "arguments": '
                                               '{"name": "devops/deploy-check"}}\n</tool_call>'},
                      {"from": "tool", "value": '<tool_response>\n{"tool_call_id": "call_0", "name": "skill_view", '
-                                               '"content": {"success": true, "name": "deploy-check"}}\n</tool_response>'}]
+                                               '"content": {"success": true, "name": "deploy-check"}}'
+                                               '\n</tool_response>'}]
         conv.append({"from": "gpt", "value": "<think>\n</think>\nDeployed."})
         return {"prompt_index": i, "conversations": conv, "completed": True,
                 "metadata": {"batch_num": 0, "timestamp": "2026-05-20T10:00:00", "model": "hermes-3"}}

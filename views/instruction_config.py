@@ -33,7 +33,8 @@ def parse_time(text: str, flag: str) -> dt.datetime:
     try:
         t = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise InstructionInputError(f"{flag} takes an ISO date or time such as 2026-05-01T00:00:00Z, got {text!r}") from None
+        raise InstructionInputError(f"{flag} takes an ISO date or time such as 2026-05-01T00:00:00Z, "
+                                    f"got {text!r}") from None
     return (t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).astimezone(dt.timezone.utc)
 
 
