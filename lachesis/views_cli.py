@@ -11,11 +11,23 @@ from typing import List, Optional
 
 import typer
 
-from lachesis.console import (AsOfOption, JsonOption, LakeOption, console, fail, open_lake, option, print_json,
-                              print_rows, run)
+from rich.markup import escape
+
+from lachesis.console import (AsOfOption, JsonOption, LakeOption, console, err_console, fail, open_lake, option,
+                              print_json, print_rows, run)
 from views.instruction_config import InstructionInputError, SkillToInstructionConfig
 
-FormatOption = typer.Option("parquet", "--format", help="parquet or jsonl.")
+# The guide's minimum for strategy 1: fine-tune on at least 50 complete interactions.
+GUIDE_MIN_INTERACTIONS = 50
+
+FormatOption = typer.Option("parquet", "--format", help="parquet, jsonl, or hf: a Hugging Face datasets folder "
+                            "(save_to_disk) with a dataset card, for datasets.load_from_disk.")
+LicenseOption = typer.Option(None, "--license", help="License id for the hf dataset card (default: unknown), e.g. "
+                             "mit, cc-by-4.0.", show_default=False)
+PushOption = typer.Option(None, "--push-to-hub", metavar="REPO",
+                          help="With --format hf: also publish the folder to this Hub dataset repo (user/name) "
+                               "with datasets' push_to_hub; needs network and a token (hf auth login).",
+                          show_default=False)
 WhereOption = typer.Option(None, "--where", help="SQL condition on the view's columns, e.g. \"env = 'bash_exec'\".",
                            show_default=False)
 OverwriteOption = typer.Option(False, "--overwrite", help="Replace the dataset in a non-empty output folder.")
@@ -38,28 +50,40 @@ def _variables(items: Optional[List[str]]) -> dict:
 
 
 def _export(lake: Optional[Path], view: str, output: Path, fmt: str, as_of: Optional[str], where: Optional[str],
-            overwrite: bool, allow_empty: bool, sets: Optional[List[str]], as_json: bool) -> None:
+            overwrite: bool, allow_empty: bool, sets: Optional[List[str]], license: Optional[str],
+            push_to_hub: Optional[str]) -> dict:
+    """Run one export (and the Hub push); returns its manifest, or fails with one line."""
     from lake import LakeError
     from views.export import FORMATS, EmptyExportError, ExportError, export_view
 
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}; use {' or '.join(FORMATS)}")
+    if fmt != "hf" and (license or push_to_hub):
+        fail("--license and --push-to-hub go with --format hf")
     lk = open_lake(lake)
     try:
         manifest = export_view(lk, view, output, format=fmt, as_of=as_of, where=where, overwrite=overwrite,
-                               variables=_variables(sets), allow_empty=allow_empty)
+                               variables=_variables(sets), allow_empty=allow_empty, license=license)
+        if push_to_hub:
+            from views.export_hf import push_to_hub as push  # the hf module, loaded already by the export
+
+            push(output, push_to_hub)
     except EmptyExportError as exc:
         fail(str(exc), code=1)  # not a usage error: the command was right, the data is not there
     except (ExportError, LakeError) as exc:
         fail(str(exc))
+    return manifest
+
+
+def _print_export(manifest: dict, view: str, output: Path, as_json: bool, extra: Optional[dict] = None) -> None:
     if as_json:
-        print_json({"output": str(output), **manifest})
+        print_json({"output": str(output), **manifest, **(extra or {})})
         return
     splits = manifest.get("splits")
     split_text = f" ({', '.join(f'{k} {v}' for k, v in splits.items())})" if splits else ""
     versions = ", ".join(f"{t}@{v}" for t, v in manifest["lake_versions"].items())
     console.print(f"exported [bold]{manifest['row_count']}[/] rows of view [bold]{view}[/]{split_text} "
-                  f"to {output} as {fmt} ({len(manifest['files'])} files)", highlight=False)
+                  f"to {output} as {manifest['format']} ({len(manifest['files'])} files)", highlight=False)
     console.print(f"lake versions: {versions}; event ids sha256 {manifest['event_ids_sha256'][:16]}", highlight=False)
 
 
@@ -72,11 +96,15 @@ def export(
     overwrite: bool = OverwriteOption,
     allow_empty: bool = AllowEmptyOption,
     sets: Optional[List[str]] = SetOption,
+    license: Optional[str] = LicenseOption,
+    push_to_hub: Optional[str] = PushOption,
     lake: Optional[Path] = LakeOption,
     json: bool = JsonOption,
 ) -> None:
-    """Write a view on a pinned lake version as a dataset folder (parquet/jsonl + manifest.json)."""
-    _export(lake, view, output, fmt, as_of, where, overwrite, allow_empty, sets, json)
+    """Write a view on a pinned lake version as a dataset folder (parquet/jsonl + manifest.json, or a Hugging Face
+    datasets folder with a dataset card)."""
+    manifest = _export(lake, view, output, fmt, as_of, where, overwrite, allow_empty, sets, license, push_to_hub)
+    _print_export(manifest, view, output, json)
 
 
 def views(lake: Optional[Path] = LakeOption,
@@ -128,12 +156,27 @@ def atropos_trajectory_export(
     overwrite: bool = OverwriteOption,
     allow_empty: bool = AllowEmptyOption,
     sets: Optional[List[str]] = SetOption,
+    min_interactions: int = typer.Option(
+        GUIDE_MIN_INTERACTIONS, "--min-interactions", min=0,
+        help="Warn (stderr, and `interactions` in --json) when the export holds fewer complete interactions (rows) "
+             "than this, the guide's minimum for strategy 1, with the count per task; 0: no check."),
+    license: Optional[str] = LicenseOption,
+    push_to_hub: Optional[str] = PushOption,
     lake: Optional[Path] = LakeOption,
     json: bool = JsonOption,
 ) -> None:
     """Export the lake's trajectories as a training dataset (the sft view by default): the guide's
     `atropos_trajectory_export --format=parquet --output=trajectories/`."""
-    _export(lake, view, output, fmt, as_of, where, overwrite, allow_empty, sets, json)
+    from views.interactions import count_interactions, task_rows
+
+    manifest = _export(lake, view, output, fmt, as_of, where, overwrite, allow_empty, sets, license, push_to_hub)
+    count = count_interactions(output, manifest, min_interactions)
+    warning = count.warning()
+    if warning:  # one line on stderr; the per-task counts follow the summary (or sit in --json's `interactions`)
+        err_console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    _print_export(manifest, view, output, json, {"interactions": count.as_dict()})
+    if warning and not json and count.per_task:
+        print_rows(task_rows(count), title="complete interactions per task")
 
 
 def atropos_trajectory_export_main() -> None:

@@ -30,7 +30,7 @@ from views import list_views, view_order
 from views.registry import view_sql_hash
 
 MANIFEST_VERSION = 1
-FORMATS = ("parquet", "jsonl")
+FORMATS = ("parquet", "jsonl", "hf")  # hf: views/export_hf.py
 
 # Fixed writer settings: part of the manifest, so a change shows up as a different dataset.
 PARQUET_SETTINGS = {
@@ -98,7 +98,7 @@ class EmptyExportError(ExportError):
 
 def export_view(lake: Lake, view: str, output: str | os.PathLike, *, format: str = "parquet", as_of: AsOf = None,
                 where: str | None = None, overwrite: bool = False, variables: Mapping[str, Any] | None = None,
-                rows_per_file: int = ROWS_PER_FILE, allow_empty: bool = True) -> dict:
+                rows_per_file: int = ROWS_PER_FILE, allow_empty: bool = True, license: str | None = None) -> dict:
     """Export `view` of a snapshot of `lake` at `as_of` (any spelling of lake.as_of) into the folder `output`;
     returns the manifest (also written as manifest.json). Raises ExportError, or LakeError for a bad as-of."""
     known = sorted(set(list_views(lake.views_dir)) | set(lake.tables()))
@@ -110,7 +110,8 @@ def export_view(lake: Lake, view: str, output: str | os.PathLike, *, format: str
         if err and view not in available_views(snap.con):
             raise ExportError(f"view {view!r} does not bind on this lake: {err.splitlines()[0]}")
         return export_snapshot(snap, view, output, format=format, where=where, overwrite=overwrite,
-                               variables=variables, rows_per_file=rows_per_file, allow_empty=allow_empty)
+                               variables=variables, rows_per_file=rows_per_file, allow_empty=allow_empty,
+                               license=license)
 
 
 def query_view(con: duckdb.DuckDBPyConnection, view: str, where: str | None = None,
@@ -165,8 +166,13 @@ def _order_columns(view: str, cols: list[str], views_dir: str | os.PathLike | No
 
 def export_snapshot(snap: Snapshot, view: str, output: str | os.PathLike, *, format: str = "parquet",
                     where: str | None = None, overwrite: bool = False, variables: Mapping[str, Any] | None = None,
-                    rows_per_file: int = ROWS_PER_FILE, allow_empty: bool = True) -> dict:
-    """Export `view` of an open snapshot (see export_view); nothing is written when it raises."""
+                    rows_per_file: int = ROWS_PER_FILE, allow_empty: bool = True, license: str | None = None) -> dict:
+    """Export `view` of an open snapshot (see export_view); nothing is written when it raises. `license` is the
+    dataset card's, for format hf."""
+    if format == "hf":  # datasets is an optional, slow import: only this format loads it
+        from views.export_hf import export_snapshot_hf
+        return export_snapshot_hf(snap, view, output, where=where, overwrite=overwrite, variables=variables,
+                                  allow_empty=allow_empty, license=license)
     if format not in FORMATS:
         raise ExportError(f"unknown format {format!r}; use one of: {', '.join(FORMATS)}")
     con, versions, views_dir = snap.con, snap.versions, snap.views_dir
