@@ -1,18 +1,45 @@
-"""Scoring: state checks (bash, git) and hidden Python tests, run inside the episode's sandbox.
+"""Scoring: state checks (bash, git) and hidden Python tests, observed inside the episode's sandbox and
+judged here.
 
-The check spec and the hidden tests are piped on stdin to a stdlib-only program started with
-`python -I -S` (no workspace import path), so they never exist where the agent could read or edit them.
-Results come back prefixed with a random nonce the agent never sees; lines without it do not count.
+The sandbox side is a stdlib-only program started with `python -I -S` (no workspace import path) that gets
+its input on stdin, so nothing of the checker exists on disk where the agent could read or edit it. It
+gets where to look and what to call, never what to expect: file contents, outputs, exit codes and test
+expectations stay in this process, which compares (issue 11 item 1). Answers come back prefixed with a
+random nonce; lines without it do not count, and a missing, repeated or malformed answer fails.
 """
 from __future__ import annotations
 
-import ast
+import hashlib
 import json
 import secrets
+import shutil
 from dataclasses import dataclass, field
 
+from envs.probes import judge, split_suite
 from envs.programs import source
-from envs.sandbox import Sandbox
+from envs.sandbox import RunResult, Sandbox
+
+# The checker's environment: nothing of the agent's (no workspace HOME, no PATH entry it could plant a
+# binary in), and git told to run nothing a repository's own config or attributes name on the read paths
+# the checks use (hooks, fsmonitor, signature programs, pagers); replace refs and grafts are ignored.
+# Left: diff drivers (diff.external, textconv) of a check that runs `git diff` or `log -p` have no
+# config override; they would run as the sandbox's uid with every agent process gone and nothing to learn.
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+GIT = shutil.which("git", path=SYSTEM_PATH) or "git"
+_GIT_OVERRIDES = {
+    "core.fsmonitor": "false", "core.hooksPath": "/dev/null", "safe.directory": "*", "core.pager": "cat",
+    "core.attributesFile": "/dev/null", "log.showSignature": "false", "gpg.program": "/bin/false",
+    "gpg.openpgp.program": "/bin/false", "gpg.x509.program": "/bin/false", "gpg.ssh.program": "/bin/false",
+    "core.sshCommand": "/bin/false", "credential.helper": "",
+}
+CHECKER_ENV = {
+    "PATH": SYSTEM_PATH, "HOME": "/nonexistent", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TMPDIR": "/tmp",
+    "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_ATTR_NOSYSTEM": "1",
+    "GIT_NO_REPLACE_OBJECTS": "1", "GIT_GRAFT_FILE": "/dev/null", "GIT_OPTIONAL_LOCKS": "0",
+    "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "PAGER": "cat", "GIT_CONFIG_COUNT": str(len(_GIT_OVERRIDES)),
+    **{f"GIT_CONFIG_{kind}_{i}": kv for i, (k, v) in enumerate(_GIT_OVERRIDES.items())
+       for kind, kv in (("KEY", k), ("VALUE", v))},
+}
 
 CHECK_TYPES = {
     "file": ("path", "content"),
@@ -52,11 +79,15 @@ def validate_checks(checks: object) -> str | None:
     return None
 
 
-def _parse(output: str, nonce: str) -> list:
+def _frames(output: str, nonce: str) -> list:
+    """The checker's nonce-prefixed JSON lines; a line that does not parse is skipped (it decides nothing)."""
     rows = []
     for line in output.splitlines():
         if line.startswith(nonce):
-            rows.append(json.loads(line[len(nonce):]))
+            try:
+                rows.append(json.loads(line[len(nonce):]))
+            except ValueError:
+                continue
     return rows
 
 
@@ -76,17 +107,80 @@ def output_matches(check: dict, last_output: str, answer: str | None) -> bool:
     return False
 
 
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# What the checker may see of each check: where to look, never what to expect.
+_OBSERVED_KEYS = {"type", "path", "argv"}
+
+
+def _judge_state(c: dict, seen: object) -> tuple[bool, str]:
+    """Compare one observation from the sandbox with the check's expected values (held only here)."""
+    if not isinstance(seen, dict):
+        return False, f"{c['type']}: no observation"
+    if "error" in seen:
+        return False, f"{c.get('path') or ' '.join(c.get('argv', []))}: {str(seen['error'])[:200]}"
+    kind, path = c["type"], c.get("path", "")
+    if kind == "file":
+        if seen.get("kind") != "file":
+            return False, f"{path}: no such file"
+        ok = seen.get("sha") == _digest(c["content"]) or (
+            bool(c.get("strip")) and seen.get("sha_strip") == _digest(c["content"].strip()))
+        return ok, f"{path}: content {'ok' if ok else 'differs'}"
+    if kind == "exists":
+        want = c.get("kind", "any")
+        ok = seen.get("lexists") is True and (want == "any" or (want == "file" and seen.get("isfile") is True)
+                                              or (want == "dir" and seen.get("isdir") is True))
+        return ok, f"{path}: {'exists' if ok else 'missing'}"
+    if kind == "absent":
+        ok = seen.get("lexists") is False
+        return ok, f"{path}: {'absent' if ok else 'still exists'}"
+    if kind == "tar":
+        names = seen.get("members")
+        if not isinstance(names, list):
+            return False, f"{path}: no such archive"
+        missing = [m for m in c["members"] if m not in set(names)]
+        return not missing, f"{path}: missing {missing}" if missing else f"{path}: members ok"
+    if kind == "command":
+        shown = " ".join(c["argv"])
+        if "returncode" in c and seen.get("rc") != c["returncode"]:
+            return False, f"{shown}: exit {seen.get('rc')}"
+        if c.get("stdout") is not None and seen.get("sha") != _digest(c["stdout"].strip()):
+            return False, f"{shown}: got {str(seen.get('excerpt', ''))!r}"
+        return True, f"{shown}: ok"
+    return False, f"unknown check type {kind!r}"
+
+
+def _observed(c: dict) -> dict:
+    out = {k: v for k, v in c.items() if k in _OBSERVED_KEYS}
+    if c["type"] == "command" and out["argv"] and out["argv"][0] == "git":
+        out["argv"] = [GIT] + list(out["argv"][1:])
+    return out
+
+
 def run_state_checks(box: Sandbox, checks: list[dict], *, last_output: str = "",
                      answer: str | None = None) -> CheckReport:
-    """All-or-nothing reward: 1.0 only if every check passes (partial credit would reward `rm -rf *`)."""
+    """All-or-nothing reward: 1.0 only if every check passes (partial credit would reward `rm -rf *`).
+
+    The sandbox only observes (state_checker.py, in a clean environment); the comparison happens here."""
     details: list[dict] = []
     state = [c for c in checks if c["type"] != "output"]
     if state:
         nonce = secrets.token_hex(16)
         res = box.run([box.python, "-I", "-S", "-B", "-c", source("state_checker")],
-                      stdin=json.dumps({"nonce": nonce, "checks": state}), timeout_s=20)
-        rows = _parse(res.output, nonce)
-        details = rows[0] if rows else [{"type": "checker", "ok": False, "detail": res.observation()[-300:]}]
+                      stdin=json.dumps({"nonce": nonce, "checks": [_observed(c) for c in state]}), timeout_s=20,
+                      env=CHECKER_ENV, output_bytes=1 << 20)
+        frames = _frames(res.output, nonce)
+        # Exactly one well-formed answer, one observation per check; anything else fails every state check.
+        seen = frames[0] if len(frames) == 1 and isinstance(frames[0], list) and len(frames[0]) == len(state) \
+            else None
+        for i, c in enumerate(state):
+            if seen is None:
+                ok, detail = False, "checker: " + res.observation()[-300:]
+            else:
+                ok, detail = _judge_state(c, seen[i])
+            details.append({"type": c["type"], "ok": ok, "detail": detail})
     for c in checks:
         if c["type"] == "output":
             ok = output_matches(c, last_output, answer)
@@ -96,41 +190,45 @@ def run_state_checks(box: Sandbox, checks: list[dict], *, last_output: str = "",
     return CheckReport(1.0 if passed == total and len(details) == len(checks) else 0.0, passed, total, details)
 
 
-def run_python_tests(box: Sandbox, suites: list[dict], *, timeout_s: float = 20.0,
-                     discover: bool = False) -> CheckReport:
-    """Run test suites ({name, source}); reward = fraction of tests that passed.
-
-    discover=True also runs the workspace's own test_*.py files (the visible tests)."""
+def _runner(box: Sandbox, suites: list[dict], *, discover: bool, timeout_s: float) -> tuple[list[dict], RunResult]:
     nonce = secrets.token_hex(16)
     spec = {"nonce": nonce, "suites": suites, "workspace": box.path_inside, "per_test_s": 3, "discover": discover}
     res = box.run([box.python, "-I", "-S", "-B", "-c", source("test_runner")], stdin=json.dumps(spec),
-                  timeout_s=timeout_s)
-    rows_out = _parse(res.output, nonce)
-    if discover:
-        found = next((r["suites"] for r in rows_out if "suites" in r), [])
-        suites = suites + [{"name": n, "source": ""} for n in found]
-        if not found:
-            return CheckReport(0.0, 0, 0, [])
-    seen = {r["test"]: r for r in rows_out if "test" in r}
-    # The expected tests come from parsing the sources here, so a run cut short counts what it skipped.
-    rows = [seen.get(name) or {"test": name, "ok": False, "detail": "did not run: " + res.observation()[-200:]}
-            for name in expected_tests(suites, list(seen))]
+                  timeout_s=timeout_s, output_bytes=1 << 20)
+    return [f for f in _frames(res.output, nonce) if isinstance(f, dict)], res
+
+
+def run_hidden_tests(box: Sandbox, suites: list[dict], *, timeout_s: float = 20.0) -> CheckReport:
+    """The reward of python_debug_env: hidden test files ({name, source}), split (probes.py) so the process
+    that runs the agent's code gets the calls but no expected value; reward = fraction of tests passing."""
+    split = [split_suite(s["name"], s["source"]) for s in suites]
+    frames, res = _runner(box, [{"name": s.name, "source": s.source} for s in split], discover=False,
+                          timeout_s=timeout_s)
+    rows: list[dict] = []
+    for s in split:
+        rows += judge(s, [f for f in frames if f.get("t") == s.name or str(f.get("t", "")).startswith(s.name + "::")])
+    for r in rows:
+        if r["detail"] == "did not run":
+            r["detail"] += ": " + res.observation()[-200:]
     passed = sum(1 for r in rows if r["ok"])
     return CheckReport(passed / len(rows) if rows else 0.0, passed, len(rows), rows)
 
 
-def expected_tests(suites: list[dict], seen_names: list[str] = ()) -> list[str]:
-    names: list[str] = []
-    for suite in suites:
-        if not suite["source"]:  # discovered in the sandbox: count what the runner reported
-            names.extend(n for n in seen_names if n == suite["name"] or n.startswith(suite["name"] + "::"))
-            continue
-        try:
-            tree = ast.parse(suite["source"])
-        except SyntaxError:
-            names.append(suite["name"])
-            continue
-        fns = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-               and n.name.startswith("test")]
-        names.extend(f"{suite['name']}::{f}" for f in fns) if fns else names.append(suite["name"])
-    return names
+def run_visible_tests(box: Sandbox, *, timeout_s: float = 20.0) -> CheckReport:
+    """The workspace's own test_*.py files, run next to the agent's code: feedback for the agent, never a
+    reward (the agent's module can rewrite what this reports)."""
+    frames, res = _runner(box, [], discover=True, timeout_s=timeout_s)
+    found = next((f["suites"] for f in frames if isinstance(f.get("suites"), list)), [])
+    ends = {f["t"]: f for f in frames if isinstance(f.get("t"), str) and "end" in f}
+    rows = []
+    for name in found:
+        body = ends.get(name)
+        tests = [t for t in ends if t.startswith(name + "::")]
+        if body is None:
+            rows.append({"test": name, "ok": False, "detail": "did not run: " + res.observation()[-200:]})
+        elif body["end"] is not True or not tests:  # a file whose body fails is one failure, as an import error
+            rows.append({"test": name, "ok": body["end"] is True, "detail": str(body.get("d", ""))})
+        else:
+            rows += [{"test": t, "ok": ends[t]["end"] is True, "detail": str(ends[t].get("d", ""))} for t in tests]
+    passed = sum(1 for r in rows if r["ok"])
+    return CheckReport(passed / len(rows) if rows else 0.0, passed, len(rows), rows)

@@ -1,7 +1,8 @@
 """python_debug_env: a workspace with a buggy Python module, a visible test and a task statement.
 
 Tools read and write files, replace text in a file and run the visible tests; `submit` runs the hidden
-tests (piped to the runner, never written to the workspace). Reward = fraction of hidden tests passing.
+tests (piped to the runner, never written to the workspace, split so that the expected values stay with
+the caller: envs/probes.py). Reward = fraction of hidden tests passing.
 """
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from envs.base import SUBMIT_SCHEMA, Suite, ToolArgumentError, ToolEnv, rng_for, str_arg, template_for, tool_schema
-from envs.checks import CheckReport, run_python_tests
+from envs.checks import CheckReport, run_hidden_tests, run_visible_tests
 from envs.pools import PoolsBySplit, vocabulary
+from envs.probes import HiddenTestError, split_suite
 from envs.sandbox import Sandbox, safe_relpath
 from envs.tasks import Task
 from envs.toolcalls import ToolCall
@@ -22,6 +24,7 @@ from envs.toolcalls import ToolCall
 ENV = "python_debug_env"
 TRAIN_TASKS, TEST_TASKS = 3000, 100
 MAX_FILE_BYTES = 1 << 20  # what replace_in_file can edit
+HIDDEN = "hidden_tests.py"  # the name the hidden tests run under (never a file in the workspace)
 
 
 @dataclass(frozen=True)
@@ -154,9 +157,9 @@ class PythonDebugEnv(ToolEnv):
         if not isinstance(tests, str) or not tests.strip():
             return ("tests", "python_debug_env needs hidden test source (a string)")
         try:
-            compile(tests, "tests", "exec")
-        except SyntaxError as exc:
-            return ("tests", f"not valid Python: {exc.msg} (line {exc.lineno})")
+            split_suite(HIDDEN, tests)  # the hidden tests must split into calls and expected values (probes.py)
+        except HiddenTestError as exc:
+            return ("tests", str(exc).removeprefix(HIDDEN + ": "))
         return None
 
     # Files are read and written by processes inside the sandbox, never by this process: an agent-made
@@ -198,7 +201,7 @@ class PythonDebugEnv(ToolEnv):
         raise ToolArgumentError(f"unknown tool {call.name!r}")
 
     def _run_tests(self, box: Sandbox) -> str:
-        report = run_python_tests(box, [], discover=True)
+        report = run_visible_tests(box)
         if report.total == 0:
             return "no test_*.py files"
         failed = [r for r in report.details if not r["ok"]]
@@ -207,4 +210,4 @@ class PythonDebugEnv(ToolEnv):
         return "\n".join(lines)
 
     def score(self, box: Sandbox, task: Task, *, last_output: str, answer: str | None) -> CheckReport:
-        return run_python_tests(box, [{"name": "hidden_tests.py", "source": task.checker["tests"]}])
+        return run_hidden_tests(box, [{"name": HIDDEN, "source": task.checker["tests"]}])

@@ -288,11 +288,12 @@ class Sandbox:
     # ------------------------------------------------------------ running
 
     def run(self, command: str | list[str], *, stdin: str | bytes | None = None,
-            timeout_s: float | None = None, output_bytes: int | None = None) -> RunResult:
+            timeout_s: float | None = None, output_bytes: int | None = None,
+            env: dict[str, str] | None = None) -> RunResult:
         """Run a shell command (str, through bash) or an argv list in the workspace.
 
         output_bytes overrides how much output is kept (tools that read a whole file need more than an
-        observation shows)."""
+        observation shows); env replaces the sandbox's environment (the checkers run in a clean one)."""
         if self._closed:
             raise RuntimeError("sandbox is closed")
         argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
@@ -303,9 +304,9 @@ class Sandbox:
         keep = limits.output_bytes if output_bytes is None else min(output_bytes, limits.output_hard_bytes)
         spawner = get_spawner(sandbox_python())
         if spawner is not None:
-            fd, poll, wait, pid = self._start_spawned(spawner, argv, data)
+            fd, poll, wait, pid = self._start_spawned(spawner, argv, data, env or self.env)
         else:
-            fd, poll, wait, pid = self._start_forked(argv, data)
+            fd, poll, wait, pid = self._start_forked(argv, data, env or self.env)
         try:
             output, truncated, killed, lingering = self._collect(fd, poll, pid, start + timeout, keep)
         finally:
@@ -319,7 +320,7 @@ class Sandbox:
         return RunResult(text, None if killed == "timeout" else exit_code, timed_out=killed == "timeout",
                          truncated=truncated, killed=killed, seconds=time.monotonic() - start)
 
-    def _start_forked(self, argv: list[str], data: bytes | None):
+    def _start_forked(self, argv: list[str], data: bytes | None, env: dict[str, str]):
         """Fork here with a preexec function (the fallback when the spawn helper is off)."""
         proc = subprocess.Popen(
             argv,
@@ -327,7 +328,7 @@ class Sandbox:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             cwd=self._dir if self._view else self.workspace,
-            env=self.env,
+            env=env,
             preexec_fn=self._enter() if self._namespaces() else self._preexec(),
             close_fds=True,
             pass_fds=self._ns_fds or (),
@@ -338,14 +339,14 @@ class Sandbox:
         proc.stdout.close()
         return fd, proc.poll, proc.wait, proc.pid
 
-    def _start_spawned(self, spawner: Spawner, argv: list[str], data: bytes | None):
+    def _start_spawned(self, spawner: Spawner, argv: list[str], data: bytes | None, env: dict[str, str]):
         out_r, out_w = os.pipe()
         in_r = in_w = None
         fds = {"stdout": out_w}
         if data is not None:
             in_r, in_w = os.pipe()
             fds["stdin"] = in_r
-        req = {"argv": argv, "env": self.env, "rlimits": self._rlimits(), "own_uid": self.own_uid,
+        req = {"argv": argv, "env": env, "rlimits": self._rlimits(), "own_uid": self.own_uid,
                "uid": self.uid, "gid": self.gid}
         if self.isolation == "full":
             net, mnt = self._namespaces()

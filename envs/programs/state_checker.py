@@ -1,24 +1,18 @@
-# Checks a workspace's final state. stdin: {"nonce": str, "checks": [...]}; stdout: nonce + JSON list.
-# Runs isolated (-I -S): the workspace is data here, nothing in it is imported.
+# Observes a workspace's final state. stdin: {"nonce": str, "checks": [...]}; stdout: nonce + a JSON list,
+# one observation per check. Runs isolated (-I -S): the workspace is data here, nothing in it is imported.
+#
+# It decides nothing: the checks arrive without their expected values (file contents, command output,
+# exit codes, archive members) and the caller compares what comes back (envs/checks.py). Whatever runs
+# in here (a program the repository's config names, a planted binary) can only report a state, which
+# it could have made for real. Contents and outputs come back as sha256 digests plus a short excerpt.
+import hashlib
 import json
 import os
 import sys
 
-GIT_SAFE = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*"]
 
-
-def _safe_git_env():
-    # Agent-written .git/config must not run code (fsmonitor, hooks) or hide state from the checks.
-    env = dict(os.environ)
-    n = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
-    for key, value in (("core.fsmonitor", "false"), ("core.hooksPath", "/dev/null"), ("safe.directory", "*")):
-        env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = key, value
-        n += 1
-    env["GIT_CONFIG_COUNT"] = str(n)
-    return env
-
-
-SAFE_ENV = _safe_git_env()
+def digest(text):
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def read(path):
@@ -26,54 +20,37 @@ def read(path):
         return f.read(1 << 20).decode("utf-8", "replace")
 
 
-def check(c):
+def observe(c):
     kind = c["type"]
     path = c.get("path", "")
     if kind == "file":
-        if os.path.islink(path) or not os.path.isfile(path):
-            return False, f"{path}: no such file"
+        if os.path.islink(path) or not os.path.isfile(path):  # never open a FIFO or a device
+            return {"kind": "missing"}
         got = read(path)
-        if got == c["content"] or (c.get("strip") and got.strip() == c["content"].strip()):
-            return True, f"{path}: content ok"
-        return False, f"{path}: content differs"
-    if kind == "exists":
-        want = c.get("kind", "any")
-        ok = os.path.lexists(path) and (want == "any" or (want == "file" and os.path.isfile(path))
-                                        or (want == "dir" and os.path.isdir(path)))
-        return ok, f"{path}: {'exists' if ok else 'missing'}"
-    if kind == "absent":
-        ok = not os.path.lexists(path)
-        return ok, f"{path}: {'absent' if ok else 'still exists'}"
+        return {"kind": "file", "sha": digest(got), "sha_strip": digest(got.strip())}
+    if kind in ("exists", "absent"):
+        return {"lexists": os.path.lexists(path), "isfile": os.path.isfile(path), "isdir": os.path.isdir(path)}
     if kind == "tar":
         import tarfile  # imported only when needed: the checker's start-up is part of every episode
 
-        if os.path.islink(path) or not os.path.isfile(path):  # a FIFO here would block the checker
-            return False, f"{path}: no such archive"
+        if os.path.islink(path) or not os.path.isfile(path):
+            return {"error": "no such archive"}
         try:
             with tarfile.open(path) as tf:
-                names = {n.name.rstrip("/").removeprefix("./") for n in tf.getmembers()}
+                names = [n.name.rstrip("/").removeprefix("./") for n in tf.getmembers()[:10000]]
         except (OSError, tarfile.TarError) as exc:
-            return False, f"{path}: not a readable archive ({exc.__class__.__name__})"
-        missing = [m for m in c["members"] if m not in names]
-        return not missing, f"{path}: missing {missing}" if missing else f"{path}: members ok"
+            return {"error": f"not a readable archive ({exc.__class__.__name__})"}
+        return {"members": names}
     if kind == "command":
         import subprocess
 
-        argv = list(c["argv"])
-        if argv and argv[0] == "git":
-            argv = ["git"] + GIT_SAFE + argv[1:]
-        try:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=10, env=SAFE_ENV)
+        try:  # the caller's clean environment (absolute git, system PATH, config overrides) is inherited
+            p = subprocess.run(c["argv"], capture_output=True, text=True, errors="replace", timeout=10)
         except (OSError, subprocess.SubprocessError) as exc:
-            return False, f"{' '.join(c['argv'])}: {exc.__class__.__name__}"
-        got = p.stdout.strip()
-        want = c.get("stdout")
-        if "returncode" in c and p.returncode != c["returncode"]:
-            return False, f"{' '.join(c['argv'])}: exit {p.returncode}"
-        if want is not None and got != want.strip():
-            return False, f"{' '.join(c['argv'])}: got {got[:80]!r}"
-        return True, f"{' '.join(c['argv'])}: ok"
-    return False, f"unknown check type {kind!r}"
+            return {"error": exc.__class__.__name__}
+        out = p.stdout.strip()
+        return {"rc": p.returncode, "sha": digest(out), "excerpt": out[:80]}
+    return {"error": f"unknown check type {kind!r}"}
 
 
 def main():
@@ -81,12 +58,11 @@ def main():
     results = []
     for c in spec["checks"]:
         try:
-            ok, detail = check(c)
-        # A check that cannot run fails, it never crashes the scorer: the agent can leave the workspace in
+            results.append(observe(c))
+        # A check that cannot run fails, it never crashes the checker: the agent can leave the workspace in
         # any state (unreadable files, a directory where a file was expected); the specs were validated.
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            ok, detail = False, f"{c.get('type')}: {exc.__class__.__name__}: {exc}"
-        results.append({"type": c.get("type"), "ok": bool(ok), "detail": detail})
+            results.append({"error": f"{exc.__class__.__name__}: {exc}"})
     sys.stdout.write("\n" + spec["nonce"] + json.dumps(results) + "\n")
 
 

@@ -1,7 +1,12 @@
 # Runs Python tests against the workspace's modules. stdin: {"nonce", "suites": [{"name", "source"}],
-# "per_test_s"}; stdout: one nonce-prefixed JSON line per test. Tests are plain asserts (the module body
-# is one test) or pytest style (every top-level test_* function is one test). The nonce is read before
-# any workspace code runs, so an early exit or printed fake results cannot count as passes.
+# "per_test_s", "workspace", "discover"}; stdout: nonce-prefixed JSON frames. Tests are plain asserts (the
+# module body is one test) or pytest style (every top-level test_* function is one test).
+#
+# This process imports the agent's code, so nothing it reports is trusted for a reward: hidden tests
+# arrive split (envs/probes.py), with every assert replaced by __lachesis_probe__(k, value) calls that
+# send the value's repr back, and the caller compares them with expected values this process never sees.
+# Frames: {"t": test, "p": k, "r": repr} per probe, {"t": test, "end": ok, "d": detail} per test (the
+# module body as the file's name). Visible tests (discover) run unsplit: their result is feedback only.
 import json
 import signal
 import sys
@@ -12,8 +17,10 @@ spec = json.loads(sys.stdin.read())
 NONCE = spec.pop("nonce")
 sys.path.insert(0, spec.get("workspace", "/workspace"))
 PER_TEST = int(spec.get("per_test_s", 3))
+MAX_REPR = 1 << 16
 emit = sys.stdout.write
 flush = sys.stdout.flush
+current = [""]
 
 
 class _Timeout(BaseException):
@@ -27,9 +34,14 @@ def _alarm(signum, frame):
 signal.signal(signal.SIGALRM, _alarm)
 
 
-def report(name, ok, detail=""):
-    emit("\n" + NONCE + json.dumps({"test": name, "ok": ok, "detail": detail[-400:]}) + "\n")
+def frame(obj):
+    emit("\n" + NONCE + json.dumps(obj) + "\n")
     flush()
+
+
+def probe(k, value):
+    text = repr(value)
+    frame({"t": current[0], "p": k, "r": text if len(text) <= MAX_REPR else None})
 
 
 def describe(exc):
@@ -42,35 +54,30 @@ def describe(exc):
     return f"{type(exc).__name__}: {exc}"
 
 
+def run(test, fn):
+    current[0] = test
+    signal.alarm(PER_TEST)
+    try:
+        fn()
+        ok, detail = True, ""
+    except BaseException as exc:
+        ok, detail = False, describe(exc)
+    finally:
+        signal.alarm(0)
+    frame({"t": test, "end": ok, "d": detail[-400:]})
+    return ok
+
+
 def run_suite(name, source):
     module = types.ModuleType(name.removesuffix(".py"))
     module.__file__ = name
-    signal.alarm(PER_TEST)
-    try:
-        exec(compile(source, name, "exec"), module.__dict__)
-        body_error = None
-    except BaseException as exc:
-        body_error = exc
-    finally:
-        signal.alarm(0)
-    tests = [(k, v) for k, v in module.__dict__.items() if k.startswith("test") and isinstance(v, types.FunctionType)
-             and v.__code__.co_filename == name]
-    if not tests or body_error is not None:
-        # Plain-assert files are one test; a pytest file whose body fails fails every test in it.
-        names = [f"{name}::{k}" for k, _ in tests] or [name]
-        for n in names:
-            report(n, body_error is None, "" if body_error is None else describe(body_error))
+    module.__dict__["__lachesis_probe__"] = probe
+    body_ok = run(name, lambda: exec(compile(source, name, "exec"), module.__dict__))
+    if not body_ok:
         return
-    for key, fn in tests:
-        signal.alarm(PER_TEST)
-        try:
-            fn()
-            ok, detail = True, ""
-        except BaseException as exc:
-            ok, detail = False, describe(exc)
-        finally:
-            signal.alarm(0)
-        report(f"{name}::{key}", ok, detail)
+    for key, fn in list(module.__dict__.items()):
+        if key.startswith("test") and isinstance(fn, types.FunctionType) and fn.__code__.co_filename == name:
+            run(f"{name}::{key}", fn)
 
 
 if spec.get("discover"):
@@ -82,7 +89,6 @@ if spec.get("discover"):
         if fname.startswith("test_") and fname.endswith(".py") and os.path.isfile(os.path.join(root, fname)):
             with open(os.path.join(root, fname), encoding="utf-8", errors="replace") as f:
                 spec["suites"].append({"name": fname, "source": f.read()})
-    emit("\n" + NONCE + json.dumps({"suites": [s["name"] for s in spec["suites"]]}) + "\n")
+    frame({"suites": [s["name"] for s in spec["suites"]]})
 for suite in spec["suites"]:
     run_suite(suite["name"], suite["source"])
-emit("\n" + NONCE + json.dumps({"done": True}) + "\n")
