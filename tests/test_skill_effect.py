@@ -133,7 +133,17 @@ SKILLS = {  # name: (version time, sidecar use_count)
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory):
-    lk = new_lake(tmp_path_factory.mktemp("effect") / "lake")
+    return filled_lake(tmp_path_factory.mktemp("effect") / "lake")
+
+
+@pytest.fixture
+def own_lake(tmp_path):
+    """The same lake, for a test that appends to it."""
+    return filled_lake(tmp_path / "own_lake")
+
+
+def filled_lake(root):
+    lk = new_lake(root)
     recs, uses = build_records()
     hermes = hermes_records()
     lk.append("trajectories", recs + hermes)
@@ -268,7 +278,8 @@ def _run(lake, tmp_path, name: str, *args: str) -> dict:
     return summary
 
 
-def test_skill_to_instruction_selects_recent_proven_skills(lake, tmp_path):
+def test_skill_to_instruction_selects_recent_proven_skills(own_lake, tmp_path):
+    lake = own_lake
     plain = _run(lake, tmp_path, "plain", "--min-uses", "5")
     assert sorted(plain["files"]) == ["deploy-check.jsonl", "easy-skill.jsonl", "flaky-fix.jsonl",
                                       "old-trick.jsonl", "unused.jsonl"]
@@ -287,6 +298,16 @@ def test_skill_to_instruction_selects_recent_proven_skills(lake, tmp_path):
     ev = m["evidence"]["deploy-check"]
     assert (ev["uses"], ev["trajectories"], ev["version_at"]) == (6, 15, "2026-05-20T00:00:00+00:00")
     assert ev["success_rate"] == pytest.approx(13 / 15) and ev["success_diff_low"] > 0
+    # new trajectories change the evidence; --as-of the earlier output folder (with --now) reproduces it
+    lake.append("trajectories", [{"trajectory_id": f"late-{i}", "env": "bash_exec", "success": False,
+                                  "messages": _use_messages("deploy-check", "skill_view", i)} for i in range(30)])
+    moved = _run(lake, tmp_path, "moved", "--since", "30d", "--now", NOW, "--min-success", "0.6", "--min-lift", "0")
+    assert moved["files"] == []
+    again = _run(lake, tmp_path, "again", "--since", "30d", "--now", NOW, "--min-success", "0.6", "--min-lift", "0",
+                 "--as-of", str(tmp_path / "lifted"))
+    assert again["manifest"] == m
+    same = [(tmp_path / d / "deploy-check.jsonl").read_bytes() for d in ("again", "lifted")]
+    assert same[0] == same[1]
     # the same filters on a later clock: deploy-check's version falls out of a 10-day window
     later = _run(lake, tmp_path, "later", "--since", "10d", "--now", "2026-06-01T00:00:00Z", "--min-success", "0.6")
     assert later["files"] == ["easy-skill.jsonl"]

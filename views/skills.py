@@ -179,6 +179,8 @@ def write_instruction_files(result: InstructionResult, output: str | os.PathLike
             "view": "instruction",
             "format": "jsonl",
             "source": source or {},
+            # at the top as well, where lake.as_of reads a manifest: `--as-of ft_prompts/` pins the same snapshot
+            **({"lake_versions": source["lake_versions"]} if "lake_versions" in (source or {}) else {}),
             "filters": filters or {},
             "view_sql_sha256": view_sql_hash("instruction")["sha256"],
             "row_count": len(result.pairs),
