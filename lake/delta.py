@@ -6,9 +6,9 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
+from deltalake import ColumnProperties, CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 
-from lake.data_files import Prepare, write_partitioned
+from lake.data_files import ROW_GROUP_ROWS, Prepare, plain_columns, write_partitioned
 from lake.durable import fsync_all, parents_up_to
 from lake.schemas import table_schema
 
@@ -16,7 +16,13 @@ from lake.schemas import table_schema
 # the long-lived files, so it takes a higher level than the hot path's (lake.data_files.ZSTD_LEVEL).
 COMPACT_LEVEL = 3
 ZSTD = WriterProperties(compression="ZSTD")
-ZSTD_COMPACT = WriterProperties(compression="ZSTD", compression_level=COMPACT_LEVEL)
+
+
+def compact_properties(table: str) -> WriterProperties:
+    """zstd at COMPACT_LEVEL, and the lake writer's plain (dictionary-free) columns (lake.data_files)."""
+    plain = ColumnProperties(dictionary_enabled=False)
+    return WriterProperties(compression="ZSTD", compression_level=COMPACT_LEVEL, max_row_group_size=ROW_GROUP_ROWS,
+                            column_properties={c: plain for c in plain_columns(table_schema(table))})
 
 
 def create_table(path: Path, table: str) -> DeltaTable:

@@ -155,7 +155,7 @@ class Lake:
     def snapshot(self, as_of: AsOf = None, for_query: str | None = None) -> Snapshot:
         """A DuckDB view of the lake pinned at `as_of` (any spelling of lake.as_of; a bad one is an AsOfError,
         a LakeError); `for_query` registers only the tables and views that SQL reads."""
-        return Snapshot(self.table_set, self.resolve_versions(as_of), self.views_dir, for_query=for_query)
+        return Snapshot(self.table_set, as_of, self.views_dir, for_query=for_query)
 
     def resolve_versions(self, as_of: AsOf = None) -> dict[str, int]:
         return self.table_set.resolve_versions(as_of)

@@ -17,7 +17,7 @@ def compact(tables: TableSet, table: str, day: str | None = None, target_size: i
     dt = tables.delta_table(table)
     filters = [("day", "=", day)] if day else None
     metrics = dt.optimize.compact(partition_filters=filters, target_size=target_size,
-                                  writer_properties=delta.ZSTD_COMPACT)
+                                  writer_properties=delta.compact_properties(table))
     return {"table": table, "version": dt.version(), "files_added": metrics.get("numFilesAdded", 0),
             "files_removed": metrics.get("numFilesRemoved", 0)}
 

@@ -1,4 +1,4 @@
-"""A pinned, read-only view of the lake in DuckDB.
+"""A pinned, read-only view of the lake in DuckDB (a cursor with a schema of its own, lake/duck.py).
 
 Each table is a view over the data files of its pinned Delta version (the snapshot's file list, never a
 glob: a glob sees duplicates during compaction). Then every `views/*.sql` file becomes a view; a file holds
@@ -12,8 +12,10 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from lake import duck
+from lake.as_of import AsOf, parse_as_of
 from lake.schemas import table_schema
-from lake.tables import TableSet
+from lake.tables import TableSet, TableState
 
 
 class ViewError(RuntimeError):
@@ -33,37 +35,64 @@ def referenced_names(sql: str) -> set[str] | None:
 
 
 class Snapshot:
-    """`for_query`: register only the tables and views that query needs (transitively), to open fast."""
+    """Tables pinned at `as_of` (any spelling of lake.as_of) as DuckDB views, plus the views/*.sql views.
 
-    def __init__(self, table_set: TableSet, versions: dict[str, int], views_dir: str | os.PathLike | None = None,
+    `for_query`: register only the tables and views that query reads (transitively), and read only their
+    Delta logs. `versions` still lists every table: the others are pinned when it is first read.
+    `refresh()` advances the registered tables to their latest versions, reading only the new commits:
+    a long-lived process keeps one snapshot and refreshes it instead of opening a new one.
+    """
+
+    def __init__(self, table_set: TableSet, as_of: AsOf = None, views_dir: str | os.PathLike | None = None,
                  for_query: str | None = None):
         self.table_set = table_set
         self.views_dir = Path(views_dir) if views_dir else None
-        self.versions = dict(versions)
-        self.con = duckdb.connect()
-        self.files: dict[str, list[str]] = {}
+        self._as_of = parse_as_of(as_of)
         view_sql = read_views(self.views_dir)
         needed = view_closure(for_query, view_sql) if for_query else None
-        for table, version in self.versions.items():
-            if needed is None or table in needed:
-                self._register_table(table, version)
+        tables = [t for t in table_set.tables() if needed is None or t in needed]
+        self._versions = table_set.resolve_versions(self._as_of, tables)
+        self.con, self._drop_schema = duck.session()
+        self.files: dict[str, list[str]] = {}
+        for table in tables:
+            self._register_table(table_set.state(table, self._versions[table]))
         if needed is not None:
             view_sql = {k: v for k, v in view_sql.items() if k in needed}
         self.views, self.view_errors = register_views(self.con, view_sql)
 
-    def _register_table(self, table: str, version: int) -> None:
-        dt = self.table_set.delta_table(table, version)
-        files = dt.file_uris()
+    @property
+    def versions(self) -> dict[str, int]:
+        """The pinned version of every table of the lake."""
+        rest = [t for t in self.table_set.tables() if t not in self._versions]
+        if rest:
+            self._versions.update(self.table_set.resolve_versions(self._as_of, rest))
+        return dict(self._versions)
+
+    def refresh(self) -> dict[str, int]:
+        """Advance every registered table to its latest version; returns {table: version} of those that moved.
+        Views over them need nothing: DuckDB binds a view's SQL at each query."""
+        moved = {}
+        for table in list(self.files):
+            state = self.table_set.state(table)
+            if state.version != self._versions[table]:
+                self._register_table(state)
+                self._versions[table] = moved[table] = state.version
+        for table in [t for t in self._versions if t not in self.files]:
+            del self._versions[table]  # unread tables are pinned again when `versions` is read
+        return moved
+
+    def _register_table(self, state: TableState) -> None:
+        table, files = state.table, list(state.files)
         self.files[table] = files
         # The code's schema, then columns a newer writer merged into this version's Delta schema. A column the
         # code knows but no file of this version holds yet (schema evolution) is read as a typed NULL.
         schema = table_schema(table)
-        delta_fields = {f.name: f for f in pa.schema(dt.schema().to_arrow())}  # arro3 -> pyarrow
+        delta_fields = {f.name: f for f in state.schema}
         fields = [delta_fields.get(f.name, f) for f in schema] + [
             f for name, f in delta_fields.items() if name not in schema.names]
         if not files:
             self.con.register(f"__empty_{table}", pa.schema(fields).empty_table())
-            self.con.execute(f'CREATE VIEW "{table}" AS SELECT * FROM "__empty_{table}"')
+            self.con.execute(f'CREATE OR REPLACE VIEW "{table}" AS SELECT * FROM "__empty_{table}"')
             return
         source = (f"read_parquet([{', '.join(_quote(f) for f in files)}], hive_partitioning=true, "
                   f"hive_types_autocast=false, union_by_name=true)")
@@ -75,11 +104,11 @@ class Snapshot:
             else:
                 duck_type = self.con.from_arrow(pa.schema([field]).empty_table()).types[0]
                 cols.append(f'CAST(NULL AS {duck_type}) AS "{field.name}"')
-        self.con.execute(f'CREATE VIEW "{table}" AS SELECT {", ".join(cols)} FROM {source}')
+        self.con.execute(f'CREATE OR REPLACE VIEW "{table}" AS SELECT {", ".join(cols)} FROM {source}')
 
     def table_files(self, table: str) -> list[str]:
         if table not in self.files:
-            self.files[table] = self.table_set.delta_table(table, self.versions[table]).file_uris()
+            return list(self.table_set.state(table, self.versions[table]).files)
         return self.files[table]
 
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
@@ -91,6 +120,7 @@ class Snapshot:
 
     def close(self) -> None:
         self.con.close()
+        self._drop_schema()
 
     def __enter__(self) -> "Snapshot":
         return self

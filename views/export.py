@@ -61,7 +61,9 @@ class UnknownViewError(ExportError):
 
 
 def available_views(con: duckdb.DuckDBPyConnection) -> list[str]:
-    rows = con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name").fetchall()
+    # current_schema(): a lake snapshot's views live in its own schema of a database shared with other snapshots
+    rows = con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = current_schema() "
+                       "ORDER BY view_name").fetchall()
     return [r[0] for r in rows if not r[0].startswith("__")]
 
 
