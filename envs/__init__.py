@@ -8,6 +8,7 @@ Imports gymnasium and the stdlib only (no torch, nothing else of Lachesis), so i
     obs, reward, terminated, truncated, info = env.step('<tool_call>{"name": "run", ...}</tool_call>')
     record = envs.policy_record(env, envs.get_policy("bash_exec_env", "expert"), seed=0,
                                 options={"index": 0}, source="me")   # one episode as a trajectory record
+    env = envs.make("python_debug_env", reward_weights=envs.RewardWeights(well_formed_call_bonus=0.05))
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from envs.episode import EpisodeRecorder, play, policy_record
 from envs.policies import KINDS as POLICY_KINDS, Policy, make_policy
 from envs.registry import (UnknownEnvironmentError, UnknownTagError, aliases, all_tags, env_info, make,
                            register_environment, resolve_name, unregister)
+from envs.rewards import RewardWeights
 from envs.suites import builtin_suite, find_task, list_environments, load_tasks
 from envs.tasks import SPLITS, Task, TaskFileError, load_tasks_file
 from envs.toolcalls import ParsedAction, ToolCall, format_tool_call, parse_tool_calls
@@ -25,7 +27,7 @@ __all__ = [
     "load_tasks_file", "find_task", "parse_tool_calls", "format_tool_call", "get_policy", "Policy", "POLICY_KINDS",
     "SPLITS", "Task", "TaskFileError", "ToolCall", "ParsedAction", "all_tags", "env_info", "UnknownEnvironmentError",
     "UnknownTagError", "builtin_suite", "ResetInfo", "ResetOptions", "StepInfo", "EpisodeRecorder", "play",
-    "policy_record",
+    "policy_record", "RewardWeights",
 ]
 
 register_environment(

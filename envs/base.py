@@ -3,7 +3,9 @@
 Action: an assistant message (text) with Hermes tool calls. Observation: text (the instruction after
 reset, the tool results after a step). The episode ends when the agent calls `submit`, replies with no
 tool call at all (treated as submit), or after `max_steps`; the reward comes once, at the end, from the
-hidden checker.
+hidden checker. With `reward_weights` (envs/rewards.py) each step also earns fine-grained terms: a bonus
+for a well-formed tool call, penalties for a malformed one or a failed command, partial credit and a
+scaled success at the end; the default weights change nothing.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from gymnasium import spaces
 
 from envs.checks import CheckReport
 from envs.registry import tags_of
+from envs.rewards import RewardWeights, StepTally, final_reward, step_terms
 from envs.sandbox import Limits, Sandbox
 from envs.tasks import SPLITS, Task, TaskFileError, line_of, load_tasks_file, loaded_task, remember_tasks
 from envs.toolcalls import ToolCall, parse_tool_calls
@@ -59,6 +62,7 @@ class StepInfo(TypedDict):
     tool_calls: list[dict]  # [{id, name, arguments}] as parsed from the action
     parse_errors: list[str]
     tool_results: list[ToolResult]  # one per executed call (a submit is not executed)
+    reward_terms: dict[str, float]  # the step's reward by term (envs/rewards.py); they sum to the step's reward
     reward: NotRequired[float]
     success: NotRequired[bool]
     checks: NotRequired[dict]
@@ -163,13 +167,14 @@ class ToolEnv(gymnasium.Env):
 
     def __init__(self, split: str = "train", tasks: str | list[Task] | None = None, max_steps: int = 6,
                  limits: Limits | None = None, render_mode: str | None = None,
-                 templates: list[str] | None = None):
+                 templates: list[str] | None = None, reward_weights: RewardWeights | None = None):
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
         self.split = split
         self.max_steps = int(max_steps)
         self.limits = limits or type(self).limits
         self.render_mode = render_mode
+        self.reward_weights = reward_weights or RewardWeights.off()
         self.observation_space = AnyText(max_length=1 << 20)
         self.action_space = AnyText(max_length=1 << 20)
         self.suite = self._make_suite(tasks).only_templates(templates)
@@ -238,6 +243,7 @@ class ToolEnv(gymnasium.Env):
         parsed = parse_tool_calls(action)
         results: list[str] = []
         per_call: list[ToolResult] = []  # each tool call's own result, for transcripts with one tool turn per call
+        tally = StepTally(malformed=len(parsed.errors))
         submitted = False
         answer: str | None = None
         if not parsed.calls and not parsed.errors:
@@ -246,11 +252,12 @@ class ToolEnv(gymnasium.Env):
             results.append(f"error: {err}. Use <tool_call>{{\"name\": ..., \"arguments\": {{...}}}}</tool_call>")
         for call in parsed.calls:
             if call.name == "submit":
+                tally.well_formed += 1
                 submitted = True
                 a = call.arguments.get("answer")
                 answer = a if isinstance(a, str) else None
                 break
-            text = self._call_tool(call)
+            text = self._call_tool(call, tally)
             results.append(text)
             per_call.append({"id": call.id, "name": call.name, "content": text})
         observation = "\n".join(results) if results else ""
@@ -258,28 +265,37 @@ class ToolEnv(gymnasium.Env):
         truncated = not submitted and self._steps >= self.max_steps
         info: StepInfo = {"step": self._steps, "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
                                                     for c in parsed.calls], "parse_errors": parsed.errors,
-                "tool_results": per_call}
-        reward = 0.0
+                "tool_results": per_call, "reward_terms": step_terms(self.reward_weights, tally)}
         if terminated or truncated:
             self.box.stop_everything()
             report = self.score(self.box, self.task, last_output=self._last_output, answer=answer)
-            reward = float(report.reward)
-            info.update(reward=reward, success=report.success, checks=report.as_dict(),
+            final = final_reward(self.reward_weights, report)
+            info["reward_terms"]["final"] = final
+            info.update(reward=final, success=report.success, checks=report.as_dict(),
                         task_id=self.task.task_id, submitted=submitted)
             self._done = True
             if not observation:
-                observation = f"submitted: reward {reward:.2f}"
+                observation = f"submitted: reward {final:.2f}"
         self._transcript.append(observation)
+        # 0.0 + each term is exact, so under the default weights the step reward is the final reward as before
+        reward = float(sum(info["reward_terms"].values(), 0.0))
         return observation, reward, terminated, truncated, info
 
-    def _call_tool(self, call: ToolCall) -> str:
+    def _call_tool(self, call: ToolCall, tally: StepTally) -> str:
         names = [t["function"]["name"] for t in self.tools]
         if call.name not in names:
+            tally.malformed += 1
             return f"error: unknown tool {call.name!r}; tools: {', '.join(names)}"
         try:
             text = self.call_tool(self.box, call)
         except ToolArgumentError as exc:
+            tally.malformed += 1
             return f"error: {exc}"
+        except ToolFailed as exc:  # well-formed, but what it asked for failed
+            tally.well_formed += 1
+            tally.command_errors += 1
+            return exc.observation
+        tally.well_formed += 1
         return text
 
     def _info(self, task: Task) -> ResetInfo:
@@ -320,7 +336,16 @@ class ToolEnv(gymnasium.Env):
 
 
 class ToolArgumentError(ValueError):
-    pass
+    """A tool call with missing or bad arguments: a malformed call (its message goes back as the result)."""
+
+
+class ToolFailed(Exception):
+    """A well-formed tool call whose command failed (non-zero exit, missing file, unmatched snippet): raised by
+    `call_tool` with the observation the agent sees, so the step's reward can count the failure."""
+
+    def __init__(self, observation: str):
+        super().__init__(observation)
+        self.observation = observation
 
 
 def str_arg(call: ToolCall, key: str, *, allow_empty: bool = False) -> str:

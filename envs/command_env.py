@@ -10,7 +10,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable
 
-from envs.base import SUBMIT_SCHEMA, ToolArgumentError, ToolEnv, rng_for, str_arg, template_for, tool_schema
+from envs.base import (SUBMIT_SCHEMA, ToolArgumentError, ToolEnv, ToolFailed, rng_for, str_arg, template_for,
+                       tool_schema)
 from envs.checks import CheckReport, run_state_checks, validate_checks
 from envs.pools import Pools
 from envs.sandbox import Sandbox
@@ -60,6 +61,8 @@ class CommandEnv(ToolEnv):
             raise ToolArgumentError(f"unknown tool {call.name!r}")
         result = box.run(str_arg(call, "command"))
         self.remember_output(result.output)  # `output` checks look at the last command's output
+        if not result.ok:  # a non-zero exit, a timeout or a kill: a command error for the step's reward
+            raise ToolFailed(result.observation())
         return result.observation()
 
     def score(self, box: Sandbox, task: Task, *, last_output: str, answer: str | None) -> CheckReport:

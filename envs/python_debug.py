@@ -13,7 +13,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from envs.base import SUBMIT_SCHEMA, Suite, ToolArgumentError, ToolEnv, rng_for, str_arg, template_for, tool_schema
+from envs.base import (SUBMIT_SCHEMA, Suite, ToolArgumentError, ToolEnv, ToolFailed, rng_for, str_arg, template_for,
+                       tool_schema)
 from envs.checks import CheckReport, run_hidden_tests, run_visible_tests
 from envs.pools import PoolsBySplit, vocabulary
 from envs.probes import HiddenTestError, split_suite
@@ -172,7 +173,9 @@ class PythonDebugEnv(ToolEnv):
 
     def _write(self, box: Sandbox, path: str, content: str) -> str:
         res = box.run(["/bin/sh", "-c", 'cat > "$1"', "sh", path], stdin=content)
-        return f"wrote {path}" if res.ok else f"error: {res.observation()}"
+        if not res.ok:
+            raise ToolFailed(f"error: {res.observation()}")
+        return f"wrote {path}"
 
     def call_tool(self, box: Sandbox, call: ToolCall) -> str:
         if call.name == "run_tests":
@@ -184,7 +187,7 @@ class PythonDebugEnv(ToolEnv):
         if call.name == "read_file":
             text, err = self._read(box, path)
             if text is None:
-                return f"error: {err}"
+                raise ToolFailed(f"error: {err}")
             limit = self.limits.output_bytes
             return text if len(text) <= limit else text[:limit] + "\n[output truncated]"
         if call.name == "write_file":
@@ -193,10 +196,10 @@ class PythonDebugEnv(ToolEnv):
             old, new = str_arg(call, "old"), str_arg(call, "new", allow_empty=True)
             text, err = self._read(box, path)
             if text is None:
-                return f"error: {err}"
+                raise ToolFailed(f"error: {err}")
             count = text.count(old)
             if count != 1:
-                return f"error: the snippet occurs {count} times in {path}; it must occur exactly once"
+                raise ToolFailed(f"error: the snippet occurs {count} times in {path}; it must occur exactly once")
             return self._write(box, path, text.replace(old, new))
         raise ToolArgumentError(f"unknown tool {call.name!r}")
 
