@@ -7,6 +7,10 @@ file (measured in the same run), and export throughput.
    Target: ratio <= 1.3x.
 2. export: `export_view(lake, "sft", ...)` end to end (snapshot, query, sort, parquet/jsonl files, manifest):
    rows/s of the trajectories it reads and of the dataset rows it writes.
+3. streamed: the same rows arriving in time order in --stream-appends small appends (a file each, as group
+   commits of a streaming server make them) with lake.autocompact.AutoCompactor running in the background at
+   its default thresholds (what `lake serve` / `lake watch` run), then its next pass; the sft build on that
+   lake vs one compacted file. Target: ratio <= 1.5x.
 
     python bench/bench_views.py                 # 100k rows, quick
     python bench/bench_views.py --rows 1000000  # the reported size
@@ -26,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from lake import Lake
+from lake.autocompact import AutoCompactor, CompactThresholds
 from lake.schemas import TABLES, table_schema
 from views.export import export_view
 from views.registry import register_views
@@ -92,6 +97,30 @@ def build_lake(root: Path, rows: int, commits: int, seed: int) -> Lake:
     return lk
 
 
+def build_streamed_lake(root: Path, rows: int, appends: int, seed: int) -> tuple[Lake, dict]:
+    """`rows` in time order over 8 days in `appends` appends, auto-compacted in the background meanwhile."""
+    lk = Lake.init(root)
+    rng = np.random.default_rng(seed)
+    per = -(-rows // appends)
+    day0 = np.datetime64("2026-11-24T00:00:00", "us")
+    step = 8 * 86400 * 1_000_000 // rows  # microseconds between two rows: 8 days in all
+    compactor = AutoCompactor(lk.table_set, CompactThresholds(interval_s=1.0))
+    with compactor:
+        for i in range(appends):
+            n = min(per, rows - i * per)
+            if n <= 0:
+                break
+            tbl, _ = payload(n, i * per, rng)
+            occurred = day0 + ((i * per + np.arange(n)) * step).astype("timedelta64[us]")
+            lk.default_writer.submit_arrow("trajectories", tbl,
+                                           occurred_at=pa.array(occurred, pa.timestamp("us", tz="UTC"))).result()
+    files_before = sum(len(v) for v in lk.table_set.partition_files("trajectories").values())
+    compactor.maybe_compact()  # the background thread's next pass
+    files_after = sum(len(v) for v in lk.table_set.partition_files("trajectories").values())
+    return lk, {"appends": appends, "compactions": len(compactor.compactions), "passes": compactor.passes,
+                "files_when_streaming_stopped": files_before, "files_after_next_pass": files_after}
+
+
 def compacted_connection(lk: Lake, single: Path) -> tuple[duckdb.DuckDBPyConnection, int]:
     """Plain DuckDB: `trajectories` over one Parquet file with the snapshot's rows, other tables empty,
     and the same views/*.sql registered."""
@@ -130,6 +159,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=100_000, help="trajectory rows (1000000 for the reported run)")
     ap.add_argument("--commits", type=int, default=20, help="appends the rows arrive in")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per measurement (median)")
+    ap.add_argument("--stream-appends", type=int, default=400, help="appends of the streamed lake (0: skip it)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--dir", type=Path, default=None, help="work folder (default: a temp folder, removed)")
@@ -173,6 +203,20 @@ def main() -> None:
             "trajectory_rows_per_s": args.rows / t_open,
         }
         snap.close()
+        if args.stream_appends:
+            t = time.perf_counter()
+            streamed, info = build_streamed_lake(work / "streamed", args.rows, args.stream_appends, args.seed)
+            info["fill_s"] = time.perf_counter() - t
+            sbase, _ = compacted_connection(streamed, work / "streamed_single.parquet")
+
+            def via_streamed():
+                with streamed.snapshot(for_query=SFT_QUERY) as s:
+                    return s.sql(SFT_QUERY).to_arrow_table().num_rows
+
+            t = interleaved({"base": lambda: sbase.sql(SFT_QUERY).to_arrow_table().num_rows,
+                             "streamed": via_streamed}, args.repeat)
+            results["streamed"] = {**info, "compacted_parquet_s": t["base"], "lake_snapshot_s": t["streamed"],
+                                   "ratio": t["streamed"] / t["base"], "target": "<= 1.5x"}
         for fmt in ("parquet", "jsonl"):
             times = []
             for i in range(args.repeat):
@@ -195,6 +239,12 @@ def main() -> None:
     print(f"  one compacted Parquet file   {sb['compacted_parquet_s']:.2f} s")
     print(f"  lake snapshot (open + query) {sb['lake_snapshot_s']:.2f} s   ratio {sb['ratio']:.2f}x (target <= 1.3x)")
     print(f"  lake snapshot (query only)   {sb['lake_query_only_s']:.2f} s   ratio {sb['ratio_query_only']:.2f}x")
+    if "streamed" in results:
+        st = results["streamed"]
+        print(f"  streamed in {st['appends']} appends, auto-compacted ({st['compactions']} compactions; "
+              f"{st['files_when_streaming_stopped']} files when streaming stopped, {st['files_after_next_pass']} "
+              f"after the next pass): {st['lake_snapshot_s']:.2f} s against {st['compacted_parquet_s']:.2f} s, "
+              f"ratio {st['ratio']:.2f}x (target <= 1.5x)")
     for fmt in ("parquet", "jsonl"):
         e = results[f"export_{fmt}"]
         print(f"  export {fmt:<8} {e['s']:.2f} s   {e['dataset_rows_per_s']:,.0f} dataset rows/s, "

@@ -83,11 +83,12 @@ def commit_actions(path: Path, version: int) -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def added_files(path: Path, version: int) -> list[tuple[str, dict[str, str]]]:
-    """New-data files of a commit: `add` actions with dataChange=true (compaction adds are dataChange=false)."""
+def added_files(path: Path, version: int, new_data_only: bool = True) -> list[tuple[str, dict[str, str]]]:
+    """Files a commit adds: by default only new data, `add` actions with dataChange=true (compaction adds are
+    dataChange=false); every add with `new_data_only=False`."""
     out = []
     for action in commit_actions(path, version):
         add = action.get("add")
-        if add and add.get("dataChange", True):
+        if add and (add.get("dataChange", True) or not new_data_only):
             out.append((str(path / unquote(add["path"])), add.get("partitionValues") or {}))
     return out

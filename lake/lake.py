@@ -15,6 +15,7 @@ from deltalake import DeltaTable
 
 from lake import delta
 from lake.as_of import AsOf
+from lake.autocompact import AutoCompactor, CompactThresholds
 from lake.changes import read_changes
 from lake.commit import AppendResult, Batch, GroupCommitter
 from lake.envelope import TIMESTAMP, add_envelope, complete_payload, with_content_hash
@@ -162,6 +163,10 @@ class Lake:
 
     def changes(self, table: str, after_version: int, upto_version: int | None = None) -> pa.Table:
         return read_changes(self.table_set, table, after_version, upto_version)
+
+    def autocompactor(self, thresholds: CompactThresholds | None = None) -> AutoCompactor:
+        """Background compaction of this lake's small files (not started: call .start(), and .stop() at exit)."""
+        return AutoCompactor(self.table_set, thresholds, fsync=self.fsync)
 
     # -- consumers --------------------------------------------------------------------------------------
     def register_consumer(self, name: str, offsets: Mapping[str, int]) -> None:

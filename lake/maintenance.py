@@ -1,25 +1,57 @@
-"""Compaction, consumer-aware vacuum and history."""
+"""Compaction, consumer-aware vacuum and history.
+
+Compactions of one table are serialised across processes by an flock on `_lachesis/locks/compact-<table>`,
+and each loads the table only once it holds the lock. Measured with delta-rs 1.6.6: two `optimize.compact`
+calls whose tables were loaded at the same version both commit (no conflict is raised), and the rows of the
+partition are then in the table twice. Writers never take this lock. The kernel drops an flock when its
+process dies, so a killed compactor leaves nothing stale.
+"""
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import os
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 from urllib.parse import unquote
 
 from lake import delta
-from lake.tables import TableSet
+from lake.tables import MARKER, TableSet
 
 DEFAULT_RETENTION_HOURS = 168  # Delta's default: readers pinned to a week-old snapshot keep working
 
 
-def compact(tables: TableSet, table: str, day: str | None = None, target_size: int | None = None) -> dict[str, Any]:
-    """Merge small files per day partition (dataChange=false: consumers never see compaction as new data)."""
-    dt = tables.delta_table(table)
-    filters = [("day", "=", day)] if day else None
-    metrics = dt.optimize.compact(partition_filters=filters, target_size=target_size,
-                                  writer_properties=delta.compact_properties(table))
-    return {"table": table, "version": dt.version(), "files_added": metrics.get("numFilesAdded", 0),
+def compact(tables: TableSet, table: str, day: str | None = None, target_size: int | None = None, *,
+            fsync: bool = True) -> dict[str, Any]:
+    """Merge small files per day partition (dataChange=false: consumers never see compaction as new data).
+
+    delta-rs commits the merged files without fsync; with `fsync` they, the log entry and their directories
+    are synced right after, so the window in which a power loss could keep the log entry but lose the data
+    is the commit itself (the replaced files stay on disk until a vacuum, days later)."""
+    with compaction_lock(tables, table):
+        dt = tables.delta_table(table)  # loaded under the lock: never a version another compaction replaced
+        filters = [("day", "=", day)] if day else None
+        metrics = dt.optimize.compact(partition_filters=filters, target_size=target_size,
+                                      writer_properties=delta.compact_properties(table))
+    added = metrics.get("numFilesAdded", 0)
+    if fsync and added:
+        path = tables.table_path(table)
+        delta.sync_commit(path, dt.version(), [f for f, _ in delta.added_files(path, dt.version(), False)])
+    return {"table": table, "version": dt.version(), "files_added": added,
             "files_removed": metrics.get("numFilesRemoved", 0)}
+
+
+@contextmanager
+def compaction_lock(tables: TableSet, table: str) -> Iterator[None]:
+    """Hold the table's compaction lock (blocking) for the duration of the block."""
+    path = tables.root / MARKER / "locks" / f"compact-{tables.table_path(table).name}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def protected_files(tables: TableSet, table: str) -> set[str]:

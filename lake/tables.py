@@ -96,6 +96,16 @@ class TableSet:
             self._states.move_to_end(key)
             return self._states[key]
 
+    def partition_files(self, table: str) -> dict[str, list[int]]:
+        """{day: sizes in bytes of its live files} at the latest version."""
+        with self._lock:
+            actions = pa.table(self._advance(table).get_add_actions(flatten=True))
+        out: dict[str, list[int]] = {}
+        if actions.num_rows:
+            for day, size in zip(actions.column("partition.day").to_pylist(), actions.column("size_bytes").to_pylist()):
+                out.setdefault(day, []).append(size)
+        return out
+
     def _advance(self, table: str) -> DeltaTable:
         dt = self._latest.get(table)
         if dt is None:
