@@ -1,7 +1,8 @@
 """Lake benchmarks, each a ratio against a baseline measured in the same run.
 
 1. group commit: 100 concurrent small batches through the lake vs one Delta commit per batch.
-2. bulk append: N trajectory-shaped rows through `Lake.append_arrow` vs pyarrow `write_table` (the ceiling).
+2. bulk append: N trajectory-shaped rows through `Lake.append_arrow` vs pyarrow `write_table` (the ceiling);
+   and the cost of durability: the same append, and a small commit, with the lake's fsyncs vs without.
 3. query: a typical aggregate through a lake snapshot (opened for it, or held and refreshed) vs plain DuckDB
    over one compacted Parquet file.
 
@@ -106,15 +107,33 @@ def bench_group_commit(tmp: Path, batches: int) -> dict:
             "ratio": t_single / t_group, "target": ">= 10x", "commits": commits, "batches": batches}
 
 
-def bench_bulk(tmp: Path, rows: int) -> dict:
+def bench_bulk(tmp: Path, rows: int) -> tuple[list[dict], Lake]:
     payload, occurred = trajectory_payload(rows)
     t_ceiling, _ = timed(lambda: pq.write_table(payload, tmp / "ceiling.parquet", compression="zstd",
                                                 row_group_size=128 * 1024))
-    lk = Lake.init(tmp / "bulk")
-    w = lk.default_writer
-    t_lake, _ = timed(lambda: w.submit_arrow("trajectories", payload, occurred_at=occurred).result())
-    return {"name": f"bulk append {rows:,} trajectory rows", "baseline_s": t_ceiling, "lake_s": t_lake,
-            "ratio": t_ceiling / t_lake, "target": ">= 0.7x", "rows_per_s": rows / t_lake}, lk
+    lakes = {}
+    for fsync in (True, False):
+        lk = Lake.init(tmp / f"bulk_{fsync}", fsync=fsync)
+        w = lk.default_writer
+        lakes[fsync] = (lk, timed(lambda: w.submit_arrow("trajectories", payload, occurred_at=occurred).result())[0])
+    (lk, t_lake), t_nosync = lakes[True], lakes[False][1]
+    return [{"name": f"bulk append {rows:,} trajectory rows", "baseline_s": t_ceiling, "lake_s": t_lake,
+             "ratio": t_ceiling / t_lake, "target": ">= 0.7x", "rows_per_s": rows / t_lake},
+            {"name": "  bulk append with fsync vs without (its cost)", "baseline_s": t_nosync, "lake_s": t_lake,
+             "ratio": t_lake / t_nosync, "target": "-"}], lk
+
+
+def bench_fsync_small(tmp: Path, commits: int = 100) -> dict:
+    """Median latency of one small commit (10 rows, one day) with the lake's fsyncs vs without."""
+    payload, _ = trajectory_payload(10, seed=2)
+    lat = {}
+    for fsync in (True, False):
+        lk = Lake.init(tmp / f"small_{fsync}", fsync=fsync)
+        lk.append_arrow("trajectories", payload)  # warm the committer
+        lat[fsync] = sorted(timed(lambda: lk.append_arrow("trajectories", payload))[0] for _ in range(commits))
+    p50 = {k: v[len(v) // 2] for k, v in lat.items()}
+    return {"name": f"small commit p50 with fsync vs without ({commits} commits)", "baseline_s": p50[False],
+            "lake_s": p50[True], "ratio": p50[True] / p50[False], "target": "-"}
 
 
 def bench_query(tmp: Path, lk: Lake) -> list[dict]:
@@ -198,7 +217,7 @@ def main() -> None:
     try:
         results = [bench_group_commit(tmp, args.batches)]
         bulk, lk = bench_bulk(tmp, args.rows)
-        results += [bulk, *bench_query(tmp, lk), bench_startup(tmp)]
+        results += [*bulk, bench_fsync_small(tmp), *bench_query(tmp, lk), bench_startup(tmp)]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if args.json:

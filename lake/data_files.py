@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake.transaction import AddAction
 
-from lake.durable import fsync_path
+from lake.durable import fsync_all, parents_up_to
 
 PARTITION = "day"
 ROW_GROUP_ROWS = 128 * 1024  # DuckDB reads row groups in parallel; one 1M-row group would use one core
@@ -77,7 +77,8 @@ Prepare = Callable[[pa.Table], pa.Table]
 
 def write_partitioned(table_dir: Path, data: pa.Table, *, prepare: Prepare | None = None, fsync: bool = True,
                       workers: int | None = None, data_change: bool = True) -> list[WrittenFile]:
-    """Write `data` under `table_dir/day=<d>/` as one file per day; each file is fsynced when `fsync`.
+    """Write `data` under `table_dir/day=<d>/` as one file per day; with `fsync` the files and their directories
+    (up to `table_dir`) are synced before this returns.
 
     `prepare` maps a partition's rows (without `day`) to what is written, in the partition's own thread: the
     lake adds the content hash there, so hashing one day overlaps with encoding another.
@@ -96,17 +97,20 @@ def write_partitioned(table_dir: Path, data: pa.Table, *, prepare: Prepare | Non
         path.parent.mkdir(parents=True, exist_ok=True)
         collector: list[pq.FileMetaData] = []
         pq.write_table(rows, str(path), metadata_collector=collector, **parquet_options(rows.schema))
-        if fsync:
-            fsync_path(path)
         size = path.stat().st_size
         action = AddAction(rel, size, {PARTITION: day}, int(time.time() * 1000), data_change,
                            file_stats(collector[0], rows.schema))
         return WrittenFile(path, action)
 
     if workers == 1:
-        return [write(p) for p in parts]
-    with ThreadPoolExecutor(workers, thread_name_prefix="lake-write") as pool:
-        return list(pool.map(write, parts))
+        written = [write(p) for p in parts]
+    else:
+        with ThreadPoolExecutor(workers, thread_name_prefix="lake-write") as pool:
+            written = list(pool.map(write, parts))
+    if fsync:  # the files and every directory entry leading to them, before anything can point at them
+        paths = [w.path for w in written]
+        fsync_all(paths + parents_up_to(paths, table_dir))
+    return written
 
 
 def parquet_options(schema: pa.Schema, level: int = ZSTD_LEVEL) -> dict:

@@ -33,8 +33,8 @@ def append(dt: DeltaTable, table_dir: Path, data: pa.Table, transactions: dict[s
            prepare: Prepare | None = None, fsync: bool = True) -> int:
     """Append `data` as one Delta version that also records each writer's batch sequence; returns the version.
 
-    The files are written by lake.data_files (one per day, fsynced) and committed with their add actions;
-    with `fsync` the commit's log entry and the directories that gained entries are synced before returning,
+    The files are written by lake.data_files (one per day) and committed with their add actions; with `fsync`
+    the files and their directories are synced before the commit, the log entry and `_delta_log` after it,
     so a returned version survives a power loss. A column the table's Delta schema lacks (a schema that
     evolved) goes through `write_deltalake(schema_mode="merge")` once, which also updates the table schema;
     so does an empty batch (a commit of app transactions only). `prepare` completes rows before they are
@@ -57,15 +57,18 @@ def append(dt: DeltaTable, table_dir: Path, data: pa.Table, transactions: dict[s
     dt.update_incremental()
     version = _version_adding(table_dir, written[0].action.path, before + 1, dt.version())
     if fsync:
-        sync_commit(table_dir, version, [], data_synced=[w.path for w in written])
+        sync_commit(table_dir, version)  # the data files were synced before the commit
     return version
 
 
-def sync_commit(table_dir: Path, version: int, files: list[str | Path], data_synced: list[Path] = ()) -> None:
-    """fsync a committed version: its data files (unless already synced), the log entry, every directory."""
-    log = table_dir / "_delta_log" / f"{version:020d}.json"
+def sync_commit(table_dir: Path, version: int, files: list[str | Path] = ()) -> None:
+    """fsync a commit: `files` (data it added that is not synced yet) and their directories, then the log
+    entry and `_delta_log`; data first, so a durable log entry never points at data that is not."""
     files = [Path(f) for f in files]
-    fsync_all(files + [log] + parents_up_to(files + list(data_synced) + [log], table_dir))
+    if files:
+        fsync_all(files + parents_up_to(files, table_dir))
+    log = table_dir / "_delta_log" / f"{version:020d}.json"
+    fsync_all([log, log.parent])
 
 
 def _version_adding(table_dir: Path, rel_path: str, first: int, last: int) -> int:

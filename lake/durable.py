@@ -4,14 +4,18 @@ delta-rs writes through object_store's LocalFileSystem, which renames a temp fil
 fsync (fsync there is opt-in, `LocalFileSystem::with_fsync`, apache/arrow-rs-object-store#643, and delta-rs
 1.6 does not turn it on; an strace of `write_deltalake` shows no fsync or fdatasync). So the lake syncs
 itself: the data files of a commit before the commit (a log entry must never point at data that can still
-be lost), then the log entry and every directory that gained an entry, before the caller is acknowledged.
+be lost) with the directories that gained their entries, then the log entry and its directory, before the
+caller is acknowledged.
 Every sync goes through `fsync_fd`, the one place that calls `os.fsync`.
 """
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable
+
+MAX_SYNC_THREADS = 8
 
 
 def fsync_fd(fd: int) -> None:
@@ -29,13 +33,16 @@ def fsync_path(path: str | os.PathLike) -> None:
 
 
 def fsync_all(paths: Iterable[str | os.PathLike]) -> None:
-    """fsync each path once, files and directories alike, in the order given."""
-    seen: set[str] = set()
-    for p in paths:
-        key = os.path.normpath(str(p))
-        if key not in seen:
-            seen.add(key)
-            fsync_path(key)
+    """fsync each path once, files and directories alike, all at once from a few threads: on ext4 each fsync
+    waits for a journal commit (2.5-4.5 ms here, a directory as much as a file), and fsyncs waiting
+    together share one."""
+    unique = list(dict.fromkeys(os.path.normpath(str(p)) for p in paths))
+    if len(unique) <= 1:
+        for p in unique:
+            fsync_path(p)
+        return
+    with ThreadPoolExecutor(min(len(unique), MAX_SYNC_THREADS), thread_name_prefix="lake-fsync") as pool:
+        list(pool.map(fsync_path, unique))  # list(): re-raises the first error
 
 
 def parents_up_to(files: Iterable[str | os.PathLike], root: str | os.PathLike) -> list[Path]:

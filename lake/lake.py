@@ -72,6 +72,8 @@ class Lake:
         (root / MARKER / "consumers").mkdir(parents=True, exist_ok=True)
         for table in TABLES:
             delta.create_table(root / table, table)
+            if fsync:
+                delta.sync_commit(root / table, 0)
         return cls(root, views_dir, fsync=fsync)
 
     def tables(self) -> list[str]:
