@@ -94,7 +94,8 @@ def test_reward_scale_multiplies_the_final_success():
     scaled, infos = _episode("git_repo_env", plan, RewardWeights(reward_scale=2.5), index=4)
     assert plain.success and scaled.success
     assert plain.steps[-1]["reward"] == 1.0 and scaled.steps[-1]["reward"] == 2.5 == infos[-1]["reward"]
-    assert [s["reward"] for s in scaled.steps[:-1]] == [s["reward"] for s in plain.steps[:-1]] == [0.0] * (len(plan) - 1)
+    before_final = [0.0] * (len(plan) - 1)
+    assert [s["reward"] for s in scaled.steps[:-1]] == [s["reward"] for s in plain.steps[:-1]] == before_final
     # a failure is not scaled: only the key success action is
     failed, _ = _episode("git_repo_env", [SUBMIT], RewardWeights(reward_scale=2.5), index=4)
     assert not failed.success and failed.reward == 0.0

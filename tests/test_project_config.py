@@ -112,8 +112,8 @@ def test_list_shows_every_key(tmp_path, monkeypatch, capsys):
                                     "help": rows["reward_scale"]["help"]}
     assert rows["lora_rank"]["type"] == "int" and rows["freeze_layers"]["type"] == "str"
     assert all(r["help"] for r in rows.values())
-    assert {"learning_rate", "lora_rank", "lora_alpha", "group_size", "batch_size", "max_turns", "max_completion_length",
-            "temperature", "kl_beta", "eval_episodes", "seed", "freeze_layers", "well_formed_call_bonus",
+    assert {"learning_rate", "lora_rank", "lora_alpha", "group_size", "batch_size", "max_turns",
+            "max_completion_length", "temperature", "kl_beta", "eval_episodes", "seed", "freeze_layers", "well_formed_call_bonus",
             "malformed_call_penalty", "command_error_penalty", "partial_credit", "checkpoint_every"} <= set(rows)
     code, out, _ = _cli(["--list", "--config", str(path)], capsys, monkeypatch)
     assert code == 0 and "reward_scale" in out and "2.5" in out and "checkpoint_every" in out

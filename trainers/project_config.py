@@ -70,7 +70,8 @@ class ProjectConfig:
         _at_least(self, 0, "kl_beta", "seed", "well_formed_call_bonus", "malformed_call_penalty",
                   "command_error_penalty", "partial_credit")
         if self.partial_credit > 1:
-            raise TrainerInputError(f"partial_credit must be at most 1 (a success is worth 1), got {self.partial_credit}")
+            raise TrainerInputError(f"partial_credit must be at most 1 (a success is worth 1), "
+                                    f"got {self.partial_credit}")
         parse_layer_spec(self.freeze_layers)
 
 
