@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from lake import Lake
 from tests.views_helpers import new_lake, seeded_trajectories
 from views.export import ExportError, UnknownViewError, export_view, read_manifest
 
@@ -235,3 +236,47 @@ def test_atropos_trajectory_export_is_the_sft_export(lake, tmp_path, monkeypatch
     r = runner.invoke(_atropos_app, ["--format=jsonl", "--output=dpo/", "--view", "dpo"])
     assert r.exit_code == 0, r.output
     assert read_manifest(tmp_path / "dpo")["view"] == "dpo"
+
+
+# -- --overwrite deletes only a previous export's files; never inside the lake (issue 11.8) ---------------------
+def test_overwrite_of_a_folder_no_export_wrote_deletes_nothing(lake, tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "data.parquet").write_bytes(b"PAR1 not ours")
+    (out / "notes.jsonl").write_text('{"a": 1}\n')
+    with pytest.raises(ExportError, match="manifest.json"):
+        export_view(lake, "sft", out, overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == ["data.parquet", "notes.jsonl"]
+    assert (out / "data.parquet").read_bytes() == b"PAR1 not ours"
+
+
+def test_overwrite_replaces_exactly_the_files_the_previous_manifest_lists(lake, tmp_path):
+    out = tmp_path / "ds"
+    old = export_view(lake, "sft", out, rows_per_file=100)
+    assert len(old["files"]) > 2
+    new = export_view(lake, "sft", out, overwrite=True)  # fewer, larger files: the old extra parts go
+    assert sorted(p.name for p in out.iterdir()) == sorted([f["path"] for f in new["files"]] + ["manifest.json"])
+    (out / "extra-00000-of-00001.parquet").write_bytes(b"someone else's")
+    with pytest.raises(ExportError, match="extra-00000-of-00001.parquet"):
+        export_view(lake, "sft", out, overwrite=True)
+    assert (out / "extra-00000-of-00001.parquet").read_bytes() == b"someone else's"
+    assert read_manifest(out) == new
+
+
+def test_export_into_the_lake_is_refused_and_the_lake_stays_readable(lake, tmp_path):
+    before = lake.snapshot().sql("SELECT count(*) FROM trajectories").fetchall()
+    partition = next((lake.root / "trajectories").glob("day=*"))
+    files = sorted(partition.iterdir())
+    for target in (partition, lake.root, lake.root / "new_folder", lake.root / "trajectories"):
+        with pytest.raises(ExportError, match="inside the lake"):
+            export_view(lake, "sft", target, overwrite=True)
+    assert sorted(partition.iterdir()) == files and not (lake.root / "new_folder").exists()
+    assert Lake(lake.root).snapshot().sql("SELECT count(*) FROM trajectories").fetchall() == before
+
+
+def test_cli_export_into_the_lake_is_a_one_line_error(lake, cli_app):
+    partition = next((lake.root / "trajectories").glob("day=*"))
+    r = runner.invoke(cli_app, ["export", "sft", "--output", str(partition), "--lake", str(lake.root),
+                                "--overwrite"])
+    assert r.exit_code == 2 and "inside the lake" in r.output and "Traceback" not in r.output
+    assert len([line for line in r.output.splitlines() if line.strip()]) == 1

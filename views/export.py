@@ -171,6 +171,7 @@ def export_snapshot(snap: Snapshot, view: str, output: str | os.PathLike, *, for
                     rows_per_file: int = ROWS_PER_FILE, allow_empty: bool = True, license: str | None = None) -> dict:
     """Export `view` of an open snapshot (see export_view); nothing is written when it raises. `license` is the
     dataset card's, for format hf."""
+    check_outside_lake(Path(output), snap.table_set.root)
     if format == "hf":  # datasets is an optional, slow import: only this format loads it
         from views.export_hf import export_snapshot_hf
         return export_snapshot_hf(snap, view, output, where=where, overwrite=overwrite, variables=variables,
@@ -179,7 +180,7 @@ def export_snapshot(snap: Snapshot, view: str, output: str | os.PathLike, *, for
         raise ExportError(f"unknown format {format!r}; use one of: {', '.join(FORMATS)}")
     con, versions, views_dir = snap.con, snap.versions, snap.views_dir
     out = Path(output)
-    _check_output(out, overwrite)
+    replaced = _check_output(out, overwrite)
     recorded_vars = set_variables(con, variables)
     table = query_view(con, view, where, views_dir)
     if table.num_rows == 0 and not allow_empty:
@@ -217,33 +218,58 @@ def export_snapshot(snap: Snapshot, view: str, output: str | os.PathLike, *, for
             "writer": writer,
         }
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-        _install(tmp, out)
+        _install(tmp, out, replaced)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return manifest
 
 
-def _check_output(out: Path, overwrite: bool) -> None:
+def check_outside_lake(out: Path, lake_root: Path) -> None:
+    """An export folder never lies inside the lake: --overwrite there could delete the lake's data files."""
+    target, root = out.resolve(), lake_root.resolve()
+    if target == root or root in target.parents:
+        raise ExportError(f"refusing to export into {out}: it is inside the lake at {lake_root}; "
+                          "choose a folder outside it")
+
+
+def _check_output(out: Path, overwrite: bool) -> list[Path]:
+    """The files --overwrite will replace: those the folder's manifest.json (a previous export) lists, and
+    the manifest itself; an error when anything else is in the folder, so nothing else is ever deleted."""
     if out.exists() and not out.is_dir():
         raise ExportError(f"output {out} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
+    entries = sorted(out.iterdir()) if out.is_dir() else []
+    if entries and not overwrite:
         raise ExportError(f"output folder {out} is not empty; pass --overwrite to replace its dataset")
-    if out.is_dir() and overwrite:
-        stray = [p.name for p in out.iterdir() if not _is_dataset_file(p)]
-        if stray:
-            raise ExportError(f"refusing to overwrite {out}: it holds files that are not part of a dataset export "
-                              f"({', '.join(sorted(stray)[:5])}); choose an empty or new folder")
+    if not entries:
+        return []
+    listed = _manifest_files(out)
+    if listed is None:
+        raise ExportError(f"refusing to overwrite {out}: no manifest.json of a previous export lists its files "
+                          f"({', '.join(p.name for p in entries[:5])}), so they are not part of a dataset export; "
+                          "choose an empty or new folder")
+    stray = [p.name for p in entries if p.name not in listed or not p.is_file()]
+    if stray:
+        raise ExportError(f"refusing to overwrite {out}: it holds files that are not part of a dataset export "
+                          f"(its manifest.json does not list {', '.join(stray[:5])}); choose an empty or new folder")
+    return entries
 
 
-def _is_dataset_file(p: Path) -> bool:
-    return p.is_file() and (p.name == MANIFEST_NAME or p.suffix in (".parquet", ".jsonl"))
+def _manifest_files(out: Path) -> set[str] | None:
+    """Names a previous export's manifest.json lists (with itself), or None when there is no such manifest."""
+    try:
+        manifest = json.loads((out / MANIFEST_NAME).read_text(encoding="utf-8"))
+        names = {f["path"] for f in manifest["files"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not all(isinstance(n, str) and n == Path(n).name for n in names):
+        return None  # a manifest naming paths outside its folder is none of ours
+    return names | {MANIFEST_NAME}
 
 
-def _install(tmp: Path, out: Path) -> None:
+def _install(tmp: Path, out: Path, replaced: list[Path]) -> None:
     if out.is_dir():
-        for p in out.iterdir():
-            if _is_dataset_file(p):
-                p.unlink()
+        for p in replaced:
+            p.unlink()
         for p in sorted(tmp.iterdir()):
             os.replace(p, out / p.name)
         return
