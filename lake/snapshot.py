@@ -94,9 +94,13 @@ class Snapshot:
             self.con.register(f"__empty_{table}", pa.schema(fields).empty_table())
             self.con.execute(f'CREATE OR REPLACE VIEW "{table}" AS SELECT * FROM "__empty_{table}"')
             return
+        # union_by_name makes DuckDB read every file's schema at each query; it is needed only when some file
+        # lacks a column another has (written before the schema grew). `day` comes from the path.
+        per_file = self.table_set.file_columns(files)
+        present = frozenset().union(*per_file) | {"day"}
+        union = ", union_by_name=true" if any(cols != per_file[0] for cols in per_file) else ""
         source = (f"read_parquet([{', '.join(_quote(f) for f in files)}], hive_partitioning=true, "
-                  f"hive_types_autocast=false, union_by_name=true)")
-        present = {r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+                  f"hive_types_autocast=false{union})")
         cols = []
         for field in fields:
             if field.name in present:

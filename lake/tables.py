@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 
 import orjson
 import pyarrow as pa
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
@@ -55,6 +56,7 @@ class TableSet:
         self._lock = threading.Lock()
         self._latest: dict[str, DeltaTable] = {}
         self._states: OrderedDict[tuple[str, int], TableState] = OrderedDict()
+        self._file_columns: dict[str, frozenset[str]] = {}
 
     def tables(self) -> list[str]:
         return [t for t in TABLES if (self.root / t / "_delta_log").is_dir()]
@@ -95,6 +97,17 @@ class TableSet:
                     self._states.popitem(last=False)
             self._states.move_to_end(key)
             return self._states[key]
+
+    def file_columns(self, files: Iterable[str]) -> list[frozenset[str]]:
+        """Top-level column names in each Parquet file's footer, read once per file per process (a data file is
+        never rewritten in place: a new version of its rows is a new file)."""
+        out = []
+        for f in files:
+            cols = self._file_columns.get(f)
+            if cols is None:
+                cols = self._file_columns[f] = frozenset(pq.read_schema(f).names)
+            out.append(cols)
+        return out
 
     def partition_files(self, table: str) -> dict[str, list[int]]:
         """{day: sizes in bytes of its live files} at the latest version."""
