@@ -35,6 +35,10 @@ ROW_GROUP_ROWS = 128 * 1024  # DuckDB reads row groups in parallel; one 1M-row g
 # Columns unique per row: dictionary encoding is tried and abandoned on every page, which costs ~8% of a
 # bulk write (measured), and they compress no better with it.
 UNIQUE_COLUMNS = ("event_id", "content_hash")
+# zstd level of the hot path: level 1 is Arrow's default and the cheapest positive level; compaction
+# rewrites the files at COMPACT_LEVEL, so the lake's long-lived files are the smaller ones.
+ZSTD_LEVEL = 1
+STATS_STRING_LIMIT = 64  # longer min/max strings are left out of the log's stats (allowed: no skipping)
 
 
 def plain_columns(schema: pa.Schema) -> list[str]:
@@ -43,10 +47,6 @@ def plain_columns(schema: pa.Schema) -> list[str]:
     markedly slower than a plain one: an aggregate over 8 files took 38 ms against 30 ms (29 ms on DuckDB's
     own single file, bench_lake)."""
     return [f.name for f in schema if f.name in UNIQUE_COLUMNS or pa.types.is_floating(f.type)]
-# zstd level of the hot path: level 1 is Arrow's default and the cheapest positive level; compaction
-# rewrites the files at COMPACT_LEVEL, so the lake's long-lived files are the smaller ones.
-ZSTD_LEVEL = 1
-STATS_STRING_LIMIT = 64  # longer min/max strings are left out of the log's stats (allowed: no skipping)
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ Prepare = Callable[[pa.Table], pa.Table]
 
 
 def write_partitioned(table_dir: Path, data: pa.Table, *, prepare: Prepare | None = None, fsync: bool = True,
-                      workers: int | None = None, data_change: bool = True) -> list[WrittenFile]:
+                      workers: int | None = None) -> list[WrittenFile]:
     """Write `data` under `table_dir/day=<d>/` as one file per day; with `fsync` the files and their directories
     (up to `table_dir`) are synced before this returns.
 
@@ -98,7 +98,7 @@ def write_partitioned(table_dir: Path, data: pa.Table, *, prepare: Prepare | Non
         collector: list[pq.FileMetaData] = []
         pq.write_table(rows, str(path), metadata_collector=collector, **parquet_options(rows.schema))
         size = path.stat().st_size
-        action = AddAction(rel, size, {PARTITION: day}, int(time.time() * 1000), data_change,
+        action = AddAction(rel, size, {PARTITION: day}, int(time.time() * 1000), True,  # dataChange: new rows
                            file_stats(collector[0], rows.schema))
         return WrittenFile(path, action)
 

@@ -80,4 +80,4 @@ def test_a_dropped_snapshot_takes_its_schema_with_it(lake):
     assert snapshot_schemas() == before
     with lake.snapshot() as snap:
         assert len(snapshot_schemas()) == len(before) + 1
-    assert snapshot_schemas() == before  # close() drops it, while `snap` is still referenced
+    assert snapshot_schemas() == before and snap.files  # close() dropped it while `snap` is still referenced
