@@ -1,9 +1,10 @@
-"""Atropos wire contract: request models, ScoredDataGroup <-> trajectory rows, and the batch packer.
+"""Atropos wire contract: request models, trajectory rows -> ScoredDataGroup, and the batch packer.
 
 The models mirror atroposlib 0.4.0 `api/server.py` field for field, so validation errors (422, loc, msg)
-have the same shape. The packing functions follow `api/utils.py` (same algorithm, same order), operating on
-light queue entries (`QGroup`) that carry the group's pre-encoded JSON so /batch never re-encodes. The queue
-state machine that uses them is `ingest.atropos_queue`.
+have the same shape. A group becomes rows in `ingest.groups` (parsed once, Arrow columns); `rows_to_group`
+is the way back, for the queue restored at start. The packing functions follow `api/utils.py` (same
+algorithm, same order), operating on light queue entries (`QGroup`) that carry the group's pre-encoded JSON
+so /batch never re-encodes. The queue state machine that uses them is `ingest.atropos_queue`.
 """
 from __future__ import annotations
 
@@ -15,8 +16,6 @@ from typing import Any, Dict, List, Optional
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from ingest.errors import BadInput
-from ingest.messages import normalize_messages
 
 GROUP_KEYS = ("tokens", "masks", "scores", "advantages", "ref_logprobs", "messages", "generation_params",
               "inference_logprobs", "overrides", "group_overrides", "images", "env_id", "distill_token_ids",
@@ -113,83 +112,6 @@ def _short(v):
     return s[:200].decode("utf-8", "replace") + "…"
 
 
-def served_dict(sd: ScoredData) -> dict:
-    """The 14 keys exactly as run-api serves them (every key present, missing optionals null)."""
-    return {k: getattr(sd, k) for k in GROUP_KEYS}
-
-
-def group_to_rows(sd: ScoredData, original: dict, *, group_id: str, env_name: str | None, qseq: str,
-                  source_path: str | None = None, event_type: str = "atropos.group") -> list[dict]:
-    """One trajectory row per sequence. Enough is kept (columns + raw) to rebuild the served group exactly."""
-    n = len(sd.tokens)
-    shapes = {}
-    group_raw = {}
-    for key in PER_SEQ_KEYS:
-        v = getattr(sd, key)
-        if v is None:
-            shapes[key] = "null"
-        elif isinstance(v, list) and len(v) == 0:
-            shapes[key] = "empty"
-        elif isinstance(v, list) and len(v) == n:
-            shapes[key] = "seq"
-        else:
-            shapes[key] = "group"  # a length that does not match the group: kept whole on row 0
-            group_raw[key] = v
-    for key in GROUP_LEVEL_KEYS:
-        group_raw[key] = getattr(sd, key)
-    extra = {k: v for k, v in original.items() if k not in GROUP_KEYS} if isinstance(original, dict) else {}
-    msgs_norm = []
-    msgs_lossy = []
-    if shapes["messages"] == "seq":
-        for i, conv in enumerate(sd.messages):
-            try:
-                nm, lossy = normalize_messages(conv, ["messages", i], require_content=False)
-            except BadInput:
-                nm, lossy = [], True
-            msgs_norm.append(nm)
-            msgs_lossy.append(lossy)
-    scores = sd.scores
-    meta_common = {"group_size": n, "env_id": sd.env_id, "qseq": qseq, "format": "atropos"}
-    if sd.generation_params:
-        meta_common["generation_params"] = sd.generation_params
-    if sd.group_overrides:
-        meta_common["group_overrides"] = sd.group_overrides
-    if source_path:
-        meta_common["source_path"] = source_path
-    rows = []
-    for i in range(n):
-        raw: dict[str, Any] = {"i": i}
-        if i == 0:
-            raw["shapes"] = shapes
-            raw["group"] = group_raw
-            if len(scores) != n:
-                raw["scores"] = scores
-            if extra:
-                raw["extra"] = extra
-        for key in ("ref_logprobs", "distill_token_ids", "distill_logprobs"):
-            if shapes[key] == "seq":
-                raw[key] = getattr(sd, key)[i]
-        if shapes["messages"] == "seq" and msgs_lossy[i]:
-            raw["messages"] = sd.messages[i]
-        row = {
-            "trajectory_id": f"{group_id}:{i}",
-            "group_id": group_id,
-            "event_type": event_type,
-            "env": env_name,
-            "messages": msgs_norm[i] if shapes["messages"] == "seq" else [],
-            "reward": float(scores[i]) if i < len(scores) else None,
-            "tokens": sd.tokens[i],
-            "masks": sd.masks[i] if shapes["masks"] == "seq" else None,
-            "inference_logprobs": sd.inference_logprobs[i] if shapes["inference_logprobs"] == "seq" else None,
-            "advantages": sd.advantages[i] if shapes["advantages"] == "seq" else None,
-            "overrides": orjson.dumps(sd.overrides[i]).decode() if shapes["overrides"] == "seq" else None,
-            "metadata": orjson.dumps({"atropos": {**meta_common, "index": i}}).decode(),
-            "raw": orjson.dumps(raw, default=str).decode(),
-        }
-        rows.append(row)
-    return rows
-
-
 def _denorm_message(m: dict) -> dict:
     out = {"role": m["role"], "content": m["content"]}
     if m.get("reasoning") is not None:
@@ -205,7 +127,7 @@ def _denorm_message(m: dict) -> dict:
 
 
 def rows_to_group(rows: list[dict]) -> dict:
-    """Inverse of group_to_rows: rows of one group (any order) -> the 14-key served dict."""
+    """Inverse of ParsedGroup.table: rows of one group (any order) -> the 14-key served dict."""
     rows = sorted(rows, key=lambda r: orjson.loads(r["raw"])["i"])
     raws = [orjson.loads(r["raw"]) for r in rows]
     head = raws[0]

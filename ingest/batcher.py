@@ -12,15 +12,9 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-import pyarrow as pa
-
-from ingest.errors import BadInput
-from ingest.records import LAKE_ERRORS, arrow_table
+from ingest.records import LAKE_ERRORS, ArrowRows
 
 log = logging.getLogger("lachesis.ingest.batcher")
-
-# What building an Arrow table from validated records can still fail with (a value the schema cannot hold).
-BUILD_ERRORS = (pa.ArrowException, TypeError, ValueError, OverflowError)
 
 
 class CommitFailed(RuntimeError):
@@ -29,9 +23,7 @@ class CommitFailed(RuntimeError):
 
 @dataclass
 class _Pending:
-    payloads: list[dict]
-    event_types: list[str]
-    occurred: list
+    rows: ArrowRows
     future: asyncio.Future
 
     def fail(self, exc: BaseException) -> None:
@@ -40,7 +32,12 @@ class _Pending:
 
 
 class TableBatcher:
-    """One table's queue of pending requests; `commit()` resolves once their rows are in a Delta version."""
+    """One table's queue of pending requests; `commit()` resolves once their rows are in a Delta version.
+
+    Requests arrive with their rows already in Arrow (built and checked where the request was parsed, so a row
+    that does not fit is that request's 422), so gathering them is a concatenation on the event loop: no
+    thread hop and nothing converted here. The lake's group committer then merges whatever queued while its
+    previous commit ran into one version."""
 
     def __init__(self, writer, table: str, linger: float = 0.0):
         self.writer, self.table = writer, table
@@ -52,35 +49,11 @@ class TableBatcher:
         self.rows = 0
         self.timings: deque = deque(maxlen=2000)  # (build_s, commit_s, rows) per lake submit
 
-    async def commit(self, payloads: list[dict], event_types: list[str], occurred: list):
+    async def commit(self, rows: ArrowRows):
         fut = asyncio.get_running_loop().create_future()
-        self.pending.append(_Pending(payloads, event_types, occurred, fut))
+        self.pending.append(_Pending(rows, fut))
         self.wake.set()
         return await fut
-
-    def _build(self, items: list[_Pending]) -> pa.Table:
-        return arrow_table([p for it in items for p in it.payloads], self.table)
-
-    def _submit(self, items: list[_Pending], table: pa.Table):
-        return self.writer.submit_arrow(
-            self.table, table, event_type=pa.array([e for it in items for e in it.event_types], pa.string()),
-            occurred_at=pa.array([o for it in items for o in it.occurred], pa.timestamp("us", tz="UTC")))
-
-    def _build_isolating(self, items: list[_Pending]) -> tuple[list[_Pending], pa.Table | None]:
-        """Build one table of all items; when that fails, drop (with a 422) the items that do not fit alone."""
-        try:
-            return items, self._build(items)
-        except BUILD_ERRORS:
-            pass
-        good = []
-        for it in items:
-            try:
-                self._build([it])
-            except BUILD_ERRORS as exc:
-                it.fail(BadInput(f"record does not fit the lake schema: {exc}", status=422, kind="schema"))
-                continue
-            good.append(it)
-        return good, (self._build(good) if good else None)
 
     async def _run(self):
         while True:
@@ -93,17 +66,14 @@ class TableBatcher:
                 continue
             t0 = time.perf_counter()
             try:
-                items, table = await asyncio.to_thread(self._build_isolating, items)
-                if table is None:
-                    continue
-                cf = self._submit(items, table)
+                cf = ArrowRows.concat([it.rows for it in items]).submit(self.writer, self.table)
             except LAKE_ERRORS as exc:
                 self._fail(items, exc)
                 continue
             except BaseException as exc:  # a bug: its waiters get the error (a 500), the loop keeps serving
                 if isinstance(exc, asyncio.CancelledError):
                     raise
-                log.exception("building a submit for %s failed", self.table)
+                log.exception("submitting to %s failed", self.table)
                 for it in items:
                     it.fail(exc)
                 continue
@@ -124,9 +94,9 @@ class TableBatcher:
             for it in items:
                 it.fail(exc)
             raise
-        self.timings.append((t1 - t0, time.perf_counter() - t1, sum(len(it.payloads) for it in items)))
+        self.timings.append((t1 - t0, time.perf_counter() - t1, sum(it.rows.payload.num_rows for it in items)))
         self.commits += 1
-        self.rows += sum(len(it.payloads) for it in items)
+        self.rows += sum(it.rows.payload.num_rows for it in items)
         for it in items:
             if not it.future.done():
                 it.future.set_result(res)

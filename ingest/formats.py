@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from ingest import atropos as A
 from ingest.config import FORMATS
 from ingest.errors import BadInput, TooLarge
+from ingest.groups import ParsedGroup, parse_group
 from ingest.hermes import hermes_to_record, is_hermes_record
 from ingest.messages import normalize_messages
 from ingest.util import excerpt, loads, stable_hash, uuid7
@@ -72,18 +73,16 @@ def native_to_record(rec: dict, *, source_path: str | None = None) -> dict:
 
 
 def atropos_to_records(obj, *, group_id: str | None = None, source_path: str | None = None,
-                       env_name: str | None = None) -> tuple[A.ScoredData, list[dict]]:
+                       env_name: str | None = None) -> tuple[ParsedGroup, list[dict]]:
+    """An Atropos group (a file line, a record of a request) -> (the parsed group, its lake records)."""
     try:
-        sd = A.ScoredData.model_validate(obj)
+        pg = parse_group(obj, [])
     except ValidationError as exc:
         d = A.validation_detail(exc, prefix=())[0]
         raise BadInput(d["msg"], field=d["loc"], kind=d["type"]) from None
-    if not sd.tokens:
-        raise BadInput("a group needs at least one sequence", field=["tokens"])
-    gid = group_id or uuid7()
+    table = pg.table(group_id=group_id or uuid7(), env_name=env_name, qseq=uuid7(), source_path=source_path)
     # not "atropos.group": only groups posted to /scored_data enter (and are restored into) the trainer queue
-    return sd, A.group_to_rows(sd, obj, group_id=gid, env_name=env_name, qseq=uuid7(), source_path=source_path,
-                               event_type="atropos.import")
+    return pg, [{**r, "event_type": "atropos.import"} for r in table.to_pylist()]
 
 
 def to_records(rec, fmt: str, *, source_path: str | None = None, line: int | None = None) -> list[dict]:

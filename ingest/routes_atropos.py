@@ -9,6 +9,7 @@ import uuid
 from datetime import datetime, timezone
 
 import orjson
+import pyarrow as pa
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import ValidationError
@@ -16,38 +17,30 @@ from pydantic import ValidationError
 from ingest import atropos as A
 from ingest.atropos_queue import GroupQueued, Registered, Started
 from ingest.errors import BadInput
+from ingest.groups import ParsedGroup, from_model, parse_fast, parse_group
 from ingest.http import (WRITE, ValidationDetail, bigjson, body_bytes, get_state, json_body, json_response_async,
                          model_body, parse_json, validate_model)
+from ingest.records import ArrowRows
 from ingest.state import IngestState
 from ingest.util import text_hash, uuid7
 
 router = APIRouter()
 
-INT64 = (-(1 << 63), (1 << 63) - 1)
-
 
 # -- groups: validation and rows (everything checked before anything is claimed or written) -------------------
 class Group:
-    """One validated group of a request: its id, lake rows and the served JSON."""
+    """One checked group of a request: its id, its lake rows (Arrow) and the JSON /batch will serve."""
 
-    def __init__(self, sd: A.ScoredData, original: dict, gid: str, env_name: str | None, loc: list):
-        if not sd.tokens:
-            raise BadInput("a group needs at least one sequence", field=loc + ["tokens"], status=422,
-                           kind="too_short")
-        for key in ("tokens", "masks"):
-            for i, seq in enumerate(getattr(sd, key)):
-                if seq and (max(seq) > INT64[1] or min(seq) < INT64[0]):
-                    raise BadInput("integer out of the 64-bit range", field=loc + [key, i], status=422,
-                                   kind="value_error")
-        try:  # numbers that JSON or Arrow cannot hold are a 422, not a 500
-            self.body = orjson.dumps(A.served_dict(sd))
-            self.rows = A.group_to_rows(sd, original, group_id=gid, env_name=env_name, qseq=uuid7())
+    def __init__(self, pg: ParsedGroup, gid: str, env_name: str | None, loc: list):
+        try:  # numbers that JSON cannot hold (an int beyond 64 bits in an override, say) are a 422, not a 500
+            self.body = pg.served()
+            self.rows = pg.table(group_id=gid, env_name=env_name, qseq=uuid7())
         except (TypeError, OverflowError, ValueError) as exc:
             raise BadInput(f"value out of range: {exc}", field=loc, status=422, kind="value_error") from None
-        self.gid, self.sd = gid, sd
+        self.gid, self.size, self.env_id = gid, pg.size, pg.env_id
 
     def queued(self) -> GroupQueued:
-        return GroupQueued(A.QGroup(self.gid, len(self.sd.tokens), self.sd.env_id, self.body))
+        return GroupQueued(A.QGroup(self.gid, self.size, self.env_id, self.body))
 
 
 def _group_id(key: str | None, suffix: str = "") -> str:
@@ -61,29 +54,37 @@ async def commit_groups(s: IngestState, groups: list[Group], keyed: bool) -> lis
     already committed is skipped (None in the answer list). Claims are released whatever happens."""
     async with s.claims() as claims:
         fresh = [g for g in groups if not keyed or await claims.take(f"{g.gid}:0")]
-        rows = [r for g in fresh for r in g.rows]
-        if rows:
-            now = datetime.now(timezone.utc)
-            await s.commit_rows("trajectories", rows, ["atropos.group"] * len(rows), [now] * len(rows))
-    s.ids.update(r["trajectory_id"] for r in rows)
-    s.counters.acked_rows += len(rows)
+        if fresh:
+            payload = fresh[0].rows if len(fresh) == 1 else pa.concat_tables([g.rows for g in fresh])
+            await s.commit_arrow("trajectories", ArrowRows.of(payload, "atropos.group", datetime.now(timezone.utc)))
+    for g in fresh:
+        s.ids.update(f"{g.gid}:{i}" for i in range(g.rows.num_rows))
+    s.counters.acked_rows += sum(g.rows.num_rows for g in fresh)
     s.counters.duplicates += len(groups) - len(fresh)
     fresh_ids = {id(g) for g in fresh}
     return [s.queue.apply(g.queued()) if id(g) in fresh_ids else None for g in groups]
 
 
-async def scored_data_body(data: bytes = Depends(body_bytes)) -> A.ScoredDataX:
-    """One group: parsed and validated in one pass by pydantic-core (the hot path of an env)."""
+async def scored_data_body(data: bytes = Depends(body_bytes)) -> ParsedGroup:
+    """One group (the hot path of an env): parsed once by orjson and checked by Arrow (`ingest.groups`); a
+    body of another shape is validated by the pydantic model, whose 422 is run-api's."""
     try:
-        return A.ScoredDataX.model_validate_json(data)
+        pg = parse_fast(orjson.loads(data))
+    except orjson.JSONDecodeError:
+        pg = None
+    if pg is not None:
+        return pg
+    try:
+        sd = A.ScoredDataX.model_validate_json(data)
     except ValidationError as exc:
         if not data.strip() or any(e["type"] == "json_invalid" for e in exc.errors()):
             parse_json(data)  # the same 422 as every other route for a body that is not JSON
             raise BadInput("JSON decode error", field=["body"], status=422, kind="json_invalid") from None
         raise ValidationDetail(A.validation_detail(exc)) from None
+    return from_model(sd, sd.model_extra or {}, ["body"])
 
 
-async def scored_data_list_body(obj=Depends(json_body)) -> list[tuple[dict, A.ScoredData]]:
+async def scored_data_list_body(obj=Depends(json_body)) -> list[ParsedGroup]:
     """A list of groups, every one validated (all errors reported, nothing written when any is bad)."""
     if not isinstance(obj, list):
         raise ValidationDetail([{"type": "list_type", "loc": ["body"], "msg": "Input should be a valid list",
@@ -91,7 +92,7 @@ async def scored_data_list_body(obj=Depends(json_body)) -> list[tuple[dict, A.Sc
     errs, out = [], []
     for i, g in enumerate(obj):
         try:
-            out.append((g, A.ScoredData.model_validate(g)))
+            out.append(parse_group(g, ["body", i]))
         except ValidationError as exc:
             errs.extend(A.validation_detail(exc, prefix=("body", i)))
     if errs:
@@ -171,10 +172,10 @@ async def status_env(ident: A.EnvIdentifier = Depends(env_identifier), s: Ingest
 
 
 @router.post("/scored_data", dependencies=WRITE)
-async def scored_data(request: Request, sd: A.ScoredDataX = Depends(scored_data_body),
+async def scored_data(request: Request, pg: ParsedGroup = Depends(scored_data_body),
                       s: IngestState = Depends(get_state)):
     key = request.headers.get("idempotency-key")
-    g = Group(sd, sd.model_extra or {}, _group_id(key), s.queue.env_name(sd.env_id), ["body"])
+    g = Group(pg, _group_id(key), s.queue.env_name(pg.env_id), ["body"])
     res = (await commit_groups(s, [g], keyed=key is not None))[0]
     return {"status": "received", "duplicate": True} if res is None else res
 
@@ -184,8 +185,8 @@ async def scored_data_list(request: Request, items=Depends(scored_data_list_body
                            s: IngestState = Depends(get_state)):
     key = request.headers.get("idempotency-key")
     # every group is checked before any is claimed: a bad later group leaves nothing claimed or written
-    groups = [Group(sd, g, _group_id(key, f"#{i}"), s.queue.env_name(sd.env_id), ["body", i])
-              for i, (g, sd) in enumerate(items)]
+    groups = [Group(pg, _group_id(key, f"#{i}"), s.queue.env_name(pg.env_id), ["body", i])
+              for i, pg in enumerate(items)]
     results = await commit_groups(s, groups, keyed=key is not None)
     buffered = [r for r in results if r is not None and r["status"] == "buffered"]
     out = {"status": "received", "groups_processed": len(groups)}

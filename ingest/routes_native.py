@@ -17,7 +17,7 @@ from ingest.errors import BadInput
 from ingest.formats import atropos_to_records, detect_record, native_to_record, parse_body, to_records
 from ingest.hermes import hermes_to_record
 from ingest.http import WRITE, body_bytes, get_state, json_body
-from ingest.records import validated_rows
+from ingest.records import validated_batch
 from ingest.skills import parse_skill
 from ingest.state import IngestState
 from ingest.util import text_hash
@@ -82,20 +82,19 @@ async def post_trajectories(request: Request, items: list = Depends(trajectory_i
             raise BadInput(exc.reason, field=["body", loc] + f, status=422, kind=exc.kind, line=line) from None
         records.extend(recs)
         locs.extend([loc] * len(recs))
-    rows = validated_rows(records, locs=locs)  # all checked before anything is written
+    batch = validated_batch(records, locs=locs)  # all checked before anything is written
     seen, keep, dups = set(), [], 0
     async with s.claims() as claims:
-        for r in rows:
+        for i, r in enumerate(batch.rows):
             tid = r.payload["trajectory_id"]
             if tid in seen or not await claims.take(tid):
                 dups += 1
             else:
-                keep.append(r)
+                keep.append(i)
             seen.add(tid)
         res = None
         if keep:
-            res = await s.commit_rows("trajectories", [r.payload for r in keep], [r.event_type for r in keep],
-                                      [r.occurred_at for r in keep])
+            res = await s.commit_arrow("trajectories", batch.arrow(keep))
     s.counters.acked_rows += len(keep)
     s.counters.duplicates += dups
     return {"status": "committed", "accepted": len(keep), "duplicates": dups,

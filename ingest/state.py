@@ -20,7 +20,7 @@ from ingest import atropos as A
 from ingest.atropos_queue import AtroposQueue, Event, event_from_run, event_record
 from ingest.batcher import CommitFailed, TableBatcher
 from ingest.config import ServeConfig
-from ingest.records import trajectory_ids, validated_rows
+from ingest.records import ArrowRows, trajectory_ids, validated_batch
 from ingest.util import uuid7
 from lake import Lake
 from lake.lake import Writer, process_writer_id
@@ -80,25 +80,23 @@ class IngestState:
     def _batcher(self, table: str, background: bool) -> TableBatcher:
         if background:  # bookkeeping nobody waits for: a short linger gathers it into few commits
             if self.background_batcher is None:
-                self.background_batcher = TableBatcher(self.writer, "runs", linger=0.25)
+                self.background_batcher = TableBatcher(self.writer, "runs", linger=1.0)
             return self.background_batcher
         if table not in self.batchers:
             self.batchers[table] = TableBatcher(self.writer, table)
         return self.batchers[table]
 
-    async def commit_rows(self, table: str, payloads: list[dict], event_types: list[str], occurred: list,
-                          *, background: bool = False):
+    async def commit_arrow(self, table: str, rows: ArrowRows, *, background: bool = False):
         try:
-            return await self._batcher(table, background).commit(payloads, event_types, occurred)
+            return await self._batcher(table, background).commit(rows)
         except CommitFailed:
             self.counters.commit_failures += 1
             raise
 
     async def commit_records(self, table: str, records: list[dict], *, locs=None, background: bool = False):
         """Validate native records with the lake's checker (a 422 naming the field) and commit them."""
-        rows = validated_rows(records, table, locs=locs if locs is not None else [None] * len(records))
-        return await self.commit_rows(table, [r.payload for r in rows], [r.event_type for r in rows],
-                                      [r.occurred_at for r in rows], background=background)
+        batch = validated_batch(records, table, locs=locs if locs is not None else [None] * len(records))
+        return await self.commit_arrow(table, batch.arrow(), background=background)
 
     async def record(self, ev: Event, *, background: bool = False):
         """Commit an Atropos queue event as a `runs` row."""

@@ -10,6 +10,7 @@ from ingest import atropos as A
 from ingest.atropos_queue import AtroposQueue, GroupQueued, Registered, Started
 from ingest.errors import BadInput
 from ingest.formats import detect_record, parse_body, parse_file
+from ingest.groups import ParsedGroup, from_model, parse_fast, parse_group
 from ingest.hermes import hermes_to_record
 from ingest.skills import parse_skill
 from ingest.util import gunzip_bounded
@@ -125,10 +126,11 @@ def test_atropos_group_round_trip_through_lake(tmp_path):
     ]
     expect = {}
     for i, g in enumerate(originals):
-        sd = A.ScoredData.model_validate(g)
-        rows = A.group_to_rows(sd, g, group_id=f"g{i}", env_name="toy", qseq=f"{i:04d}")
-        lk.append("trajectories", rows)
-        expect[f"g{i}"] = A.served_dict(sd)
+        pg = parse_group(g, [])
+        lk.append_arrow("trajectories", pg.table(group_id=f"g{i}", env_name="toy", qseq=f"{i:04d}"),
+                        event_type="atropos.group")
+        expect[f"g{i}"] = orjson.loads(pg.served())
+        assert expect[f"g{i}"] == orjson.loads(orjson.dumps(A.ScoredData.model_validate(g).model_dump()))
     with lk.snapshot() as snap:
         rows = snap.arrow("SELECT * FROM trajectories").to_pylist()
     by = {}
@@ -137,11 +139,44 @@ def test_atropos_group_round_trip_through_lake(tmp_path):
     assert len(rows) == 4 + 4 + 2 + 1
     for gid, want in expect.items():
         got = A.rows_to_group(by[gid])
-        assert orjson.loads(orjson.dumps(got)) == orjson.loads(orjson.dumps(want)), gid
+        assert orjson.loads(orjson.dumps(got)) == want, gid
         assert list(got) == list(A.GROUP_KEYS)
     row = next(r for r in rows if r["trajectory_id"] == "g2:0")
     assert json.loads(row["raw"])["extra"] == {"extra_field": "kept"}
     assert row["reward"] == originals[2]["scores"][0]
+
+
+def _model_path(g) -> ParsedGroup:
+    return from_model(A.ScoredDataX.model_validate(g), {k: v for k, v in g.items() if k not in A.GROUP_KEYS}, [])
+
+
+def test_fast_group_path_stores_and_serves_what_the_model_does():
+    """parse_fast takes the shape envs send and nothing the model would coerce; what it takes gives the same
+    served JSON (byte for byte) and the same lake rows as the pydantic model's path."""
+    rng = random.Random(3)
+    taken = [group(rng), group(rng, n=2, advantages=[], ref_logprobs=[[-0.5, -0.25]] * 2, group_overrides={"a": 1},
+                                generation_params={"temperature": 0.7}, overrides=[{"t": 1}] * 2, extra_field=[1]),
+             group(rng, n=2, scores=[1, 0], masks=[[1, 2]], inference_logprobs=[[1, 2.5]]),  # a length not n: kept whole
+             group(rng, n=2, tokens=[[], [3]], masks=[[], [3]], inference_logprobs=[[], [1]]),
+             group(rng, n=1, messages=[[{"role": "user", "content": [{"type": "text", "text": "hi"}], "x": 1}]])]
+    for g in taken:
+        pg = parse_fast(orjson.loads(orjson.dumps(g)))
+        assert pg is not None
+        want = _model_path(g)
+        assert pg.served() == want.served()
+        kw = dict(group_id="g", env_name="e", qseq="q")
+        assert pg.table(**kw).equals(want.table(**kw))
+    refused = [group(rng, tokens=[[True, 2]] * 4), group(rng, tokens=[["3"]] * 4), group(rng, scores=[True] * 4),
+               group(rng, tokens=[[1.0, 2]] * 4), group(rng, tokens=[[1.5, 2]] * 4),
+               group(rng, env_id="0"), group(rng, inference_logprobs=[["0.5"]] * 4), group(rng, masks=[[None]] * 4),
+               group(rng, distill_token_ids=[[[1]]] * 4, distill_logprobs=[[[-0.1]]] * 4), group(rng, tokens=[]),
+               group(rng, tokens=[[2 ** 64]] * 4), group(rng, messages=[[{"content": "no role"}]] * 4), [group(rng)]]
+    for g in refused:
+        assert parse_fast(g) is None
+    # the model coerces some of them; the rows it gives are the same representation
+    assert _model_path(refused[0]).values["tokens"].to_pylist() == [[1, 2]] * 4
+    assert _model_path(refused[3]).values["tokens"].to_pylist() == [[1, 2]] * 4
+    assert orjson.loads(_model_path(refused[6]).served())["inference_logprobs"] == [[0.5]] * 4
 
 
 def test_packing_matches_atropos_semantics():
