@@ -45,6 +45,7 @@ TRAIN_OPTIONS = [
     ("lora_dropout", "--lora-dropout"), ("target_modules", "--target-modules"), ("warmup_steps", "--warmup-steps"),
     ("seed", "--seed"), ("split", "--split"), ("lake_root", "--lake"), ("record_in_lake", "--record-in-lake/--no-lake"),
     ("threads", "--threads"), ("chat_template", "--chat-template"), ("plot", "--plot/--no-plot"),
+    ("report_to", "--report-to"),
 ]
 INSTRUCT_OPTIONS = [("method", "--method"), *TRAIN_OPTIONS, ("beta", "--beta")]
 EVAL_OPTIONS = [

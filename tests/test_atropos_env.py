@@ -21,7 +21,7 @@ import pytest
 
 from lake import Lake
 from tests.ingest_helpers import ServerProcess
-from tests.train_helpers import REPO, tiny_dir  # noqa: F401  (session fixture)
+from train_helpers import REPO, tiny_dir  # noqa: F401  (session fixture)
 
 PY = os.environ.get("ATROPOS_PYTHON", "/tmp/atropos-venv/bin/python")
 PULL = Path(__file__).parent / "data" / "atropos_pull.py"

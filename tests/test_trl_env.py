@@ -11,7 +11,7 @@ import json
 import pytest
 
 import envs
-from tests.train_helpers import set_threads, tiny_dir  # noqa: F401  (session fixture)
+from train_helpers import set_threads, tiny_dir  # noqa: F401  (session fixture)
 from trainers.errors import TrainerInputError
 from trainers.trl_env import EPISODE_OVER, environment_factory, grpo_dataset, hermes_tool_parser
 

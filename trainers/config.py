@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from .errors import TrainerInputError
+from .reporting import REPORT_TO_HELP, check_report_to
 
 DEFAULT_SEED = 0
 
@@ -70,6 +71,7 @@ class TrainConfig:
     chat_template: str | None = field(default=None, **helped("chatml (ours, Hermes-style) or a .jinja file"))
     progress: bool = field(default=True, **helped("show a progress bar"))
     plot: bool = field(default=True, **helped("draw loss.png in the run folder"))
+    report_to: str = field(default="none", **helped(REPORT_TO_HELP))
 
     COMMAND: ClassVar[str] = "train"  # the console script, recorded with the run
 
@@ -90,6 +92,7 @@ class TrainConfig:
             raise TrainerInputError("--target-modules is empty: use all-linear or names such as q_proj,v_proj")
         if not self.split.strip():
             raise TrainerInputError("--split is empty: use train, test or all")
+        self.report_to = check_report_to(self.report_to)
 
     def lora_targets(self) -> str | list[str]:
         """peft's target_modules: "all-linear" as is, else the comma-separated module names."""

@@ -32,6 +32,7 @@ from .config import StepPlan, TrainConfig
 from .errors import TrainerInputError
 from .models import TINY_MARKER, trained_from_scratch
 from .plots import write_loss_plot
+from .reporting import NoReporter, Reporter, make_reporter
 
 KIND = "train"  # the runs table's kind of every training run (eval runs are "eval"); the method says which
 
@@ -58,6 +59,7 @@ class RunFolder:
         self.warnings: list[str] = []
         self.log_path = path / "train_log.jsonl"
         self._log = None
+        self.reporter: Reporter = NoReporter()  # --report-to: start_reporting()
 
     @classmethod
     def create(cls, config: TrainConfig, method: str, trainer: str) -> "RunFolder":
@@ -98,6 +100,7 @@ class RunFolder:
                 console.print(f"[yellow]warning:[/] {warning}", highlight=False)
         self.write_manifest(manifest)
         self.write_config(config, model_path)
+        self.start_reporting(config.report_to)
         return config, plan
 
     def write_config(self, config: TrainConfig, model_path: str) -> None:
@@ -110,12 +113,22 @@ class RunFolder:
         self.manifest = manifest
         self.write_json("manifest.json", manifest)
 
+    def start_reporting(self, report_to: str) -> None:
+        """From now on every logged step also goes to the `--report-to` reporter (trainers/reporting.py), after
+        write_config. A reopened run's reporter resumes after the last step its kept log holds."""
+        kept = self.log_path.read_text().splitlines() if self.log_path.exists() else []
+        steps = [s for s in (json.loads(x).get("step") for x in kept) if isinstance(s, int)]
+        self.reporter = make_reporter(report_to, self.path, self.run_id, asdict(self.config),
+                                      resume_step=max(steps) + 1 if steps else None)
+
     def log(self, record: dict) -> None:
         """One line of train_log.jsonl, flushed (a crashed run keeps its log)."""
         if self._log is None:
             self._log = self.log_path.open("w")
         self._log.write(json.dumps(record) + "\n")
         self._log.flush()
+        if "step" in record and not record.get("summary"):
+            self.reporter.log(record["step"], record)
 
     def save_model(self, save, tokenizer, full: bool) -> Path:
         """`save(folder)` writes the adapter (LoRA) or the whole model (full) into adapter/ or model/; the
@@ -133,6 +146,7 @@ class RunFolder:
         """Close the log, draw loss.png, write summary.json and append the runs event. Returns the summary."""
         self.log({"summary": True, **metrics})
         self._log.close()
+        self.reporter.finish(metrics)
         plot = None
         if self.config.plot:
             plot = write_loss_plot(self.log_path, self.path / "loss.png", title=f"{self.run_id} ({model_label})")
