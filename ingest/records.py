@@ -99,19 +99,19 @@ class ArrowRows:
 
 @dataclass
 class RowBatch:
-    """Checked records: their lake rows (the numeric lists kept apart) and those lists as Arrow columns."""
+    """Checked records: their lake rows and the columns built apart from them (numeric lists, messages)."""
 
     table: str
     rows: list[Row]
-    numeric: dict[str, pa.Array]
+    columns: dict[str, pa.Array]
 
     def arrow(self, keep: list[int] | None = None) -> ArrowRows:
         """The rows (or those at the `keep` positions, ascending) as ArrowRows."""
         if keep is None or len(keep) == len(self.rows):
-            return ArrowRows.from_rows(self.rows, self.table, self.numeric)
+            return ArrowRows.from_rows(self.rows, self.table, self.columns)
         idx = pa.array(keep, pa.int64())
         return ArrowRows.from_rows([self.rows[i] for i in keep], self.table,
-                                   {k: a.take(idx) for k, a in self.numeric.items()})
+                                   {k: a.take(idx) for k, a in self.columns.items()})
 
 
 def _path(prefix, loc, *rest) -> list:
@@ -170,25 +170,67 @@ def split_field(field: str):
     return out
 
 
+def _message_keys() -> tuple[frozenset, frozenset]:
+    msg = trajectory_type("messages").value_type
+    tc = msg.field("tool_calls").type.value_type
+    return frozenset(msg.field(i).name for i in range(msg.num_fields)), frozenset(tc.field(i).name
+                                                                                for i in range(tc.num_fields))
+
+
+_MESSAGE_KEYS, _TOOL_CALL_KEYS = _message_keys()
+
+
+def _lake_shaped(msgs) -> bool:
+    """Messages already in the lake's struct shape, as `ingest.messages.normalize_messages` gives them: exactly
+    the struct's keys, a role, tool calls of exactly their keys (the value types are Arrow's to check)."""
+    return type(msgs) is list and all(
+        type(m) is dict and m.keys() == _MESSAGE_KEYS and m["role"]
+        and (m["tool_calls"] is None or type(m["tool_calls"]) is list
+             and all(type(t) is dict and t.keys() == _TOOL_CALL_KEYS for t in m["tool_calls"]))
+        for m in msgs)
+
+
+def _messages_column(records: list[dict]) -> pa.Array | None:
+    """The messages of every record as one column when all are lake-shaped and Arrow takes their values;
+    None leaves them to the lake's checker (which walks each message in Python and names what is wrong)."""
+    if not all(_lake_shaped(r.get("messages")) for r in records):
+        return None
+    try:
+        return pa.array([r["messages"] for r in records], trajectory_type("messages"))
+    except BUILD_ERRORS:
+        return None
+
+
 def validated_batch(records: list[dict], table: str = "trajectories", *, locs=None, prefix=("body",)) -> RowBatch:
     """Check records for `table`. Raises BadInput(field path, 422) for the first bad one; the caller's records
-    stay whole. `locs[i]` names record i in that path (its index or line; None: a single record, no index)."""
+    stay whole. `locs[i]` names record i in that path (its index or line; None: a single record, no index).
+
+    Trajectories' numeric lists and (already normalised) messages are taken out and built as columns in bulk;
+    the lake's checker sees the rest (with `messages: []` standing in, as it requires the field)."""
     locs = locs if locs is not None else list(range(len(records)))
     keys = [k for k in _NUMERIC_LISTS if table == "trajectories" and any(k in r for r in records)]
+    messages = _messages_column(records) if table == "trajectories" else None
+    if messages is not None:
+        keys.append("messages")
     present = {k: [k in r for r in records] for k in keys}
-    heavy = {k: [r.pop(k, None) for r in records] for k in keys}
+    taken = {k: [r.pop(k, None) for r in records] for k in keys}
     try:
-        numeric = {k: numeric_column(heavy[k], _NUMERIC_LISTS[k], k, locs, prefix) for k in keys}
+        columns = {k: numeric_column(taken[k], _NUMERIC_LISTS[k], k, locs, prefix) for k in _NUMERIC_LISTS
+                   if k in taken}
+        if messages is not None:
+            columns["messages"] = messages
+            for r in records:
+                r["messages"] = []
         rows = validate_records(table, records)
     except RecordError as exc:
         raise BadInput(exc.message, field=_path(prefix, locs[exc.index], *split_field(exc.field)), status=422,
                        kind="schema") from None
     finally:
         for k in keys:
-            for r, had, v in zip(records, present[k], heavy[k]):
+            for r, had, v in zip(records, present[k], taken[k]):
                 if had:
                     r[k] = v
-    return RowBatch(table, rows, numeric)
+    return RowBatch(table, rows, columns)
 
 
 def append_records(writer, records: list[dict], table: str = "trajectories", *, locs=None):
