@@ -61,3 +61,125 @@ def rl_edit_config(
 
 def rl_edit_config_main() -> None:
     run(edit_config_app, prog_name="rl_edit_config")
+
+
+# ----------------------------------------------------------------------------------------------- online RL, transfer
+# Options are fields of trainers/rl_config.py's dataclasses (default and help from there); the guide writes
+# `--eval_interval=500`, `--source_env=...`, `--max_steps=2000`: every multi-word option takes both spellings.
+def _both(name: str, *extra: str) -> tuple[str, ...]:
+    dashed = "--" + name.replace("_", "-")
+    return (name, dashed, *({"--" + name} - {dashed}), *extra)
+
+
+ONLINE_OPTIONS = [
+    ("env", "--env"), ("steps", "--steps"), _both("eval_interval"), ("model", "--model"), ("init", "--init"),
+    ("config", "--config"), ("tasks_file", "--tasks"), ("output", "--output"), ("resume", "--resume"),
+    ("lake_root", "--lake"), ("seed", "--seed"), _both("micro_batch"), _both("max_context"), ("threads", "--threads"),
+    ("plot", "--plot/--no-plot"),
+]
+TRANSFER_INIT_OPTIONS = [
+    _both("source_env"), _both("target_env"), _both("freeze_layers"), ("from_run", "--from"), ("config", "--config"),
+    ("lake_root", "--lake"), ("output", "--output"),
+]
+TRANSFER_TRAIN_OPTIONS = [
+    _both("max_steps"), ("method", "--method"), ("spec", "--spec"), _both("eval_interval"), ("data", "--data"),
+    _both("batch_size"), ("config", "--config"), ("lake_root", "--lake"), ("output", "--output"),
+    ("resume", "--resume"), ("seed", "--seed"), ("threads", "--threads"), ("plot", "--plot/--no-plot"),
+]
+
+
+def _stderr_console(quiet: bool):
+    from rich.console import Console
+
+    return Console(stderr=True, quiet=quiet)
+
+
+def _guarded(fn, *args):
+    """Run a trainer entry point: a user-input error is one line and exit 2, ctrl-c exit 130, no traceback."""
+    from trainers.errors import TrainerInputError
+
+    try:
+        return fn(*args)
+    except TrainerInputError as exc:
+        fail(str(exc), exc.exit_code)
+    except KeyboardInterrupt:
+        fail("interrupted (rl_train_online --resume RUN continues from the latest checkpoint)", 130)
+
+
+def _report(summary: dict, as_json: bool, keys: tuple[str, ...]) -> None:
+    if as_json:
+        print_json(summary)
+        return
+    print_rows([{"key": k, "value": summary.get(k)} for k in keys if k in summary], title=summary.get("run_id"),
+               columns=["key", "value"])
+
+
+RUN_KEYS = ("env", "steps", "rollouts", "success_before", "success_after", "reward_before", "reward_after",
+            "valid_calls_before", "valid_calls_after", "rollouts_per_s", "train_tokens_per_s", "frozen_identical",
+            "frozen_tensors", "trained_changed", "final_loss", "run_dir", "eval_curve", "loss_plot")
+
+
+def _online(values: dict, as_json: bool, quiet: bool) -> None:
+    from trainers.online import run_online
+    from trainers.rl_config import OnlineConfig
+
+    cfg = _guarded(lambda: OnlineConfig(**values, progress=not (quiet or as_json)))
+    _report(_guarded(run_online, cfg, _stderr_console(quiet or as_json)), as_json, RUN_KEYS)
+
+
+def _transfer_init(values: dict, as_json: bool, quiet: bool) -> None:
+    from trainers.rl_config import TransferInitConfig
+    from trainers.transfer import run_transfer_init
+
+    spec = _guarded(run_transfer_init, _guarded(lambda: TransferInitConfig(**values)))
+    if as_json:
+        print_json(spec)
+        return
+    typer.echo(f"transfer spec {spec['spec_id']}: {spec['source_env']} -> {spec['target_env']} from run "
+               f"{spec['source_run_id']} ({spec['model']}, {spec['mode']}, {spec['depth']} layers); frozen: embeddings "
+               f"+ layers {spec['freeze_spec'] or '(none)'}; written to {spec['spec_path']} and the lake's runs "
+               f"(kind transfer_spec); next: rl_train_transfer")
+
+
+def _transfer_train(values: dict, as_json: bool, quiet: bool) -> None:
+    from trainers.rl_config import TransferTrainConfig
+    from trainers.transfer import run_train_transfer
+
+    cfg = _guarded(lambda: TransferTrainConfig(**values, progress=not (quiet or as_json)))
+    _report(_guarded(run_train_transfer, cfg, _stderr_console(quiet or as_json)), as_json, RUN_KEYS)
+
+
+def _config_app(name: str, help_text: str, config_cls: type, options: list, body) -> typer.Typer:
+    from lachesis.console import config_command
+
+    app = typer.Typer(help=help_text, **_APP_KW)
+    app.command(name=name, help=help_text)(config_command(config_cls, options, body))
+    return app
+
+
+ONLINE_HELP = ("Online RL (GRPO-style) through an environment: groups of multi-turn rollouts per task, every rollout "
+               "and evaluation in the lake, checkpoints, --resume.")
+TRANSFER_INIT_HELP = ("Find the latest run trained on --source_env, check --freeze_layers against its model's depth "
+                      "and write a transfer spec for rl_train_transfer.")
+TRANSFER_TRAIN_HELP = ("Train the target environment of the latest transfer spec from its source run, embeddings and "
+                       "the frozen layers unchanged (online RL, or --method sft).")
+
+
+def rl_train_online_main() -> None:
+    from trainers.rl_config import OnlineConfig
+
+    run(_config_app("rl_train_online", ONLINE_HELP, OnlineConfig, ONLINE_OPTIONS, _online), prog_name="rl_train_online")
+
+
+def rl_transfer_init_main() -> None:
+    from trainers.rl_config import TransferInitConfig
+
+    run(_config_app("rl_transfer_init", TRANSFER_INIT_HELP, TransferInitConfig, TRANSFER_INIT_OPTIONS, _transfer_init),
+        prog_name="rl_transfer_init")
+
+
+def rl_train_transfer_main() -> None:
+    from trainers.rl_config import TransferTrainConfig
+
+    run(_config_app("rl_train_transfer", TRANSFER_TRAIN_HELP, TransferTrainConfig, TRANSFER_TRAIN_OPTIONS,
+                    _transfer_train), prog_name="rl_train_transfer")

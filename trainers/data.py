@@ -140,6 +140,11 @@ def conversations(rows: list[dict], source: str, split: str | None = "train") ->
         why = (f"no row has split={keep_split!r}" if stats["dropped_split"] else "no conversation has an assistant message")
         raise TrainerInputError(f"dataset {source} has nothing to train on: {why}; pass --split all or export more data")
     stats["conversations"] = len(out)
+    envs_seen: dict[str, int] = {}  # what the data was played in: rl_transfer_init finds a source env's runs by it
+    for r in rows:
+        if r.get("env"):
+            envs_seen[r["env"]] = envs_seen.get(r["env"], 0) + 1
+    stats["envs"] = envs_seen
     return out, stats
 
 

@@ -66,7 +66,7 @@ def resolve_env_name(task: str) -> str:
         raise TrainerInputError(f"unknown task/environment {task!r}: use one of {', '.join(exc.known)}") from None
 
 
-def _load_eval_tasks(env_name: str, split: str, tasks_file: str | None) -> list[envs.Task]:
+def load_eval_tasks(env_name: str, split: str, tasks_file: str | None) -> list[envs.Task]:
     try:
         if tasks_file:
             tasks = [t for t in envs.load_tasks_file(tasks_file) if t.split == split]
@@ -89,8 +89,10 @@ def _open_lake(s: EvalSettings) -> Lake | None:
         raise TrainerInputError(f"{exc}, or pass --no-lake") from None
 
 
-def generate_batch(model, tok, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
-    """Greedy continuation of each prompt (left padded), up to and including the end-of-turn token."""
+def generate_batch(model, tok, prompts: list[list[int]], max_new_tokens: int,
+                   temperature: float = 0.0) -> list[list[int]]:
+    """Greedy (temperature 0) or sampled continuation of each prompt (left padded), up to and including the
+    end-of-turn token. Sampling draws from torch's global RNG (online RL checkpoints its state)."""
     import torch
 
     dev = next(model.parameters()).device
@@ -103,8 +105,10 @@ def generate_batch(model, tok, prompts: list[list[int]], max_new_tokens: int) ->
         att[i, L - len(p):] = 1
     eos = tok.convert_tokens_to_ids(END_OF_TURN)
     with torch.no_grad():
+        sampling = dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0) if temperature > 0 else \
+            dict(do_sample=False, temperature=None, top_p=None, top_k=None)
         out = model.generate(input_ids=ids.to(dev), attention_mask=att.to(dev), max_new_tokens=max_new_tokens,
-                             do_sample=False, eos_token_id=eos, pad_token_id=pad, temperature=None, top_p=None, top_k=None)
+                             eos_token_id=eos, pad_token_id=pad, **sampling)
     res = []
     for row in out[:, L:].tolist():
         new = []
@@ -191,7 +195,7 @@ def run_eval(s: EvalSettings, console=None) -> dict:
     from .models import load_model, load_tokenizer, model_label, resolve_adapter, resolve_model
 
     env_name = s.task  # resolved by EvalSettings
-    tasks = _load_eval_tasks(env_name, s.split, s.tasks_file)
+    tasks = load_eval_tasks(env_name, s.split, s.tasks_file)
     tasks = tasks[s.offset :]
     if s.limit:
         tasks = tasks[: s.limit]
@@ -206,9 +210,20 @@ def run_eval(s: EvalSettings, console=None) -> dict:
     torch.manual_seed(s.seed)
     model = load_model(model_path, adapter).to(pick_device()).eval()
     run_id = f"eval-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+    label = model_label(s.model)
+    summary, episodes = evaluate_model(model, tok, s, tasks, console, run_id=run_id, label=label, adapter=adapter)
+    if lake is not None:
+        summary["lake_versions"] = _record(lake, s, summary, episodes, label, adapter)
+    return summary
+
+
+def evaluate_model(model, tok, s: EvalSettings, tasks: list[envs.Task], console=None, *, run_id: str, label: str,
+                   adapter: str | None = None) -> tuple[dict, list[Episode]]:
+    """Greedy episodes of a loaded model on `tasks` (s.task's environment) and their summary; nothing is recorded
+    (run_eval records them; online RL evaluates its current policy with this and records them its own way)."""
     t0 = time.perf_counter()
     env_kw: dict = {"tasks": s.tasks_file} if s.tasks_file else {"split": s.split}
-    episodes = [Episode(envs.make(env_name, max_steps=s.max_turns, **env_kw), t.task_id, s.seed + i, tok)
+    episodes = [Episode(envs.make(s.task, max_steps=s.max_turns, **env_kw), t.task_id, s.seed + i, tok)
                 for i, t in enumerate(tasks)]
     prog = _progress(console, len(episodes)) if s.progress else None
     try:
@@ -222,16 +237,13 @@ def run_eval(s: EvalSettings, console=None) -> dict:
     wall = time.perf_counter() - t0
     results = [e.result() for e in episodes]
     n = len(results)
-    label = model_label(s.model)
-    summary = {"run_id": run_id, "kind": "eval", "env": env_name, "split": s.split, "model": label,
+    summary = {"run_id": run_id, "kind": "eval", "env": s.task, "split": s.split, "model": label,
                "adapter": adapter, "episodes": n, "success_rate": sum(r["success"] for r in results) / n,
                "mean_reward": sum(r["reward"] for r in results) / n,
                "valid_tool_call_rate": sum(r["valid_tool_call_rate"] for r in results) / n,
                "mean_turns": sum(r["turns"] for r in results) / n, "wall_s": round(wall, 3), "generate_s": round(gen_s, 3),
                "seed": s.seed, "per_task": results}
-    if lake is not None:
-        summary["lake_versions"] = _record(lake, s, summary, episodes, label, adapter)
-    return summary
+    return summary, episodes
 
 
 def _progress(console, total):

@@ -105,3 +105,32 @@ def eval_bars_figure(before: dict, after: dict, after_label: str) -> Figure:
 
 def write_eval_plot(before: dict, after: dict, after_label: str, png: Path) -> Path:
     return _save(eval_bars_figure(before, after, after_label), png)
+
+
+def eval_curve_figure(evals: list[dict], train: list[tuple[int, float]], title: str = "online RL") -> Figure:
+    """Held-out evaluation over training steps (success rate, mean reward, valid tool calls: one point per
+    evaluation, each labelled at the ends) and the training rollouts' mean return per step, faint, behind them."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.6), dpi=100)
+    if train:
+        ax.plot([s for s, _ in train], [r for _, r in train], lw=0.8, alpha=0.35, color="grey",
+                label="train rollouts: mean return")
+    steps = [int(e["step"]) for e in evals]
+    for key, name in EVAL_METRICS:
+        values = [float(e[key]) for e in evals]
+        line, = ax.plot(steps, values, marker="o", ms=4, lw=1.5, label=f"test {name}")
+        if values:
+            ax.annotate(f"{values[-1]:.2f}", (steps[-1], values[-1]), textcoords="offset points", xytext=(4, 0),
+                        fontsize=8, color=line.get_color(), va="center")
+    ax.set_xlabel("training step (policy version)")
+    ax.set_ylabel("rate / reward")
+    ax.yaxis.set_major_formatter(FuncFormatter(plain_number))
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def write_eval_curve(evals: list[dict], train: list[tuple[int, float]], png: Path, title: str = "online RL") -> Path:
+    return _save(eval_curve_figure(evals, train, title), png)

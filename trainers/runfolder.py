@@ -72,6 +72,19 @@ class RunFolder:
         path.mkdir(parents=True, exist_ok=True)
         return cls(run_id, path, config, method, trainer, lake)
 
+    @classmethod
+    def reopen(cls, path: Path, run_id: str, config, method: str, trainer: str, log_lines: int) -> "RunFolder":
+        """A stopped run's folder, to continue it from a checkpoint: train_log.jsonl keeps its first `log_lines`
+        lines (what the checkpoint had logged; the steps after it are trained again) and new lines append."""
+        lake = open_lake(config.lake_root) if config.record_in_lake else None
+        run = cls(run_id, Path(path), config, method, trainer, lake)
+        kept = run.log_path.read_text().splitlines(keepends=True)[:log_lines] if run.log_path.exists() else []
+        run.log_path.write_text("".join(kept))
+        run._log = run.log_path.open("a")
+        manifest = run.path / "manifest.json"
+        run.manifest = json.loads(manifest.read_text()) if manifest.is_file() else {}
+        return run
+
     @contextmanager
     def setting_up(self) -> Iterator["RunFolder"]:
         """Reading the data and the model: a failure here removes the folder (no half-made runs to clean up)."""

@@ -260,8 +260,10 @@ def train_loop(model, examples, s: SFTConfig, pad_id: int, on_log: Callable[[dic
 
 
 # ----------------------------------------------------------------------------------------------- the run
-def run_sft(s: SFTConfig, console=None) -> dict:
-    """Load data + model, train, write the run folder and its `runs` event. Returns the run summary."""
+def run_sft(s: SFTConfig, console=None, build_model: Callable | None = None) -> dict:
+    """Load data + model, train, write the run folder and its `runs` event. Returns the run summary.
+    `build_model(settled config) -> (model, trainable count)` replaces loading `s.model` and putting LoRA on it
+    (rl_train_transfer --method sft: the source run's weights with the embeddings and lower layers frozen)."""
     setup_env()
     run = RunFolder.create(s, "sft", "lachesis.sft")
     with run.setting_up():
@@ -278,8 +280,11 @@ def run_sft(s: SFTConfig, console=None) -> dict:
     import torch
 
     torch.manual_seed(s.seed)
-    model = load_model(model_path).to(pick_device())
-    model, trainable = prepare_model(model, s)
+    if build_model is None:
+        model, trainable = prepare_model(load_model(model_path).to(pick_device()), s)
+    else:
+        model, trainable = build_model(s)
+        model = model.to(pick_device())
     if console is not None:
         console.print(f"[bold]{s.COMMAND}[/] {run.run_id}: {len(examples)} conversations, "
                       f"{sum(len(x) for x, _ in examples)} tokens, model {model_label(s.model)} "

@@ -1,0 +1,228 @@
+"""Online RL and transfer (issue 13 items 2 and 4): rollouts in the lake with their policy version and step rewards,
+reward_scale applied, evaluations queryable with `lake sql`, a kill -9 then --resume that neither repeats nor skips a
+step, frozen layers bit-identical through rl_train_transfer while the trained ones change.
+
+Tiny model, a few steps, 1 torch thread; the killed run is a real subprocess."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from train_helpers import REPO, tiny_dir  # noqa: F401  (session fixture)
+
+B, G, STEPS = 2, 2, 6  # tasks per step, rollouts per task, steps of the killed run
+
+
+def write_project(path: Path, **over) -> Path:
+    keys = {"group_size": G, "batch_size": B, "max_turns": 2, "max_completion_length": 16, "eval_episodes": 2,
+            "checkpoint_every": 2, "learning_rate": 1e-3, **over}
+    path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items()))
+    return path
+
+
+def write_tasks(path: Path) -> Path:
+    """bash tasks already solved when they start (the file exists): an episode that submits succeeds, so a random
+    policy's rollouts show the success reward as configured."""
+    rows = [{"task_id": f"keep-{split}-{i}", "split": split, "instruction": f"Keep notes{i}.txt where it is.",
+             "files": {f"notes{i}.txt": "hello\n"}, "solution": [],
+             "checks": [{"type": "exists", "path": f"notes{i}.txt"}]}
+            for split in ("train", "test") for i in range(3)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def lake_root(tmp_path):
+    from lake import Lake
+
+    Lake.init(tmp_path / "lake")
+    return tmp_path / "lake"
+
+
+def sql(lake_root: Path, query: str) -> list[dict]:
+    """`lake sql --format json` as a user runs it."""
+    from lachesis.cli import app
+
+    res = CliRunner().invoke(app, ["sql", query, "--lake", str(lake_root), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)
+
+
+# ----------------------------------------------------------------------------------------------- rl_train_online
+def test_online_rollouts_in_the_lake_with_versions_and_scaled_step_rewards(tiny_dir, tmp_path, lake_root):
+    from trainers.online import run_online
+    from trainers.rl_config import OnlineConfig
+
+    cfg = OnlineConfig(env="shell", steps=3, eval_interval=2, config=str(write_project(tmp_path / "l.toml",
+                       reward_scale=2.5)), tasks_file=str(write_tasks(tmp_path / "tasks.jsonl")),
+                       output=str(tmp_path / "run"), lake_root=str(lake_root), progress=False)
+    summary = run_online(cfg)
+    run_id = summary["run_id"]
+    assert summary["steps"] == 3 and summary["rollouts"] == 3 * B * G
+
+    rows = sql(lake_root, f"""SELECT policy_version, split, reward, success, steps,
+                                     json_extract(metadata, '$.step')::INT AS step FROM trajectories
+                              WHERE json_extract_string(metadata, '$.train_run_id') = '{run_id}'""")
+    train = [r for r in rows if r["split"] == "train"]
+    # rollouts of step s were sampled by the weights after s-1 updates: versions 0, 1, 2, each B x G rollouts
+    assert sorted(int(r["policy_version"]) for r in train) == [v for v in range(3) for _ in range(B * G)]
+    assert all(int(r["policy_version"]) == r["step"] - 1 for r in train)
+    for r in train:
+        assert r["reward"] == pytest.approx(sum(s["reward"] for s in r["steps"]))  # the return = sum of step rewards
+        assert r["success"]
+    # the final success is worth reward_scale (2.5); a last turn without any tool call carries no step term
+    plain = [r for r in train if "<tool_call>" not in r["steps"][-1]["action"]]
+    assert plain and all(r["steps"][-1]["reward"] == pytest.approx(2.5) for r in plain)
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["project"]["reward_scale"] == 2.5
+
+    evals = sql(lake_root, f"""SELECT json_extract(metrics, '$.step')::INT AS step,
+                                      json_extract(metrics, '$.success_rate')::DOUBLE AS success
+                               FROM runs WHERE kind = 'eval' AND json_extract_string(metadata, '$.train_run_id') = '{run_id}'
+                               ORDER BY step""")
+    assert [e["step"] for e in evals] == [0, 2, 3]
+    assert all(e["success"] == 1.0 for e in evals)  # evaluation scores the environment's own reward: success 1.0
+    test_versions = sorted({int(r["policy_version"]) for r in rows if r["split"] == "test"})
+    assert test_versions == [0, 2, 3]
+    kinds = sql(lake_root, f"SELECT kind, count(*) AS n FROM runs WHERE run_id = '{run_id}' GROUP BY kind ORDER BY kind")
+    assert kinds == [{"kind": "checkpoint", "n": 2}, {"kind": "train", "n": 1}]  # steps 2 and 3 (the last)
+    assert (tmp_path / "run" / "eval_curve.png").stat().st_size > 0
+
+
+def _log_steps(log: Path) -> list[dict]:
+    if not log.exists():
+        return []
+    out = []
+    for line in log.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:  # a line cut by the kill
+            continue
+        if "policy_version" in rec:
+            out.append(rec)
+    return out
+
+
+def test_kill_9_then_resume_neither_repeats_nor_skips_a_step(tiny_dir, tmp_path, lake_root):
+    run_dir = tmp_path / "run"
+    args = ["--env", "bash_exec_env", "--steps", str(STEPS), "--eval_interval", "100", "--config",
+            str(write_project(tmp_path / "l.toml", max_turns=1, eval_episodes=1)), "--output", str(run_dir), "--lake", str(lake_root), "--quiet"]
+    code = "from lachesis.rl_cli import rl_train_online_main as m; m()"
+    env = {**os.environ, "LACHESIS_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    kill_at = random.Random(13).randint(3, STEPS - 1)  # after the first checkpoint (step 2), before the end
+    proc = subprocess.Popen([sys.executable, "-c", code, *args], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if len(_log_steps(run_dir / "train_log.jsonl")) >= kill_at:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, f"the run ended before step {kill_at}: {proc.stderr.read()[-2000:]}"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = {r["step"]: r for r in _log_steps(run_dir / "train_log.jsonl")}
+    assert max(before) >= kill_at and not (run_dir / "summary.json").exists()
+
+    res = subprocess.run([sys.executable, "-c", code, "--resume", str(run_dir), "--quiet"], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stderr[-2000:]
+    steps = _log_steps(run_dir / "train_log.jsonl")
+    assert [r["step"] for r in steps] == list(range(1, STEPS + 1))  # each step once, in order
+    assert [r["data_position"] for r in steps] == [B * s for s in range(1, STEPS + 1)]
+    resumed_from = max(s for s in range(0, STEPS + 1, 2) if s < min(kill_at + 1, max(before) + 1))
+    for s in range(resumed_from + 1, max(before) + 1):  # redone steps: same tasks, same sampled actions (RNG state)
+        assert steps[s - 1]["rollouts_digest"] == before[s]["rollouts_digest"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == STEPS and summary["status"] == "completed"
+
+    rows = sql(lake_root, f"""SELECT policy_version, count(*) AS n FROM trajectories
+                              WHERE json_extract_string(metadata, '$.train_run_id') = '{summary['run_id']}'
+                                AND split = 'train' GROUP BY 1 ORDER BY 1""")
+    assert [(int(r["policy_version"]), r["n"]) for r in rows] == [(v, B * G) for v in range(STEPS)]
+
+
+# ----------------------------------------------------------------------------------------------- transfer
+@pytest.fixture(scope="module")
+def source_lake(tiny_dir, tmp_path_factory):
+    """A lake with expert rollouts of bash (the source) and git (the target), and a short SFT run on bash."""
+    from lake import Lake
+    from trainers.config import SFTConfig
+    from trainers.rollouts import policy_rows
+    from trainers.sft import run_sft
+
+    root = tmp_path_factory.mktemp("transfer")
+    lake = Lake.init(root / "lake")
+    lake.append("trajectories", policy_rows("bash_exec_env", "train", 6, "expert", seed=0, workers=1)
+                + policy_rows("git_repo_env", "train", 6, "expert", seed=0, workers=1))
+    run_sft(SFTConfig(model="tiny", data="sft", lake_root=str(root / "lake"), output=str(root / "bash-sft"),
+                      max_steps=2, batch_size=4, progress=False, plot=False))
+    return root / "lake"
+
+
+def test_transfer_init_finds_the_source_run_and_checks_the_depth(source_lake, tmp_path):
+    from trainers.errors import TrainerInputError
+    from trainers.rl_config import TransferInitConfig
+    from trainers.transfer import run_transfer_init
+
+    with pytest.raises(TrainerInputError, match="the model has 2 layers"):  # the guide's 0-8 on the tiny model
+        run_transfer_init(TransferInitConfig(source_env="bash_exec_env", target_env="git_repo_env",
+                                             freeze_layers="0-8", lake_root=str(source_lake)))
+    with pytest.raises(TrainerInputError, match="no completed run trained on python_debug_env"):
+        run_transfer_init(TransferInitConfig(source_env="debug-python", lake_root=str(source_lake), freeze_layers="0"))
+    spec = run_transfer_init(TransferInitConfig(source_env="shell", target_env="git", freeze_layers="0",
+                                                lake_root=str(source_lake), output=str(tmp_path / "spec.json")))
+    assert spec["source_run_dir"] == str((source_lake.parent / "bash-sft").resolve())
+    assert (spec["depth"], spec["freeze_layers"], spec["trainable_layers"], spec["mode"]) == (2, [0], [1], "full")
+    assert json.loads((tmp_path / "spec.json").read_text())["spec_id"] == spec["spec_id"]
+    rows = sql(source_lake, "SELECT run_id FROM runs WHERE kind = 'transfer_spec'")
+    assert {"run_id": spec["spec_id"]} in rows
+
+
+def _weights(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+@pytest.mark.parametrize("method", ["sft", "online"])
+def test_train_transfer_keeps_frozen_layers_bit_identical(source_lake, tmp_path, method):
+    from trainers.rl_config import TransferInitConfig, TransferTrainConfig
+    from trainers.transfer import run_train_transfer, run_transfer_init
+
+    project = write_project(tmp_path / "l.toml", learning_rate=3e-3, eval_episodes=1, max_turns=1)
+    run_transfer_init(TransferInitConfig(freeze_layers="0", lake_root=str(source_lake), config=str(project),
+                                         output=str(tmp_path / "spec.json")))
+    summary = run_train_transfer(TransferTrainConfig(method=method, max_steps=2, eval_interval=5, batch_size=4,
+                                                     spec=str(tmp_path / "spec.json"), lake_root=str(source_lake),
+                                                     config=str(project),
+                                                     output=str(tmp_path / "target"), progress=False))
+    report = json.loads((tmp_path / "target" / "frozen_checksums.json").read_text())
+    assert report["frozen_identical"] and report["before"] == report["after"]
+    assert report["layers"] == [0] and report["frozen_tensors"] == 10  # embeddings + layer 0's 9 tensors
+    # and from the files: the target run's model against the source run's, tensor by tensor
+    src, dst = _weights(source_lake.parent / "bash-sft" / "model"), _weights(tmp_path / "target" / "model")
+    frozen = [k for k in src if "embed_tokens" in k or ".layers.0." in k]
+    assert len(frozen) == 10 and all(src[k].equal(dst[k]) for k in frozen)
+    if method == "sft":  # SFT always has a gradient; online RL only where a group's returns differ
+        assert report["trained_changed"] == report["trained_tensors"] > 0
+        assert all(not src[k].equal(dst[k]) for k in src if k not in frozen)
+    assert summary["env"] == "git_repo_env" and summary["frozen_identical"]
+
+
+def test_lora_transfer_puts_no_adapter_on_frozen_layers(tiny_dir):
+    from trainers.freeze import frozen_names
+    from trainers.policy import PolicySpec, build_policy
+
+    model, frozen = build_policy(PolicySpec(model_path=str(tiny_dir), full=False, freeze=True, layers=[0]))
+    lora = [n for n, _ in model.named_parameters() if "lora_" in n]
+    assert lora and all(".layers.1." in n for n in lora)
+    assert frozen == frozen_names(model, [0]) and not any(p.requires_grad for n, p in model.named_parameters()
+                                                          if n in set(frozen))
