@@ -31,29 +31,72 @@ class _Pending:
             self.future.set_exception(exc)
 
 
+class Expected:
+    """A request on its way to a batcher (body read, being parsed); released when it hands its rows over or
+    ends without them. A context manager: leaving it releases (once)."""
+
+    def __init__(self, batcher: "TableBatcher"):
+        self.batcher, self.open = batcher, True
+        batcher.expected += 1
+
+    def release(self) -> None:
+        if self.open:
+            self.open = False
+            self.batcher.expected -= 1
+            self.batcher.arrived.set()
+
+    def __enter__(self) -> "Expected":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
 class TableBatcher:
     """One table's queue of pending requests; `commit()` resolves once their rows are in a Delta version.
 
     Requests arrive with their rows already in Arrow (built and checked where the request was parsed, so a row
     that does not fit is that request's 422), so gathering them is a concatenation on the event loop: no
-    thread hop and nothing converted here. The lake's group committer then merges whatever queued while its
-    previous commit ran into one version."""
+    thread hop and nothing converted here. While a submit of ours is committing, new ones go straight to the
+    lake writer, whose group committer merges what queued meanwhile into its next version. When none is
+    committing, a submit first waits (at most `gather_s`) for the requests that are already being parsed:
+    a Delta version costs ~30-50 ms of CPU whatever it holds (docs/ingest-profile.md), so a version for the
+    first group of a burst and another for the rest would cost twice that for the same groups."""
 
-    def __init__(self, writer, table: str, linger: float = 0.0):
+    def __init__(self, writer, table: str, linger: float = 0.0, gather_s: float = 0.025):
         self.writer, self.table = writer, table
         self.linger = linger  # wait this long after the first pending item, to gather more into one commit
+        self.gather_s = gather_s
         self.pending: list[_Pending] = []
-        self.wake = asyncio.Event()
+        self.expected = 0  # requests being parsed that will hand rows to this batcher (Expected)
+        self.inflight = 0  # submits of ours the lake has not committed yet
+        self.wake, self.arrived = asyncio.Event(), asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._run())
         self.commits = 0
         self.rows = 0
         self.timings: deque = deque(maxlen=2000)  # (build_s, commit_s, rows) per lake submit
 
-    async def commit(self, rows: ArrowRows):
+    def expect(self) -> Expected:
+        return Expected(self)
+
+    async def commit(self, rows: ArrowRows, expected: Expected | None = None):
         fut = asyncio.get_running_loop().create_future()
         self.pending.append(_Pending(rows, fut))
+        if expected is not None:
+            expected.release()
         self.wake.set()
         return await fut
+
+    async def _gather(self) -> None:
+        """Wait until no expected request is still being parsed, or gather_s passed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.gather_s
+        while self.expected and (left := deadline - loop.time()) > 0:
+            self.arrived.clear()
+            try:
+                await asyncio.wait_for(self.arrived.wait(), left)
+            except TimeoutError:
+                return
 
     async def _run(self):
         while True:
@@ -61,6 +104,8 @@ class TableBatcher:
             self.wake.clear()
             if self.linger:
                 await asyncio.sleep(self.linger)
+            elif not self.inflight:
+                await self._gather()
             items, self.pending = self.pending, []
             if not items:
                 continue
@@ -77,6 +122,7 @@ class TableBatcher:
                 for it in items:
                     it.fail(exc)
                 continue
+            self.inflight += 1
             asyncio.ensure_future(self._finish(cf, items, t0, time.perf_counter()))
 
     def _fail(self, items: list[_Pending], exc: BaseException) -> None:
@@ -94,6 +140,8 @@ class TableBatcher:
             for it in items:
                 it.fail(exc)
             raise
+        finally:
+            self.inflight -= 1
         self.timings.append((t1 - t0, time.perf_counter() - t1, sum(it.rows.payload.num_rows for it in items)))
         self.commits += 1
         self.rows += sum(it.rows.payload.num_rows for it in items)

@@ -17,8 +17,9 @@ from pydantic import ValidationError
 from ingest import atropos as A
 from ingest.atropos_queue import GroupQueued, Registered, Started
 from ingest.errors import BadInput
+from ingest.batcher import Expected
 from ingest.groups import ParsedGroup, from_model, parse_fast, parse_group
-from ingest.http import (WRITE, ValidationDetail, bigjson, body_bytes, get_state, json_body, json_response_async,
+from ingest.http import (WRITE, ValidationDetail, bigjson, body_bytes, get_state, json_response_async,
                          model_body, parse_json, validate_model)
 from ingest.records import ArrowRows
 from ingest.state import IngestState
@@ -49,14 +50,15 @@ def _group_id(key: str | None, suffix: str = "") -> str:
     return ("idem-" + text_hash(key + suffix)) if key else uuid7()
 
 
-async def commit_groups(s: IngestState, groups: list[Group], keyed: bool) -> list[dict | None]:
+async def commit_groups(s: IngestState, groups: list[Group], keyed: bool, expected: Expected) -> list[dict | None]:
     """Commit the groups' rows in one lake submit, then queue them in order. With an Idempotency-Key a group
     already committed is skipped (None in the answer list). Claims are released whatever happens."""
     async with s.claims() as claims:
         fresh = [g for g in groups if not keyed or await claims.take(f"{g.gid}:0")]
         if fresh:
             payload = fresh[0].rows if len(fresh) == 1 else pa.concat_tables([g.rows for g in fresh])
-            await s.commit_arrow("trajectories", ArrowRows.of(payload, "atropos.group", datetime.now(timezone.utc)))
+            await s.commit_arrow("trajectories", ArrowRows.of(payload, "atropos.group", datetime.now(timezone.utc)),
+                                 expected=expected)
     for g in fresh:
         s.ids.update(f"{g.gid}:{i}" for i in range(g.rows.num_rows))
     s.counters.acked_rows += sum(g.rows.num_rows for g in fresh)
@@ -65,7 +67,7 @@ async def commit_groups(s: IngestState, groups: list[Group], keyed: bool) -> lis
     return [s.queue.apply(g.queued()) if id(g) in fresh_ids else None for g in groups]
 
 
-async def scored_data_body(data: bytes = Depends(body_bytes)) -> ParsedGroup:
+def scored_data_body(data: bytes) -> ParsedGroup:
     """One group (the hot path of an env): parsed once by orjson and checked by Arrow (`ingest.groups`); a
     body of another shape is validated by the pydantic model, whose 422 is run-api's."""
     try:
@@ -84,7 +86,7 @@ async def scored_data_body(data: bytes = Depends(body_bytes)) -> ParsedGroup:
     return from_model(sd, sd.model_extra or {}, ["body"])
 
 
-async def scored_data_list_body(obj=Depends(json_body)) -> list[ParsedGroup]:
+def scored_data_list_body(obj) -> list[ParsedGroup]:
     """A list of groups, every one validated (all errors reported, nothing written when any is bad)."""
     if not isinstance(obj, list):
         raise ValidationDetail([{"type": "list_type", "loc": ["body"], "msg": "Input should be a valid list",
@@ -172,22 +174,25 @@ async def status_env(ident: A.EnvIdentifier = Depends(env_identifier), s: Ingest
 
 
 @router.post("/scored_data", dependencies=WRITE)
-async def scored_data(request: Request, pg: ParsedGroup = Depends(scored_data_body),
-                      s: IngestState = Depends(get_state)):
-    key = request.headers.get("idempotency-key")
-    g = Group(pg, _group_id(key), s.queue.env_name(pg.env_id), ["body"])
-    res = (await commit_groups(s, [g], keyed=key is not None))[0]
+async def scored_data(request: Request, s: IngestState = Depends(get_state)):
+    # the body is read here, not by a dependency, so the batcher knows this request is coming before it is read
+    with s.expect("trajectories") as expected:
+        pg = scored_data_body(await body_bytes(request, s))
+        key = request.headers.get("idempotency-key")
+        g = Group(pg, _group_id(key), s.queue.env_name(pg.env_id), ["body"])
+        res = (await commit_groups(s, [g], key is not None, expected))[0]
     return {"status": "received", "duplicate": True} if res is None else res
 
 
 @router.post("/scored_data_list", dependencies=WRITE)
-async def scored_data_list(request: Request, items=Depends(scored_data_list_body),
-                           s: IngestState = Depends(get_state)):
-    key = request.headers.get("idempotency-key")
-    # every group is checked before any is claimed: a bad later group leaves nothing claimed or written
-    groups = [Group(pg, _group_id(key, f"#{i}"), s.queue.env_name(pg.env_id), ["body", i])
-              for i, pg in enumerate(items)]
-    results = await commit_groups(s, groups, keyed=key is not None)
+async def scored_data_list(request: Request, s: IngestState = Depends(get_state)):
+    with s.expect("trajectories") as expected:
+        items = scored_data_list_body(parse_json(await body_bytes(request, s)))
+        key = request.headers.get("idempotency-key")
+        # every group is checked before any is claimed: a bad later group leaves nothing claimed or written
+        groups = [Group(pg, _group_id(key, f"#{i}"), s.queue.env_name(pg.env_id), ["body", i])
+                  for i, pg in enumerate(items)]
+        results = await commit_groups(s, groups, key is not None, expected)
     buffered = [r for r in results if r is not None and r["status"] == "buffered"]
     out = {"status": "received", "groups_processed": len(groups)}
     if buffered:

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from ingest import atropos as A
 from ingest.atropos_queue import AtroposQueue, Event, event_from_run, event_record
-from ingest.batcher import CommitFailed, TableBatcher
+from ingest.batcher import CommitFailed, Expected, TableBatcher
 from ingest.config import ServeConfig
 from ingest.records import ArrowRows, trajectory_ids, validated_batch
 from ingest.util import uuid7
@@ -86,9 +86,14 @@ class IngestState:
             self.batchers[table] = TableBatcher(self.writer, table)
         return self.batchers[table]
 
-    async def commit_arrow(self, table: str, rows: ArrowRows, *, background: bool = False):
+    def expect(self, table: str) -> Expected:
+        """Tell `table`'s batcher a request is on its way (see TableBatcher)."""
+        return self._batcher(table, False).expect()
+
+    async def commit_arrow(self, table: str, rows: ArrowRows, *, background: bool = False,
+                           expected: Expected | None = None):
         try:
-            return await self._batcher(table, background).commit(rows)
+            return await self._batcher(table, background).commit(rows, expected)
         except CommitFailed:
             self.counters.commit_failures += 1
             raise
