@@ -81,6 +81,8 @@ def content_hashes(payload: pa.Table) -> pa.Array:
     derives the second half and writes the hex. It follows that the value carries 64 bits of entropy, not 128.
     """
     global _hash_con, _salt_hash
+    if payload.num_rows == 0:  # lake.delta.append asks for the columns with an empty slice: no DuckDB round trip
+        return pa.array([], pa.string())
     content = payload.select([c for c in payload.column_names if c not in IDENTITY_COLUMNS])
     # Record batches of 8k rows let DuckDB hash on every core; insertion order is preserved.
     data = pa.Table.from_batches(content.to_batches(max_chunksize=8192), content.schema)
