@@ -1,22 +1,29 @@
 """The sandbox every environment command runs in.
 
-One `Sandbox` is one episode: a fresh temporary workspace, and `run()` executes a command in it with
-- a wall-clock timeout (the whole process group is killed, and in full mode every process of the
-  sandbox's own uid, so `sleep 100 &` or a double fork cannot outlive the command),
-- rlimits (CPU seconds, address space, processes, file size, open files, no core dumps),
+One `Sandbox` is one episode: a fresh workspace, and `run()` executes a command in it with
+- a wall-clock timeout (the command's process group is killed, and with an own uid every process of
+  that uid),
+- every process a command leaves behind killed when it ends: the spawn helper is a child subreaper, so
+  a double-forked daemon with closed descriptors becomes its child and is killed (programs/spawner.py),
+- rlimits (CPU seconds, address space, processes, file size, open files, no core dumps) and
+  PR_SET_NO_NEW_PRIVS (no setuid binary raises anyone's privileges),
+- as root, a cgroup over all of the sandbox's processes (total memory, process count: cgroups.py),
 - a scrubbed environment (PATH, HOME, LANG and what the environment adds; nothing of the caller's),
 - output truncated to a limit, and a flood killed once it passes a hard cap,
-- a workspace quota, checked while a long command runs and after every command.
+- a workspace quota: as root a tmpfs with a size and an inode limit (the kernel refuses what does not
+  fit), else a directory polled while a long command runs and after every command.
+envs/README.md has the table of which limit is enforced by what, and the fallbacks.
 
 Isolation depends on what the kernel allows (detected once, `isolation_mode()`):
 - "full" (running as root): the episode gets its own network namespace (only a down loopback) and
-  mount namespace with a read-only view of the system (/usr, /etc, the Python prefix), a private
-  /tmp (tmpfs), a minimal /dev and the workspace at /workspace; they are built once per episode and
-  every command joins them (setns + chroot) and runs as an unused uid, so RLIMIT_NPROC really bounds a
-  fork bomb and nothing outside the workspace is writable.
-- "userns" (unprivileged user namespaces): the same view, built per command inside a user namespace;
-  the process limit counts the caller's own processes, so it is set relative to how many run already.
-  (Meant for unprivileged callers: forced as root it maps to root itself; root gets "full".)
+  mount namespace with a read-only, nosuid view of the system (/usr, /etc, the Python prefix), a
+  private /tmp (tmpfs), a minimal /dev and the workspace at /workspace; they are built once per
+  episode and every command joins them (setns + chroot) and runs as an unused uid, so RLIMIT_NPROC
+  really bounds a fork bomb and nothing outside the workspace is writable.
+- "userns" (unprivileged user namespaces): the same view, built per command inside a user namespace.
+  Unprivileged, the process limit counts the caller's own processes, so it is set relative to how many
+  run already; forced as root, the namespace is built by the unused uid (mapped to 0 inside), so root's
+  files stay out of reach.
 - "rlimits": timeouts, rlimits, scrubbed env and output limits only (other kernels, macOS); as root
   the command still runs as an unused uid.
 
@@ -29,12 +36,13 @@ scoring time (see checks.py), so the agent cannot read or edit them (docs/peers.
 """
 from __future__ import annotations
 
+import atexit
 import os
+import re
 import resource
 import secrets
 import select
 import selectors
-import shutil
 import signal
 import stat
 import subprocess
@@ -42,9 +50,11 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+from envs.cgroups import Group
 from envs.programs import mountns
 from envs.spawner import Spawner, get_spawner
 
@@ -62,7 +72,9 @@ class Limits:
     output_bytes: int = 8192  # what the observation keeps
     output_hard_bytes: int = 4 << 20  # past this much output the command is killed (a flood)
     workspace_bytes: int = 64 << 20
+    workspace_inodes: int = 32768  # files and directories in the workspace
     tmp_bytes: int = 16 << 20
+    total_memory_bytes: int = 1 << 30  # all of the sandbox's processes together (cgroup; memory_bytes is per process)
 
 
 @dataclass(frozen=True)
@@ -175,8 +187,9 @@ def _python_for_uid() -> str:
     return own
 
 
-def _system_view(root: str, workspace: str, tmp_bytes: int) -> dict:
-    """The chroot view (mountns.build's spec): computed before any fork, so the child only mounts."""
+def _system_view(root: str, workspace: str, tmp_bytes: int, *, prefix: bool = True) -> dict:
+    """The chroot view (mountns.build's spec): computed before any fork, so the child only mounts.
+    `prefix`: bind the caller's Python prefix (not when the view is built as a uid that cannot enter it)."""
     view: dict = {"root": root, "workspace": workspace, "dirs": [], "symlinks": [], "binds": [], "devices": [],
                   "tmp_opts": f"size={tmp_bytes},mode=1777"}
     made: set[str] = set()
@@ -190,9 +203,10 @@ def _system_view(root: str, workspace: str, tmp_bytes: int) -> dict:
                 view["dirs"].append(root + sub)
 
     def ro_flags(src: str) -> int:
-        # A read-only remount inside a user namespace must keep the locked nosuid/nodev/noexec flags.
+        # Read-only, nosuid and nodev (a setuid binary gives no one root inside); a remount inside a user
+        # namespace must also keep a locked noexec.
         f = os.statvfs(src).f_flag
-        return mountns.MS_RDONLY | (f & (mountns.MS_NOSUID | mountns.MS_NODEV | mountns.MS_NOEXEC))
+        return mountns.MS_RDONLY | mountns.MS_NOSUID | mountns.MS_NODEV | (f & mountns.MS_NOEXEC)
 
     for top in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt"):
         src = "/" + top
@@ -201,10 +215,10 @@ def _system_view(root: str, workspace: str, tmp_bytes: int) -> dict:
         elif os.path.isdir(src):
             mkdirs(src)
             view["binds"].append([src, root + src, ro_flags(src)])
-    prefix = _python_prefix()
-    if not any(prefix == p or prefix.startswith(p + "/") for p in ("/usr", "/opt")):
-        mkdirs(prefix)
-        view["binds"].append([prefix, root + prefix, ro_flags(prefix)])
+    own_prefix = _python_prefix()
+    if prefix and not any(own_prefix == p or own_prefix.startswith(p + "/") for p in ("/usr", "/opt")):
+        mkdirs(own_prefix)
+        view["binds"].append([own_prefix, root + own_prefix, ro_flags(own_prefix)])
     mkdirs("/dev")
     for dev in ("null", "zero", "random", "urandom"):
         if os.path.exists(f"/dev/{dev}"):
@@ -227,27 +241,44 @@ class Sandbox:
                  env: dict[str, str] | None = None):
         self.limits = limits or Limits()
         self.isolation = isolation or isolation_mode()
-        self._dir = Path(tempfile.mkdtemp(prefix="lachesis-sbx-"))
-        os.chmod(self._dir, 0o700)
-        self.workspace = self._dir / "workspace"
-        self.workspace.mkdir(mode=0o700)
-        # As root the command always runs as an unused uid (also without namespaces): root ignores
-        # RLIMIT_NPROC and file permissions, so only an own uid makes those limits real.
-        self.own_uid = os.geteuid() == 0 and self.isolation != "userns"
+        # As root the command always runs as an unused uid (in every mode): root ignores RLIMIT_NPROC and
+        # file permissions, so only an own uid makes those limits real. In userns mode that uid builds the
+        # namespaces itself (mountns.setup), so it must be able to pass through to its workspace.
+        self.own_uid = os.geteuid() == 0
         self.uid = _unused_uid() if self.own_uid else os.getuid()
         self.gid = self.uid if self.own_uid else os.getgid()
+        self.workspace_fs = "directory"
+        self._group: Group | None = None
+        self._ns_fds: tuple[int, int] | None = None  # (net, mnt) of this episode, in full mode
+        _sweep_stale_once()
+        # The creator's pid in the name: a workspace mount left by a process that died without close()
+        # is found and removed by the next process that makes a sandbox (_sweep_stale).
+        self._dir = Path(tempfile.mkdtemp(prefix=f"lachesis-sbx-{os.getpid()}-"))
+        self._closed = False  # from here on close() undoes what exists
+        _LIVE.add(self)
+        os.chmod(self._dir, 0o711 if self.own_uid and self.isolation != "full" else 0o700)
+        self.workspace = self._dir / "workspace"
+        self.workspace.mkdir(mode=0o700)
+        # The workspace: a tmpfs of its own where this process may mount one (root), so the kernel holds it
+        # to its size and inode quota however many processes write at once, nothing in it is setuid, and
+        # cleanup is one unmount however deep the tree; else a directory polled against the quota.
+        self.workspace_fs = self._mount_workspace()
         if self.own_uid:
             os.chown(self.workspace, self.uid, self.gid)
-            if self.isolation == "rlimits":  # no chroot: the uid must be able to pass through to its workspace
-                os.chmod(self._dir, 0o711)
         self._root = self._dir / "root"
         self._view: dict | None = None  # mountns.build's spec, in the namespace modes
+        userns_uid = self.own_uid and self.isolation == "userns"  # the view is built as the unused uid
         if self.isolation in ("full", "userns"):
             self._root.mkdir(mode=0o755)
-            self._view = _system_view(str(self._root), str(self.workspace), self.limits.tmp_bytes)
+            self._view = _system_view(str(self._root), str(self.workspace), self.limits.tmp_bytes,
+                                      prefix=not userns_uid or _world_executable(sandbox_python()))
         self.path_inside = WORKSPACE_INSIDE if self._view else str(self.workspace)
         # The interpreter checkers and tests run with (the chroot view holds the caller's own prefix).
-        self.python = sandbox_python() if self._view or not self.own_uid else _python_for_uid()
+        own_view = self._view is not None and not userns_uid
+        self.python = sandbox_python() if own_view or not self.own_uid else _python_for_uid()
+        # One cgroup for all of the sandbox's processes (memory and process caps), where this process may
+        # make one; every command joins it before dropping its privileges.
+        self._group = Group(self.limits.total_memory_bytes, self.limits.processes) if self.own_uid else None
         base_env = {
             "PATH": f"/usr/local/bin:/usr/bin:/bin:{os.path.dirname(self.python)}",
             "HOME": self.path_inside,
@@ -261,8 +292,19 @@ class Sandbox:
         self.env = {**base_env, **(env or {})}
         # Without an own uid RLIMIT_NPROC counts every process of the caller: allow what runs already.
         self._nproc = self.limits.processes + (0 if self.own_uid else _count_processes(os.getuid()))
-        self._ns_fds: tuple[int, int] | None = None  # (net, mnt) of this episode, in full mode
-        self._closed = False
+
+    def _mount_workspace(self) -> str:
+        """"tmpfs" when the workspace could be made a size- and inode-limited tmpfs, else "directory"."""
+        if os.geteuid() != 0 or not mountns.available():
+            return "directory"
+        lim = self.limits
+        opts = (f"size={lim.workspace_bytes},nr_inodes={lim.workspace_inodes},mode=0700,"
+                f"uid={self.uid},gid={self.gid}")
+        try:
+            mountns.mount("tmpfs", str(self.workspace), "tmpfs", mountns.MS_NOSUID | mountns.MS_NODEV, opts)
+        except OSError:  # no CAP_SYS_ADMIN here (a container without it): the polled quota is all there is
+            return "directory"
+        return "tmpfs"
 
     # ------------------------------------------------------------ files (parent side, before the agent runs)
 
@@ -304,24 +346,47 @@ class Sandbox:
         keep = limits.output_bytes if output_bytes is None else min(output_bytes, limits.output_hard_bytes)
         spawner = get_spawner(sandbox_python())
         if spawner is not None:
-            fd, poll, wait, pid = self._start_spawned(spawner, argv, data, env or self.env)
+            fd, poll, wait, kill = self._start_spawned(spawner, argv, data, env or self.env)
         else:
-            fd, poll, wait, pid = self._start_forked(argv, data, env or self.env)
+            fd, poll, wait, kill = self._start_forked(argv, data, env or self.env)
         try:
-            output, truncated, killed, lingering = self._collect(fd, poll, pid, start + timeout, keep)
+            output, truncated, killed, lingering = self._collect(fd, poll, kill, start + timeout, keep)
         finally:
             os.close(fd)
         exit_code = wait()
         # Children still holding the output pipe after the command exited get the uid-wide sweep too.
-        self._kill_leftovers(pid, sweep=bool(killed) or lingering)
+        self._kill_leftovers(kill, sweep=bool(killed) or lingering)
         if not killed and self._over_quota():
             killed = "workspace quota exceeded"
         text = output.decode("utf-8", errors="replace")
         return RunResult(text, None if killed == "timeout" else exit_code, timed_out=killed == "timeout",
                          truncated=truncated, killed=killed, seconds=time.monotonic() - start)
 
+    def _request(self, argv: list[str], env: dict[str, str]) -> dict:
+        """What a command's process does before exec (mountns.setup), the same for both ways of forking."""
+        req = {"argv": argv, "env": env, "rlimits": self._rlimits(), "own_uid": self.own_uid,
+               "uid": self.uid, "gid": self.gid, "cgroups": self._group.procs if self._group else []}
+        if self.isolation == "full":
+            req.update(mode="enter", root=str(self._root))
+        elif self._view is not None:
+            req.update(mode="build", view=self._view, userns=self.isolation == "userns",
+                       outer_uid=os.getuid(), outer_gid=os.getgid())
+        else:
+            req.update(mode="plain", cwd=str(self.workspace))
+        return req
+
     def _start_forked(self, argv: list[str], data: bytes | None, env: dict[str, str]):
         """Fork here with a preexec function (the fallback when the spawn helper is off)."""
+        # The caller is no subreaper (the spawn helper is): a waiter process reaps what the command leaves.
+        req = {**self._request(argv, env), "contain": mountns.available()}
+        ns = self._namespaces()
+
+        def preexec() -> None:
+            os.setsid()
+            mountns.setup(req, *(ns or (None, None)))
+            for fd in ns or ():
+                os.close(fd)  # the command must not keep handles on the namespaces
+
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
@@ -329,15 +394,17 @@ class Sandbox:
             stderr=subprocess.STDOUT,
             cwd=self._dir if self._view else self.workspace,
             env=env,
-            preexec_fn=self._enter() if self._namespaces() else self._preexec(),
+            preexec_fn=preexec,
             close_fds=True,
-            pass_fds=self._ns_fds or (),
+            pass_fds=ns or (),
         )
         if data is not None:
             _send_input(proc.stdin, data)
         fd = os.dup(proc.stdout.fileno())
         proc.stdout.close()
-        return fd, proc.poll, proc.wait, proc.pid
+        if req["contain"]:  # the waiter must live on to reap: kill what it waits for, it kills the rest
+            return fd, proc.poll, proc.wait, lambda: _kill_children_of(proc.pid)
+        return fd, proc.poll, proc.wait, lambda: _killpg(proc.pid)
 
     def _start_spawned(self, spawner: Spawner, argv: list[str], data: bytes | None, env: dict[str, str]):
         out_r, out_w = os.pipe()
@@ -346,17 +413,10 @@ class Sandbox:
         if data is not None:
             in_r, in_w = os.pipe()
             fds["stdin"] = in_r
-        req = {"argv": argv, "env": env, "rlimits": self._rlimits(), "own_uid": self.own_uid,
-               "uid": self.uid, "gid": self.gid}
+        req = self._request(argv, env)
         if self.isolation == "full":
             net, mnt = self._namespaces()
             fds.update(net=net, mnt=mnt)
-            req.update(mode="enter", root=str(self._root))
-        elif self._view is not None:
-            req.update(mode="build", view=self._view, userns=self.isolation == "userns",
-                       outer_uid=os.getuid(), outer_gid=os.getgid())
-        else:
-            req.update(mode="plain", cwd=str(self.workspace))
         try:
             child = spawner.spawn(req, fds)
         except BaseException:
@@ -375,9 +435,9 @@ class Sandbox:
             code = child.wait(10)  # the command is dead or killed by now; this only bounds a wedged helper
             return 127 if code is None else code
 
-        return out_r, child.poll, wait, child.pid
+        return out_r, child.poll, wait, lambda: _killpg(child.pid)
 
-    def _collect(self, fd: int, poll, pid: int, deadline: float, keep: int) -> tuple[bytes, bool, str, bool]:
+    def _collect(self, fd: int, poll, kill, deadline: float, keep: int) -> tuple[bytes, bool, str, bool]:
         limits = self.limits
         kept = bytearray()
         seen = 0
@@ -417,14 +477,13 @@ class Sandbox:
                     killed = "output flood"
                     break
         if killed:
-            self._kill_leftovers(pid, sweep=True)
+            self._kill_leftovers(kill, sweep=True)
         return bytes(kept), seen > keep, killed, lingering
 
-    def _kill_leftovers(self, pgid: int, *, sweep: bool) -> None:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    def _kill_leftovers(self, kill, *, sweep: bool) -> None:
+        """kill() ends the command's process group (or, forked here, what its waiter waits for); the sweep
+        kills every process of the sandbox's own uid (a timeout, a flood, a child holding the pipe)."""
+        kill()
         if sweep and self.own_uid:
             self._kill_uid()
 
@@ -455,21 +514,11 @@ class Sandbox:
         os.waitpid(pid, 0)
 
     def _over_quota(self) -> bool:
-        total = 0
-        stack = [str(self.workspace)]
-        while stack:
-            try:
-                with os.scandir(stack.pop()) as entries:
-                    for e in entries:
-                        st = e.stat(follow_symlinks=False)
-                        total += st.st_blocks * 512
-                        if stat.S_ISDIR(st.st_mode):
-                            stack.append(e.path)
-            except OSError:
-                continue
-            if total > self.limits.workspace_bytes:
-                return True
-        return False
+        """The polled quota of a plain-directory workspace (a tmpfs one is held to it by the kernel)."""
+        if self.workspace_fs == "tmpfs":
+            return False
+        used, entries = tree_usage(str(self.workspace), self.limits.workspace_bytes, self.limits.workspace_inodes)
+        return used > self.limits.workspace_bytes or entries > self.limits.workspace_inodes
 
     def _namespaces(self) -> tuple[int, int] | None:
         """Full mode builds the namespaces once per episode and every command joins them with setns():
@@ -482,9 +531,15 @@ class Sandbox:
             self._ns_fds = self._build_spawned(spawner) if spawner is not None else self._build_forked()
         return self._ns_fds
 
+    def _maker(self) -> dict:
+        """The request of the process that builds an episode's namespaces (full mode) and then waits."""
+        return {"mode": "build", "view": self._view, "argv": ["/bin/cat"], "env": {}}
+
     def _build_forked(self) -> tuple[int, int]:
+        req = self._maker()
         maker = subprocess.Popen(["/bin/cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, cwd=self._dir, env={}, preexec_fn=self._preexec())
+                                 stderr=subprocess.DEVNULL, cwd=self._dir, env={},
+                                 preexec_fn=lambda: (os.setsid(), mountns.setup(req)))
         try:  # Popen returns once the preexec function has run: the namespaces exist
             return _open_ns(maker.pid)
         finally:
@@ -494,7 +549,7 @@ class Sandbox:
     def _build_spawned(self, spawner: Spawner) -> tuple[int, int]:
         out_r, out_w = os.pipe()
         in_r, in_w = os.pipe()
-        req = {"mode": "build", "view": self._view, "argv": ["/bin/cat"], "env": {}, "ready": True}
+        req = {**self._maker(), "ready": True}
         try:
             child = spawner.spawn(req, {"stdin": in_r, "stdout": out_w})
             os.close(out_w)
@@ -514,21 +569,6 @@ class Sandbox:
                 if fd >= 0:
                     os.close(fd)
 
-    def _enter(self):
-        net, mnt = self._ns_fds
-        root = str(self._root)
-        uid, gid = self.uid, self.gid
-        rlimits = self._rlimits()
-
-        def preexec() -> None:
-            os.setsid()
-            mountns.enter(net, mnt, root)
-            os.close(net)  # the command must not keep handles on the namespaces
-            os.close(mnt)
-            _become_sandbox_user(True, uid, gid, rlimits)  # full mode runs as root: always an own uid
-
-        return preexec
-
     def _rlimits(self) -> list[tuple[int, int]]:
         limits = self.limits
         return [
@@ -539,20 +579,6 @@ class Sandbox:
             (resource.RLIMIT_CORE, 0),
             (resource.RLIMIT_NPROC, self._nproc),
         ]
-
-    def _preexec(self):
-        view, userns = self._view, self.isolation == "userns"
-        uid, gid, own_uid = self.uid, self.gid, self.own_uid
-        outer_uid, outer_gid = os.getuid(), os.getgid()
-        rlimits = self._rlimits()
-
-        def preexec() -> None:
-            os.setsid()
-            if view is not None:
-                mountns.build(view, userns, outer_uid, outer_gid)
-            _become_sandbox_user(own_uid, uid, gid, rlimits)
-
-        return preexec
 
     # ------------------------------------------------------------ lifecycle
 
@@ -566,7 +592,14 @@ class Sandbox:
             for fd in self._ns_fds:
                 os.close(fd)
             self._ns_fds = None
-        shutil.rmtree(self._dir, ignore_errors=True)
+        if self._group is not None:
+            self._group.close()
+        if self.workspace_fs == "tmpfs":
+            try:
+                mountns.umount(str(self.workspace))
+            except OSError:
+                pass
+        remove_tree(str(self._dir))
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -581,12 +614,28 @@ class Sandbox:
             pass
 
 
-def _become_sandbox_user(own_uid: bool, uid: int, gid: int, rlimits: list[tuple[int, int]]) -> None:
-    """The last step of both preexec functions, in the child, as the spawn helper does it: drop to the
-    sandbox's own uid, then apply the rlimits."""
-    if own_uid:
-        mountns.drop_to(uid, gid)
-    mountns.set_rlimits(rlimits)
+def _killpg(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_children_of(waiter: int) -> None:
+    """SIGKILL the children of a command's waiter (the command, and the orphans it inherited); the waiter
+    then kills what they leave to it and exits. Each is checked to be the waiter's child right before."""
+    try:
+        with open(f"/proc/{waiter}/task/{waiter}/children") as f:
+            kids = [int(x) for x in f.read().split()]
+    except OSError:
+        kids = []
+    for kid in kids:
+        try:
+            with open(f"/proc/{kid}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == waiter:
+                    os.kill(kid, signal.SIGKILL)
+        except (OSError, IndexError, ValueError):
+            continue
 
 
 def _open_ns(pid: int) -> tuple[int, int]:
@@ -627,3 +676,173 @@ def safe_relpath(rel: str) -> str:
     if os.path.isabs(rel) or norm == ".." or norm.startswith("../") or norm in ("", "."):
         raise ValueError(f"path must stay inside the workspace: {rel!r}")
     return norm
+
+
+# ---------------------------------------------------------------- leftovers
+
+_LIVE: "weakref.WeakSet[Sandbox]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live() -> None:
+    """At interpreter exit close what is still open (a workspace mount outlives its process otherwise)."""
+    for box in list(_LIVE):
+        try:
+            box.close()
+        except OSError:
+            pass
+
+
+_SWEPT = False
+
+
+def _sweep_stale_once() -> None:
+    global _SWEPT
+    if not _SWEPT:
+        _SWEPT = True
+        _sweep_stale()
+
+
+def _sweep_stale() -> None:
+    """Unmount and delete the workspaces of sandboxes whose process died without closing them (kill -9)."""
+    pattern = re.compile(re.escape(tempfile.gettempdir()) + r"/lachesis-sbx-(\d+)-[^/]+/workspace")
+    try:
+        with open("/proc/self/mountinfo") as f:
+            points = [line.split()[4] for line in f]
+    except OSError:
+        return
+    for point in points:
+        m = pattern.fullmatch(point)
+        if m is None or int(m.group(1)) == os.getpid() or _alive(int(m.group(1))):
+            continue
+        try:
+            mountns.umount(point)
+        except OSError:
+            continue
+        remove_tree(os.path.dirname(point))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# ---------------------------------------------------------------- trees of any depth
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _walk(path: str, on_dir, on_entry) -> None:
+    """Visit a directory tree of any depth without recursion and without a path longer than PATH_MAX (a
+    3000-deep tree made the recursive rmtree raise RecursionError): one directory fd open at a time, the
+    names of the directories above on a stack, '..' to climb back. on_entry(dir_fd, entry) is called for
+    every entry; on_dir(dir_fd, name) after the directory `name` (below dir_fd) has been visited; either
+    returns True to stop."""
+    try:
+        fd = os.open(path, _DIR_FLAGS)
+    except OSError:
+        return
+    stack: list[tuple[str, list[str]]] = []
+    try:
+        pending = _scan(fd, on_entry)
+        while pending is not None:
+            if pending:
+                name = pending.pop()
+                try:
+                    child = _open_dir(name, fd)
+                except OSError:
+                    continue
+                stack.append((name, pending))
+                os.close(fd)
+                fd = child
+                pending = _scan(fd, on_entry)
+                continue
+            if not stack:
+                break
+            name, pending = stack.pop()
+            parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            if on_dir(fd, name):
+                break
+    finally:
+        os.close(fd)
+
+
+def _open_dir(name: str, fd: int) -> int:
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=fd)
+    except PermissionError:  # a directory the agent made unreadable (it is its own, or we are root)
+        os.chmod(name, 0o700, dir_fd=fd)
+        return os.open(name, _DIR_FLAGS, dir_fd=fd)
+
+
+def _scan(fd: int, on_entry) -> list[str] | None:
+    """The subdirectories of an open directory, after on_entry saw every entry (None: stop)."""
+    subdirs = []
+    with os.scandir(fd) as entries:
+        for e in entries:
+            if on_entry(fd, e):
+                return None
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    subdirs.append(e.name)
+            except OSError:
+                continue
+    return subdirs
+
+
+def tree_usage(path: str, max_bytes: int, max_entries: int) -> tuple[int, int]:
+    """Bytes (allocated blocks) and entries below `path`; stops counting once past either limit."""
+    used = [0, 0]
+
+    def on_entry(fd: int, e: os.DirEntry) -> bool:
+        try:
+            used[0] += e.stat(follow_symlinks=False).st_blocks * 512
+        except OSError:
+            pass
+        used[1] += 1
+        return used[0] > max_bytes or used[1] > max_entries
+
+    _walk(path, lambda fd, name: False, on_entry)
+    return used[0], used[1]
+
+
+def _writable_retry(fd: int, op) -> None:
+    """Run op(); if the directory (fd) was made read-only, make it writable and try once more."""
+    try:
+        op()
+    except PermissionError:
+        try:
+            os.chmod(fd, 0o700)
+            op()
+        except OSError:
+            pass
+    except OSError:
+        pass
+
+
+def remove_tree(path: str) -> None:
+    """Delete a directory tree of any depth (nothing of the agent's runs any more)."""
+    if not os.path.lexists(path):
+        return
+
+    def on_entry(fd: int, e: os.DirEntry) -> bool:
+        if not e.is_dir(follow_symlinks=False):
+            _writable_retry(fd, lambda: os.unlink(e.name, dir_fd=fd))
+        return False
+
+    def on_dir(fd: int, name: str) -> bool:
+        _writable_retry(fd, lambda: os.rmdir(name, dir_fd=fd))
+        return False
+
+    _walk(path, on_dir, on_entry)
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass

@@ -17,8 +17,8 @@ def pytest_runtest_logreport(report):
     """Tally tests marked `attack` (each is one attack tried against the product; passing = contained)."""
     if "attack" not in report.keywords:
         return
-    if report.when == "call":
-        _attacks["contained" if report.passed else "breached"] += 1
+    if report.when == "call":  # a skip inside the test (a kernel feature found absent) is no breach
+        _attacks["skipped" if report.skipped else "contained" if report.passed else "breached"] += 1
     elif report.when == "setup" and report.skipped:
         _attacks["skipped"] += 1
     elif report.when == "setup" and report.failed:

@@ -1,25 +1,32 @@
-"""The sandbox's view of the system and how a command enters it: the one copy of the namespace, mount
-and uid sequence.
+"""The sandbox's view of the system and how a command enters it: the one copy of what a command's process
+does between fork and exec (cgroups, namespaces, mounts, uid, rlimits, no_new_privs), and the reaping
+that kills whatever a command leaves behind.
 
 Two processes run it: the spawn helper (spawner.py, a stand-alone program that imports this file as a
 sibling module) in the child it forks for each command, and the sandbox itself (envs/sandbox.py) in a
 preexec function when the helper is turned off. Stdlib only, raw syscalls through ctypes (Python 3.11
-has no os.unshare/os.mount), and no state: each function is called in a freshly forked child.
+has no os.unshare/os.mount), and no state: each function is called in a freshly forked child, except
+mount and umount (the sandbox's workspace) and the reaping (the spawn helper's own loop).
 """
 import ctypes
 import ctypes.util
 import os
 import resource
+import signal
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
+MNT_DETACH = 0x2
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 4, 36, 38
 
 try:
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     libc.unshare.argtypes = [ctypes.c_int]
     libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 except (OSError, AttributeError):  # not Linux: the sandbox falls back to rlimits only
     libc = None
 
@@ -42,6 +49,15 @@ def mount(src, dst, fstype, flags, data=None):
     _check(libc.mount(_enc(src), _enc(dst), _enc(fstype), flags, _enc(data)), f"mount {dst}")
 
 
+def umount(path):
+    """Detach a mount (its files go with it at once, however deep the tree: the workspace's cleanup)."""
+    _check(libc.umount2(_enc(path), MNT_DETACH), f"umount {path}")
+
+
+def prctl(option, arg):
+    _check(libc.prctl(option, arg, 0, 0, 0), f"prctl {option}")
+
+
 def _write(path, data):
     fd = os.open(path, os.O_WRONLY)
     try:
@@ -53,10 +69,14 @@ def _write(path, data):
 def build(view, userns=False, outer_uid=0, outer_gid=0):
     """A fresh mount and network namespace (and user namespace when `userns`) holding the read-only
     system view, then chroot into it. `view` is the sandbox's view spec (Sandbox._view_spec):
-    root, workspace, dirs, symlinks, binds [source, target, read-only flags], devices, tmp_opts."""
+    root, workspace, dirs, symlinks, binds [source, target, read-only flags], devices, tmp_opts.
+    Every mount but the device nodes is nosuid and nodev: a setuid binary gives no one root inside."""
     root = view["root"]
     _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET | (CLONE_NEWUSER if userns else 0)), "unshare")
     if userns:
+        # A process that changed its uid (root becoming the sandbox's uid) is not dumpable, and then its own
+        # /proc/self files are root's: it could not write its maps. exec makes it dumpable again anyway.
+        prctl(PR_SET_DUMPABLE, 1)
         _write("/proc/self/setgroups", b"deny")
         _write("/proc/self/uid_map", b"0 %d 1" % outer_uid)
         _write("/proc/self/gid_map", b"0 %d 1" % outer_gid)
@@ -74,6 +94,7 @@ def build(view, userns=False, outer_uid=0, outer_gid=0):
         mount(src, dst, None, MS_BIND)
     mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, view["tmp_opts"])
     mount(view["workspace"], root + "/workspace", None, MS_BIND)
+    mount(None, root + "/workspace", None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV)
     mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=755")
     os.chroot(root)
     os.chdir("/workspace")
@@ -97,3 +118,115 @@ def drop_to(uid, gid):
 def set_rlimits(rlimits):
     for res, value in rlimits:
         resource.setrlimit(res, (value, value))
+
+
+def setup(req, net_fd=None, mnt_fd=None):
+    """Everything a command's process does between fork (already in a session of its own) and exec,
+    from the request the sandbox builds (Sandbox._request): join the episode's cgroups while still
+    privileged; build or enter the namespaces; fork a waiter (contain) when asked; drop to the sandbox's
+    uid; rlimits; no_new_privs."""
+    proc_fd = open_proc() if req.get("contain") else None  # the waiter reads /proc from inside the view
+    for procs in req.get("cgroups", ()):
+        _write(procs, b"%d" % os.getpid())
+    mode = req["mode"]
+    own, uid, gid = req.get("own_uid"), req.get("uid", 0), req.get("gid", 0)
+    userns = mode == "build" and req.get("userns", False)
+    if userns and own:
+        # Root in userns mode: become the unused uid first and map it to 0 inside, so what the command can
+        # touch outside its view is decided by that uid, not by root's (/etc/shadow stays unreadable).
+        drop_to(uid, gid)
+        build(req["view"], True, uid, gid)
+    elif mode == "build":
+        build(req["view"], userns, req.get("outer_uid", 0), req.get("outer_gid", 0))
+    elif mode == "enter":
+        enter(net_fd, mnt_fd, req["root"])
+    elif req.get("cwd"):
+        os.chdir(req["cwd"])
+    if proc_fd is not None:
+        contain(proc_fd)
+    if own and not userns:
+        drop_to(uid, gid)
+    set_rlimits(req.get("rlimits", []))
+    prctl(PR_SET_NO_NEW_PRIVS, 1)  # no setuid or file-capability binary raises anyone's privileges
+
+
+def contain(proc_fd):
+    """Fork: the child goes on to become the command; this process stays as its waiter, a child
+    subreaper, so every orphan the command leaves (a double-forked daemon) becomes its child; when the
+    command exits it kills them all, then exits with the command's status. The spawn helper does the
+    same for the commands it forks itself (spawner.py); this is for commands forked by the caller."""
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    pid = os.fork()
+    if pid == 0:
+        return
+    try:  # the waiter runs no Python handlers and holds no descriptor (the output pipe's EOF is the command's)
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+    except ValueError:  # forked from a thread other than the main one: Python keeps its handlers
+        pass
+    os.closerange(0, proc_fd)
+    os.closerange(proc_fd + 1, 1 << 20)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    status = None
+    try:
+        status = os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        pass
+    kill_children(proc_fd)
+    code = 127 if status is None else os.waitstatus_to_exitcode(status)
+    if code < 0:  # end the way the command ended, so the caller sees the signal
+        try:
+            signal.signal(-code, signal.SIG_DFL)
+        except (ValueError, OSError):
+            pass
+        os.kill(os.getpid(), -code)
+    os._exit(code if code >= 0 else 128 - code)
+
+
+def open_proc():
+    return os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def children(proc_fd):
+    """This (single-threaded) process's live and zombie children, read through a /proc descriptor."""
+    me = os.getpid()
+    try:
+        fd = os.open(f"{me}/task/{me}/children", os.O_RDONLY, dir_fd=proc_fd)
+    except FileNotFoundError:  # a kernel without CONFIG_PROC_CHILDREN: scan every process's parent
+        return [int(e) for e in os.listdir(proc_fd) if e.isdigit() and _parent(proc_fd, e) == me]
+    try:
+        return [int(x) for x in os.read(fd, 1 << 20).split()]
+    finally:
+        os.close(fd)
+
+
+def _parent(proc_fd, pid):
+    try:
+        fd = os.open(f"{pid}/stat", os.O_RDONLY, dir_fd=proc_fd)
+        try:
+            return int(os.read(fd, 4096).rsplit(b")", 1)[1].split()[1])
+        finally:
+            os.close(fd)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def kill_children(proc_fd, keep=(), rounds=10000):
+    """SIGKILL every child of this process but `keep`, and the children they leave to it (a subreaper
+    inherits them), until none is left; reaps them. A child's pid cannot be reused before it is reaped,
+    so no unrelated process is ever signalled."""
+    for _ in range(rounds):
+        strays = [k for k in children(proc_fd) if k not in keep]
+        if not strays:
+            return
+        for k in strays:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except OSError:
+                pass
+        for k in strays:
+            try:
+                os.waitpid(k, 0)
+            except ChildProcessError:
+                pass

@@ -1,5 +1,6 @@
 # The spawn helper: one small process per Python process that starts every sandboxed command.
-# Run as a script (`python -E -S spawner.py FD`), so its sibling mountns.py is importable.
+# Run as a script (`python -E -S spawner.py FD`), so its sibling mountns.py is importable (mountns.setup
+# is what each child does before it execs the command).
 # Forking the caller (a trainer holding a model in memory) for each command costs tens of ms;
 # forking this helper costs well under one. Requests arrive on a SOCK_SEQPACKET socket (argv[1]) as
 # JSON plus file descriptors, one of them the request's own status pipe: the helper writes
@@ -27,19 +28,18 @@ def child(req, fds):
     os.dup2(stdin, 0)
     os.dup2(out, 1)
     os.dup2(out, 2)
-    mode = req["mode"]
-    if mode == "build":
-        mountns.build(req["view"], req.get("userns", False), req.get("outer_uid", 0), req.get("outer_gid", 0))
-    elif mode == "enter":
-        mountns.enter(fds["net"], fds["mnt"], req["root"])
-    elif req.get("cwd"):
-        os.chdir(req["cwd"])
-    if req.get("own_uid"):
+    # Nothing of the helper's (its socket, other commands' pipes) stays open while this child is set up:
+    # keep only the namespace descriptors `enter` needs.
+    low = 3
+    for fd in sorted(fds[k] for k in ("net", "mnt") if k in fds):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 20)
+    if req["mode"] == "kill":  # kill(-1) as the sandbox uid: every process of that uid
         mountns.drop_to(req["uid"], req["gid"])
-    if mode == "kill":  # kill(-1) as the sandbox uid: every process of that uid
         os.kill(-1, signal.SIGKILL)
         os._exit(0)
-    mountns.set_rlimits(req.get("rlimits", []))
+    mountns.setup(req, fds.get("net"), fds.get("mnt"))
     if req.get("ready"):
         os.write(1, b"R")
     os.closerange(3, 1 << 20)
@@ -56,6 +56,14 @@ def main():
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *a: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the caller, which closes the socket
+    # A child subreaper: every orphan a command leaves behind (a double-forked daemon with its descriptors
+    # closed, a process that left the group a timeout kills) becomes this helper's child instead of init's.
+    # It forks nothing but commands, so each child it did not fork is such a stray: whenever a child
+    # exits, the strays are killed before the exit is reported, and a step's command never outlives it.
+    proc_fd = None
+    if mountns.available():
+        mountns.prctl(mountns.PR_SET_CHILD_SUBREAPER, 1)
+        proc_fd = mountns.open_proc()
     children = {}  # pid -> status fd
 
     def answer(fd, text, close=False):
@@ -70,22 +78,27 @@ def main():
         ready, _, _ = select.select([sock, wake_r], [], [])
         if wake_r in ready:
             os.read(wake_r, 4096)
-        while children:
+        while True:
             try:
                 pid, wstatus = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
                 break
-            if pid in children:
-                answer(children.pop(pid), f"X{os.waitstatus_to_exitcode(wstatus)}", close=True)
+            status = children.pop(pid, None)
+            if proc_fd is not None:
+                mountns.kill_children(proc_fd, keep=children)
+            if status is not None:
+                answer(status, f"X{os.waitstatus_to_exitcode(wstatus)}", close=True)
         if sock in ready:
             try:
                 msg, fdlist, _, _ = socket.recv_fds(sock, 1 << 20, 8)
             except OSError:
+                msg = b""
+            if not msg:  # the caller is gone: so is everything it started
+                if proc_fd is not None:
+                    mountns.kill_children(proc_fd)
                 return
-            if not msg:
-                return  # the caller is gone
             req = json.loads(msg)
             fds = dict(zip(req.pop("fd_names"), fdlist))
             status = fds.pop("status")
