@@ -47,6 +47,13 @@ async def require_token(request: Request, state: IngestState = Depends(get_state
 WRITE = [Depends(require_token)]
 
 
+async def expect_trajectories(state: IngestState = Depends(get_state)):
+    """Declared before the body: tells the trajectories batcher this request is on its way (TableBatcher
+    gathers the requests being parsed into one version); released when the rows are handed over, or at the end."""
+    with state.expect("trajectories") as expected:
+        yield expected
+
+
 async def body_bytes(request: Request, state: IngestState = Depends(get_state)) -> bytes:
     """The request body within the limits: declared size, streamed size, then inflated size for gzip."""
     limit = state.config.max_body

@@ -19,8 +19,8 @@ from ingest.atropos_queue import GroupQueued, Registered, Started
 from ingest.errors import BadInput
 from ingest.batcher import Expected
 from ingest.groups import ParsedGroup, from_model, parse_fast, parse_group
-from ingest.http import (WRITE, ValidationDetail, bigjson, body_bytes, get_state, json_response_async,
-                         model_body, parse_json, validate_model)
+from ingest.http import (WRITE, ValidationDetail, bigjson, body_bytes, expect_trajectories, get_state, json_body,
+                         json_response_async, model_body, parse_json, validate_model)
 from ingest.records import ArrowRows
 from ingest.state import IngestState
 from ingest.util import text_hash, uuid7
@@ -67,7 +67,7 @@ async def commit_groups(s: IngestState, groups: list[Group], keyed: bool, expect
     return [s.queue.apply(g.queued()) if id(g) in fresh_ids else None for g in groups]
 
 
-def scored_data_body(data: bytes) -> ParsedGroup:
+async def scored_data_body(data: bytes = Depends(body_bytes)) -> ParsedGroup:
     """One group (the hot path of an env): parsed once by orjson and checked by Arrow (`ingest.groups`); a
     body of another shape is validated by the pydantic model, whose 422 is run-api's."""
     try:
@@ -86,7 +86,7 @@ def scored_data_body(data: bytes) -> ParsedGroup:
     return from_model(sd, sd.model_extra or {}, ["body"])
 
 
-def scored_data_list_body(obj) -> list[ParsedGroup]:
+async def scored_data_list_body(obj=Depends(json_body)) -> list[ParsedGroup]:
     """A list of groups, every one validated (all errors reported, nothing written when any is bad)."""
     if not isinstance(obj, list):
         raise ValidationDetail([{"type": "list_type", "loc": ["body"], "msg": "Input should be a valid list",
@@ -174,25 +174,23 @@ async def status_env(ident: A.EnvIdentifier = Depends(env_identifier), s: Ingest
 
 
 @router.post("/scored_data", dependencies=WRITE)
-async def scored_data(request: Request, s: IngestState = Depends(get_state)):
-    # the body is read here, not by a dependency, so the batcher knows this request is coming before it is read
-    with s.expect("trajectories") as expected:
-        pg = scored_data_body(await body_bytes(request, s))
-        key = request.headers.get("idempotency-key")
-        g = Group(pg, _group_id(key), s.queue.env_name(pg.env_id), ["body"])
-        res = (await commit_groups(s, [g], key is not None, expected))[0]
+async def scored_data(request: Request, expected: Expected = Depends(expect_trajectories),
+                      pg: ParsedGroup = Depends(scored_data_body), s: IngestState = Depends(get_state)):
+    key = request.headers.get("idempotency-key")
+    g = Group(pg, _group_id(key), s.queue.env_name(pg.env_id), ["body"])
+    res = (await commit_groups(s, [g], key is not None, expected))[0]
     return {"status": "received", "duplicate": True} if res is None else res
 
 
 @router.post("/scored_data_list", dependencies=WRITE)
-async def scored_data_list(request: Request, s: IngestState = Depends(get_state)):
-    with s.expect("trajectories") as expected:
-        items = scored_data_list_body(parse_json(await body_bytes(request, s)))
-        key = request.headers.get("idempotency-key")
-        # every group is checked before any is claimed: a bad later group leaves nothing claimed or written
-        groups = [Group(pg, _group_id(key, f"#{i}"), s.queue.env_name(pg.env_id), ["body", i])
-                  for i, pg in enumerate(items)]
-        results = await commit_groups(s, groups, key is not None, expected)
+async def scored_data_list(request: Request, expected: Expected = Depends(expect_trajectories),
+                           items: list[ParsedGroup] = Depends(scored_data_list_body),
+                           s: IngestState = Depends(get_state)):
+    key = request.headers.get("idempotency-key")
+    # every group is checked before any is claimed: a bad later group leaves nothing claimed or written
+    groups = [Group(pg, _group_id(key, f"#{i}"), s.queue.env_name(pg.env_id), ["body", i])
+              for i, pg in enumerate(items)]
+    results = await commit_groups(s, groups, key is not None, expected)
     buffered = [r for r in results if r is not None and r["status"] == "buffered"]
     out = {"status": "received", "groups_processed": len(groups)}
     if buffered:

@@ -16,7 +16,8 @@ from fastapi import APIRouter, Depends, Request
 from ingest.errors import BadInput
 from ingest.formats import atropos_to_records, detect_record, native_to_record, parse_body, to_records
 from ingest.hermes import hermes_to_record
-from ingest.http import WRITE, body_bytes, get_state, json_body
+from ingest.batcher import Expected
+from ingest.http import WRITE, body_bytes, expect_trajectories, get_state, json_body
 from ingest.records import validated_batch
 from ingest.skills import parse_skill
 from ingest.state import IngestState
@@ -68,8 +69,8 @@ async def stats(s: IngestState = Depends(get_state)):
 
 
 @router.post("/v1/trajectories", dependencies=WRITE)
-async def post_trajectories(request: Request, items: list = Depends(trajectory_items),
-                            s: IngestState = Depends(get_state)):
+async def post_trajectories(request: Request, expected: Expected = Depends(expect_trajectories),
+                            items: list = Depends(trajectory_items), s: IngestState = Depends(get_state)):
     key = request.headers.get("idempotency-key")
     records, locs = [], []
     for i, (line, obj) in enumerate(items):
@@ -94,7 +95,7 @@ async def post_trajectories(request: Request, items: list = Depends(trajectory_i
             seen.add(tid)
         res = None
         if keep:
-            res = await s.commit_arrow("trajectories", batch.arrow(keep))
+            res = await s.commit_arrow("trajectories", batch.arrow(keep), expected=expected)
     s.counters.acked_rows += len(keep)
     s.counters.duplicates += dups
     return {"status": "committed", "accepted": len(keep), "duplicates": dups,
