@@ -44,7 +44,7 @@ TRAIN_OPTIONS = [
     ("max_length", "--max-length"), ("full", "--full/--lora"), ("lora_r", "--lora-r"), ("lora_alpha", "--lora-alpha"),
     ("lora_dropout", "--lora-dropout"), ("target_modules", "--target-modules"), ("warmup_steps", "--warmup-steps"),
     ("seed", "--seed"), ("split", "--split"), ("lake_root", "--lake"), ("record_in_lake", "--record-in-lake/--no-lake"),
-    ("threads", "--threads"), ("chat_template", "--chat-template"), ("plot", "--plot/--no-plot"),
+    ("threads", "--threads"), ("device", "--device"), ("chat_template", "--chat-template"), ("plot", "--plot/--no-plot"),
     ("report_to", "--report-to"),
 ]
 INSTRUCT_OPTIONS = [("method", "--method"), *TRAIN_OPTIONS, ("beta", "--beta")]
@@ -53,7 +53,7 @@ EVAL_OPTIONS = [
     ("offset", "--offset"), ("seed", "--seed"), ("max_new_tokens", "--max-new-tokens"), ("max_turns", "--max-turns"),
     ("max_context", "--max-context"), ("batch_size", "--batch-size"), ("tasks_file", "--tasks"),
     ("lake_root", "--lake"), ("record_in_lake", "--record-in-lake/--no-lake"), ("threads", "--threads"),
-    ("chat_template", "--chat-template"),
+    ("device", "--device"), ("chat_template", "--chat-template"),
 ]
 
 

@@ -9,7 +9,7 @@ and the `config.json` a run folder records cannot disagree (they did: epochs 1 v
     llm_finetune            -> InstructConfig (--method sft | dpo)
 
 The runtime part fixes the CPU pitfalls of docs/training-notes.md in one place (bf16 default, activation
-checkpointing, pin_memory, report_to, threads, float32 loading).
+checkpointing, pin_memory, report_to, threads, float32 loading) and resolves `--device auto|cpu|cuda`.
 """
 from __future__ import annotations
 
@@ -68,6 +68,7 @@ class TrainConfig:
         "an existing lake, for view names and the runs event (default $LAKE_ROOT or ./data/lake)"))
     record_in_lake: bool = field(default=True, **helped("record the run as a `runs` event in the lake"))
     threads: int | None = field(default=None, **helped("torch threads (default 1 or $LACHESIS_THREADS)"))
+    device: str = field(default="auto", **helped("auto (cuda when available) | cpu | cuda | cuda:N; bf16 only on a GPU"))
     chat_template: str | None = field(default=None, **helped("chatml (ours, Hermes-style) or a .jinja file"))
     progress: bool = field(default=True, **helped("show a progress bar"))
     plot: bool = field(default=True, **helped("draw loss.png in the run folder"))
@@ -92,6 +93,7 @@ class TrainConfig:
             raise TrainerInputError("--target-modules is empty: use all-linear or names such as q_proj,v_proj")
         if not self.split.strip():
             raise TrainerInputError("--split is empty: use train, test or all")
+        self.device = check_device(self.device)
         self.report_to = check_report_to(self.report_to)
 
     def lora_targets(self) -> str | list[str]:
@@ -211,31 +213,57 @@ def set_threads(n: int | None = None) -> int:
     return n
 
 
-def device():
-    """cuda when present, else cpu."""
+DEVICES = ("auto", "cpu", "cuda")  # `cuda:N` picks one GPU
+
+
+def check_device(spec: str) -> str:
+    """A `--device` value, normalised, or the one-line error (no torch import: configs validate cheaply)."""
+    d = str(spec or "").strip().lower()
+    if d in DEVICES or (d.startswith("cuda:") and d[5:].isdigit()):
+        return d
+    raise TrainerInputError(f"unknown --device {spec!r}: use auto (cuda when available), cpu, cuda or cuda:N")
+
+
+def device(spec: str = "auto"):
+    """The torch device of a `--device` value: auto = cuda when available, else cpu. Asking for cuda where there is
+    none is the one-line input error, not a traceback from deep inside torch."""
     import torch
 
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    d = check_device(spec)
+    if d == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if d.startswith("cuda"):
+        if not torch.cuda.is_available():
+            why = "this torch is built without CUDA" if torch.version.cuda is None else "no CUDA device is visible"
+            raise TrainerInputError(f"--device {d}: {why}; use --device cpu or --device auto")
+        index = int(d[5:] or 0)
+        if index >= torch.cuda.device_count():
+            raise TrainerInputError(f"--device {d}: only {torch.cuda.device_count()} CUDA device(s) here")
+    return torch.device(d)
 
 
-def load_dtype():
-    """float32 on CPU (transformers 5 loads a checkpoint's own dtype, e.g. bf16, unless told); bf16 on a GPU that has it."""
+def load_dtype(dev=None):
+    """float32 on CPU, always (transformers 5 loads a checkpoint's own dtype, e.g. bf16, unless told; bf16 on a
+    CPU is slow and lossy); bf16 on a GPU that has it. `dev`: the torch device the model goes to (default auto)."""
     import torch
 
-    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+    dev = dev if dev is not None else device()
+    if dev.type == "cuda" and torch.cuda.is_bf16_supported():
         return torch.bfloat16
     return torch.float32
 
 
-def cpu_defaults() -> dict:
-    """Arguments for every trl / transformers TrainingArguments-style config on this machine.
+def cpu_defaults(dev=None) -> dict:
+    """Arguments for every trl / transformers TrainingArguments-style config on `dev` (default auto).
 
     bf16 only on a GPU that supports it (trl defaults bf16=True, which fails on CPU); activation checkpointing off
-    (trl defaults it on: slower, useless for small models); no pin_memory on CPU; no reporting integrations.
+    (trl defaults it on: slower, useless for small models); no pin_memory on CPU; no reporting integrations;
+    use_cpu when the run is on the CPU, even on a machine that has a GPU.
     """
     import torch
 
-    gpu = torch.cuda.is_available()
+    dev = dev if dev is not None else device()
+    gpu = dev.type == "cuda"
     return dict(
         bf16=bool(gpu and torch.cuda.is_bf16_supported()),
         fp16=False,

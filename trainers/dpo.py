@@ -12,7 +12,7 @@ import shutil
 import time
 
 from .chat import normalize_messages, normalize_tools
-from .config import InstructConfig, cpu_defaults, set_threads, setup_env
+from .config import InstructConfig, cpu_defaults, device as pick_device, set_threads, setup_env
 from .data import load_rows
 from .errors import TrainerInputError
 from .models import load_model, load_tokenizer, model_label, resolve_model
@@ -66,6 +66,7 @@ def preference_rows(rows: list[dict], source: str, split: str | None) -> list[di
 def run_dpo(s: InstructConfig, console=None) -> dict:
     """Load preference rows + model, train with trl's DPOTrainer, write the run folder and its `runs` event."""
     setup_env()
+    dev = pick_device(s.device)  # first: --device cuda without CUDA is the one-line error before any work
     run = RunFolder.create(s, "dpo", "trl.DPOTrainer")
     with run.setting_up():
         rows, manifest, source = load_rows(s.data, s.lake_root, run.path)
@@ -95,8 +96,8 @@ def run_dpo(s: InstructConfig, console=None) -> dict:
                      gradient_accumulation_steps=s.grad_accum, max_steps=plan.total, warmup_steps=plan.warmup,
                      learning_rate=s.lr, weight_decay=s.weight_decay, max_grad_norm=s.grad_clip,
                      lr_scheduler_type="cosine", beta=s.beta, max_length=s.max_length, logging_steps=1,
-                     save_strategy="no", seed=s.seed, disable_tqdm=True, **cpu_defaults())
-    trainer = DPOTrainer(model=load_model(model_path), args=args, train_dataset=Dataset.from_list(prefs),
+                     save_strategy="no", seed=s.seed, disable_tqdm=True, **cpu_defaults(dev))
+    trainer = DPOTrainer(model=load_model(model_path, device=dev), args=args, train_dataset=Dataset.from_list(prefs),
                          processing_class=tok, peft_config=None if s.full else lora_config(s), callbacks=[Log()])
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)

@@ -19,7 +19,7 @@ import envs
 from lake import Lake, LakeError
 
 from .chat import normalize_tools, prompt_ids, turn_continuation
-from .config import DEFAULT_SEED, at_least, device as pick_device, helped as _help, set_threads, setup_env
+from .config import DEFAULT_SEED, at_least, check_device, device as pick_device, helped as _help, set_threads, setup_env
 from .errors import TrainerInputError
 
 SOURCE = "hermes_eval"
@@ -46,6 +46,7 @@ class EvalSettings:
         "an existing lake for the episodes and the runs event (default $LAKE_ROOT or ./data/lake)"))
     record_in_lake: bool = field(default=True, **_help("record the episodes and a runs event in the lake"))
     threads: int | None = field(default=None, **_help("torch threads (default 1 or $LACHESIS_THREADS)"))
+    device: str = field(default="auto", **_help("auto (cuda when available) | cpu | cuda | cuda:N; bf16 only on a GPU"))
     chat_template: str | None = field(default=None, **_help("chatml (ours, Hermes-style) or a .jinja file"))
     tasks_file: str | None = field(default=None, **_help("a tasks .jsonl file instead of the built-in suite"))
     progress: bool = field(default=True, **_help("show a progress bar"))
@@ -56,6 +57,7 @@ class EvalSettings:
             raise TrainerInputError(f"unknown --split {self.split!r}: use {' or '.join(envs.SPLITS)}")
         at_least(self, 0, "offset")
         at_least(self, 1, "limit", "max_new_tokens", "max_turns", "max_context", "batch_size", "threads")
+        self.device = check_device(self.device)
 
 
 def resolve_env_name(task: str) -> str:
@@ -194,6 +196,7 @@ def run_eval(s: EvalSettings, console=None) -> dict:
     setup_env()
     from .models import load_model, load_tokenizer, model_label, resolve_adapter, resolve_model
 
+    dev = pick_device(s.device)  # before any model work: --device cuda without CUDA is the one-line error
     env_name = s.task  # resolved by EvalSettings
     tasks = load_eval_tasks(env_name, s.split, s.tasks_file)
     tasks = tasks[s.offset :]
@@ -208,7 +211,7 @@ def run_eval(s: EvalSettings, console=None) -> dict:
     tok_path = adapter if adapter and (Path(adapter) / "tokenizer_config.json").exists() else model_path
     tok = load_tokenizer(tok_path, s.chat_template)
     torch.manual_seed(s.seed)
-    model = load_model(model_path, adapter).to(pick_device()).eval()
+    model = load_model(model_path, adapter, device=dev).eval()
     run_id = f"eval-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
     label = model_label(s.model)
     summary, episodes = evaluate_model(model, tok, s, tasks, console, run_id=run_id, label=label, adapter=adapter)

@@ -23,7 +23,7 @@ from envs.base import ToolEnv
 from envs.tasks import Task
 
 from .chat import CHATML_TEMPLATE, SPECIAL_TOKENS, TINY_TEMPLATE, TOOL_TOKENS, has_generation_markers
-from .config import cache_dir, load_dtype, quiet_transformers, setup_env
+from .config import cache_dir, device as pick_device, load_dtype, quiet_transformers, setup_env
 from .errors import TrainerInputError
 from .pretrained import SMOLLM2_NAMES, smollm2_path
 
@@ -277,9 +277,10 @@ def load_tokenizer(path: str, chat_template: str | None = None):
     return tok
 
 
-def load_model(path: str, adapter: str | None = None, trainable: bool = False, dtype=None):
-    """AutoModelForCausalLM.from_pretrained in float32 on CPU (a checkpoint's bf16 is not kept there). `adapter`
-    (a run folder, see resolve_adapter): a LoRA adapter is put on the base; a fully fine-tuned model replaces it."""
+def load_model(path: str, adapter: str | None = None, trainable: bool = False, dtype=None, device=None):
+    """AutoModelForCausalLM.from_pretrained onto `device` (a torch device; default auto), in float32 on a CPU (a
+    checkpoint's bf16 is not kept there) and bf16 on a GPU that has it. `adapter` (a run folder, see
+    resolve_adapter): a LoRA adapter is put on the base; a fully fine-tuned model replaces it."""
     setup_env()
     quiet_transformers()
     from transformers import AutoModelForCausalLM
@@ -287,15 +288,16 @@ def load_model(path: str, adapter: str | None = None, trainable: bool = False, d
     adapter = resolve_adapter(adapter)
     if adapter and is_model_folder(Path(adapter)) and not (Path(adapter) / "adapter_config.json").exists():
         path, adapter = adapter, None
+    dev = device if device is not None else pick_device()
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or load_dtype())
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or load_dtype(dev))
     except LOAD_ERRORS as exc:
         raise TrainerInputError(f"cannot load model weights from {path}: {type(exc).__name__}: {str(exc)[:200]}") from None
     if adapter:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, adapter, is_trainable=trainable)
-    return model
+    return model.to(dev)
 
 
 def is_model_folder(p: Path) -> bool:

@@ -265,6 +265,7 @@ def run_sft(s: SFTConfig, console=None, build_model: Callable | None = None) -> 
     `build_model(settled config) -> (model, trainable count)` replaces loading `s.model` and putting LoRA on it
     (rl_train_transfer --method sft: the source run's weights with the embeddings and lower layers frozen)."""
     setup_env()
+    dev = pick_device(s.device)  # first: --device cuda without CUDA is the one-line error before any work
     run = RunFolder.create(s, "sft", "lachesis.sft")
     with run.setting_up():
         rows, manifest, source = load_rows(s.data, s.lake_root, run.path)
@@ -281,15 +282,15 @@ def run_sft(s: SFTConfig, console=None, build_model: Callable | None = None) -> 
 
     torch.manual_seed(s.seed)
     if build_model is None:
-        model, trainable = prepare_model(load_model(model_path).to(pick_device()), s)
+        model, trainable = prepare_model(load_model(model_path, device=dev), s)
     else:
         model, trainable = build_model(s)
-        model = model.to(pick_device())
+        model = model.to(dev)
     if console is not None:
         console.print(f"[bold]{s.COMMAND}[/] {run.run_id}: {len(examples)} conversations, "
                       f"{sum(len(x) for x, _ in examples)} tokens, model {model_label(s.model)} "
                       f"({'full' if s.full else f'LoRA r={s.lora_r}'}, {trainable:,} trainable), {plan.total} steps "
-                      f"({plan.warmup} warm-up), device {pick_device()}")
+                      f"({plan.warmup} warm-up), device {dev}")
     metrics = _train_with_progress(model, examples, s, tok.pad_token_id, run.log, console)
     run.save_model(model.save_pretrained, tok, s.full)
     return run.finish(metrics, model_label(s.model), source, trainable_params=trainable, conversations=len(examples))
