@@ -127,7 +127,8 @@ def _plain(v, whole: bool = False):
         return v
     if whole:
         return v.to_pylist()
-    flat, offsets = v.flatten().to_numpy(), v.offsets.to_numpy() - v.offsets[0].as_py()
+    # `values` and `offsets` are buffers, not a compute call (flatten); offsets index into values as they are
+    flat, offsets = v.values.to_numpy(), v.offsets.to_numpy()
     return [flat[offsets[i]:offsets[i + 1]] for i in range(len(v))]
 
 
@@ -145,7 +146,7 @@ def _typed(value, typ: pa.DataType) -> pa.ListArray | None:
         arr = pa.array(value)
     except _CONVERT_ERRORS:
         return None
-    if not pa.types.is_list(arr.type) or arr.null_count or arr.flatten().null_count:
+    if not pa.types.is_list(arr.type) or arr.null_count or arr.values.null_count:  # a fresh array: no slice
         return None
     vt = arr.type.value_type
     if vt == typ.value_type:
