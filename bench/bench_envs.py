@@ -5,7 +5,8 @@ same run, interleaved, so both see the same machine load), and expert episodes/s
     python bench/bench_envs.py --steps 200 --episodes 30 --json out.json
 
 Target: env step <= 2x the bare subprocess.run. The step runs the full path: parse the tool call, the
-sandbox (namespaces, chroot, uid, rlimits, timeout, output cap), the quota check.
+sandbox (namespaces, chroot, uid, cgroup, rlimits, no_new_privs, timeout, output cap, the reaping of
+whatever the command leaves), the quota (a tmpfs as root, else a polled directory).
 """
 from __future__ import annotations
 

@@ -1,14 +1,16 @@
-"""One cgroup per sandbox: a memory cap and a process cap over all of an episode's processes together.
+"""One cgroup per sandbox: a memory cap over all of an episode's processes together.
 
 RLIMIT_AS bounds each process alone: three processes held 2.5 GB under a 1 GB limit (issue 11 item 6).
 A cgroup counts them together, tmpfs pages they write included, and the kernel's OOM killer acts inside
 the group only. The sandbox creates the group, and each command's process joins it before it drops its
 privileges (mountns.setup writes its pid into the group's cgroup.procs files).
 
-Where: cgroup v2 (memory.max, memory.swap.max, pids.max) below this process's own cgroup when its
-subtree has or accepts the memory and pids controllers, else cgroup v1 hierarchies (memory.limit_in_bytes,
-memory.memsw.limit_in_bytes, pids.max) below this process's group in each. It needs write access there,
-in practice root; without it `Group.procs` is empty and the per-process rlimits are all there is.
+Where: cgroup v2 (memory.max, memory.swap.max) below this process's own cgroup when its subtree has or
+accepts the memory controller, else the cgroup v1 memory hierarchy (memory.limit_in_bytes,
+memory.memsw.limit_in_bytes) below this process's group there. It needs write access there, in practice
+root; without it `Group.procs` is empty and the per-process rlimits are all there is. No pids group:
+the sandbox only makes one when it runs commands as its own unused uid, whose RLIMIT_NPROC already
+counts exactly the sandbox's processes (and each join costs a step time).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import time
 
 ROOT = "/sys/fs/cgroup"
 _BASES: dict[str, str] | None = None  # controller -> directory under which this process may create groups
+CONTROLLERS = ("memory",)
 
 
 def _read(path: str) -> str:
@@ -36,18 +39,18 @@ def _v2_base(rel: str) -> tuple[str, set[str]] | None:
             base = mount + rel.rstrip("/")
             try:
                 enabled = set(_read(f"{base}/cgroup.subtree_control").split())
-                wanted = {"memory", "pids"} & set(_read(f"{base}/cgroup.controllers").split())
+                wanted = set(CONTROLLERS) & set(_read(f"{base}/cgroup.controllers").split())
                 if wanted - enabled:  # refused while this cgroup holds processes itself (v2's no-internal-process rule)
                     _write(f"{base}/cgroup.subtree_control", " ".join(f"+{c}" for c in sorted(wanted - enabled)))
                     enabled = set(_read(f"{base}/cgroup.subtree_control").split())
             except OSError:
                 return None
-            return base, enabled & {"memory", "pids"}
+            return base, enabled & set(CONTROLLERS)
     return None
 
 
 def bases() -> dict[str, str]:
-    """Where each of the memory and pids controllers can take a new group (cached; {} when none can)."""
+    """Where each controller can take a new group (cached; {} when none can)."""
     global _BASES
     if _BASES is None:
         found: dict[str, str] = {}
@@ -64,7 +67,7 @@ def bases() -> dict[str, str]:
                         found.setdefault(c, v2[0])
             else:
                 for c in ctrls.split(","):
-                    if c in ("memory", "pids") and os.path.isdir(f"{ROOT}/{c}"):
+                    if c in CONTROLLERS and os.path.isdir(f"{ROOT}/{c}"):
                         found.setdefault(c, f"{ROOT}/{c}{rel.rstrip('/')}")
         _BASES = {c: b for c, b in found.items() if os.access(b, os.W_OK)}
     return _BASES
@@ -73,10 +76,10 @@ def bases() -> dict[str, str]:
 class Group:
     """The cgroup(s) of one sandbox. `procs`: the cgroup.procs files a command's process writes its pid to."""
 
-    def __init__(self, memory_bytes: int, processes: int):
+    def __init__(self, memory_bytes: int):
         self.dirs: list[str] = []
         self.procs: list[str] = []
-        self.enforced: list[str] = []  # the limits in force: "memory", "pids"
+        self.enforced: list[str] = []  # the limits in force ("memory")
         name = f"lachesis-{os.getpid()}-{secrets.token_hex(4)}"
         by_dir: dict[str, list[str]] = {}
         for ctrl, base in bases().items():
@@ -90,17 +93,15 @@ class Group:
             self.dirs.append(path)
             try:
                 for ctrl in ctrls:
-                    self._limit(path, ctrl, memory_bytes, processes)
+                    self._limit(path, memory_bytes)
                     self.enforced.append(ctrl)
             except OSError:
                 continue
             self.procs.append(f"{path}/cgroup.procs")
 
     @staticmethod
-    def _limit(path: str, ctrl: str, memory_bytes: int, processes: int) -> None:
-        if ctrl == "pids":
-            _write(f"{path}/pids.max", str(processes))
-        elif os.path.exists(f"{path}/memory.max"):  # v2
+    def _limit(path: str, memory_bytes: int) -> None:
+        if os.path.exists(f"{path}/memory.max"):  # v2
             _write(f"{path}/memory.max", str(memory_bytes))
             if os.path.exists(f"{path}/memory.swap.max"):
                 _write(f"{path}/memory.swap.max", "0")

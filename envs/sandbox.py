@@ -7,7 +7,7 @@ One `Sandbox` is one episode: a fresh workspace, and `run()` executes a command 
   a double-forked daemon with closed descriptors becomes its child and is killed (programs/spawner.py),
 - rlimits (CPU seconds, address space, processes, file size, open files, no core dumps) and
   PR_SET_NO_NEW_PRIVS (no setuid binary raises anyone's privileges),
-- as root, a cgroup over all of the sandbox's processes (total memory, process count: cgroups.py),
+- as root, a cgroup over all of the sandbox's processes (their total memory: cgroups.py),
 - a scrubbed environment (PATH, HOME, LANG and what the environment adds; nothing of the caller's),
 - output truncated to a limit, and a flood killed once it passes a hard cap,
 - a workspace quota: as root a tmpfs with a size and an inode limit (the kernel refuses what does not
@@ -276,9 +276,9 @@ class Sandbox:
         # The interpreter checkers and tests run with (the chroot view holds the caller's own prefix).
         own_view = self._view is not None and not userns_uid
         self.python = sandbox_python() if own_view or not self.own_uid else _python_for_uid()
-        # One cgroup for all of the sandbox's processes (memory and process caps), where this process may
-        # make one; every command joins it before dropping its privileges.
-        self._group = Group(self.limits.total_memory_bytes, self.limits.processes) if self.own_uid else None
+        # One cgroup for all of the sandbox's processes (a memory cap), where this process may make one;
+        # every command joins it before dropping its privileges.
+        self._group = Group(self.limits.total_memory_bytes) if self.own_uid else None
         base_env = {
             "PATH": f"/usr/local/bin:/usr/bin:/bin:{os.path.dirname(self.python)}",
             "HOME": self.path_inside,
