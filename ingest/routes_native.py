@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-import orjson
 from fastapi import APIRouter, Depends, Request
 
 from ingest.errors import BadInput
@@ -21,7 +20,7 @@ from ingest.http import WRITE, body_bytes, expect_trajectories, get_state, json_
 from ingest.records import validated_batch
 from ingest.skills import parse_skill
 from ingest.state import IngestState
-from ingest.util import text_hash
+from ingest.util import canonical, text_hash
 from lake.skill_files import valid_name
 
 router = APIRouter()
@@ -168,9 +167,8 @@ def _skill_from_record(obj: dict) -> dict:
                        kind="bad_name")
     rec = {k: v for k, v in obj.items() if k != "content"}
     meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
-    rec["metadata"] = {**meta, "sha256": text_hash(orjson.dumps(
-        {k: obj.get(k) for k in ("body", "frontmatter", "description", "category", "deleted")},
-        option=orjson.OPT_SORT_KEYS))}
+    rec["metadata"] = {**meta, "sha256": text_hash(canonical(
+        {k: obj.get(k) for k in ("body", "frontmatter", "description", "category", "deleted")}))}
     return rec
 
 

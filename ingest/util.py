@@ -28,7 +28,13 @@ def dumps(obj) -> bytes:
 
 
 def canonical(obj) -> bytes:
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    """Sorted-key JSON of a record (what its content id hashes); BadInput for one nested beyond orjson's 254
+    levels (valid JSON parses up to 1024: a 422 or a rejected file, never a 500 or a traceback)."""
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError as exc:
+        why = "nested more than 254 levels deep" if "recursion" in str(exc).lower() else str(exc)
+        raise BadInput(f"record cannot be stored as JSON: {why}", status=422, kind="too_deep") from None
 
 
 def stable_hash(obj, n: int = 16) -> str:

@@ -26,9 +26,10 @@ from ingest.errors import BadInput
 from ingest.importer import ingest_file
 from ingest.records import LAKE_ERRORS, trajectory_ids
 from ingest.skills import bad_input, parse_skill, read_usage, skill_record
-from ingest.util import text_hash
+from ingest.util import canonical, text_hash
 from lake import Lake
 from lake.lake import process_writer_id
+from lake.records import RecordError, validate_records
 from lake.skill_files import (duplicate_name, iter_skill_files, provenance, read_bundled_manifest,
                               read_category_descriptions, read_hub_lock, usage_payload)
 
@@ -128,8 +129,7 @@ class Watcher:
     def _canon(v) -> str:
         if v is None:
             return ""
-        obj = orjson.loads(v) if isinstance(v, str) else v
-        return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()
+        return canonical(orjson.loads(v) if isinstance(v, str) else v).decode()
 
     def _error(self, path: str, exc: BadInput, key: str, extra: dict | None = None):
         if key in self.reported:
@@ -138,6 +138,16 @@ class Watcher:
         self.reported.add(key)
         self.stats["errors"] += 1
         self.echo(f"[red]error[/] {path}: {exc.describe()}")
+
+    def _fits(self, table: str, rec: dict, path: str, key: str) -> bool:
+        """True when the lake takes `rec`; else its error is recorded (once per key) and the caller leaves it
+        out, so one unstorable record (frontmatter or usage nested 300 deep) never fails the others' commit."""
+        try:
+            validate_records(table, [rec])
+        except RecordError as exc:
+            self._error(path, BadInput(exc.message, field=exc.field, kind="schema"), key)
+            return False
+        return True
 
     # -- skills ----------------------------------------------------------------------------------------
     def scan_skills(self) -> int:
@@ -191,7 +201,9 @@ class Watcher:
                     "root": str(root)}
             if cur == want:
                 continue
-            events.append(skill_record(doc, root=root, prov=prov, hub_entry=hub_entry, category_description=cat_desc))
+            rec = skill_record(doc, root=root, prov=prov, hub_entry=hub_entry, category_description=cat_desc)
+            if self._fits("skills", rec, str(root / doc.rel_path), f"record:{doc.rel_path}:{doc.sha256}"):
+                events.append(rec)
         deletes = []
         for name, cur in list(self.skills.items()):
             if cur.get("root") != str(root) or name in on_disk:
@@ -239,12 +251,17 @@ class Watcher:
             return 0
         recs = []
         for name, rec in sorted(usage.items()):
-            c = self._canon(rec)
+            try:
+                c = canonical(rec).decode()
+            except BadInput as exc:  # nested past what JSON storage takes: that entry is refused, once
+                self._error(str(p), exc, f"usage:{name}:{sig}")
+                continue
             if self.usage.get(name) == c:
                 continue
             r = usage_payload(name, rec)
             r["metadata"] = {"root": str(root)}
-            recs.append((name, c, r))
+            if self._fits("skill_usage", r, str(p), f"usage:{name}:{text_hash(c)}"):
+                recs.append((name, c, r))
         if recs:
             self.writer.append("skill_usage", [r for _, _, r in recs])
             for name, c, _ in recs:

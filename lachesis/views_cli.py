@@ -208,7 +208,7 @@ def skill_to_instruction(
 ) -> None:
     """Turn recent, proven, frequently used agent-created skills into instruction-tuning pairs: one .jsonl per
     skill, so that `cat ft_prompts/*.jsonl > instruction_dataset.jsonl` is a dataset."""
-    from lake import LakeError
+    from lake import LakeError, RecordError
     from views.export import ExportError
     from views.skills import instruction_from_connection, instruction_from_folder, write_instruction_files
 
@@ -242,6 +242,8 @@ def skill_to_instruction(
                                            filters=cfg.filters())
     except (ExportError, LakeError) as exc:
         fail(str(exc))
+    except RecordError as exc:  # a folder entry the lake could not store either (.usage.json nested 300 deep)
+        fail(f"--skills {cfg.skills}: {exc.message} (field {exc.field}); nothing was written")
     summary = {
         "output": str(cfg.output), "selected": len(result.candidates), "converted": len(result.converted),
         "pairs": len(result.pairs), "skipped": [{"skill": c["name"], "reason": c["reason"]} for c in result.skipped],

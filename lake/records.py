@@ -124,7 +124,10 @@ def parse_time(value: Any) -> dt.datetime:
     if isinstance(value, dt.datetime):
         t = value
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        t = dt.datetime.fromtimestamp(value, tz=dt.timezone.utc)
+        try:
+            t = dt.datetime.fromtimestamp(value, tz=dt.timezone.utc)
+        except (OverflowError, OSError) as exc:  # 1e20 seconds: beyond any calendar (a 422, not a 500)
+            raise ValueError(f"epoch seconds {value!r} out of range: {exc}") from None
     elif isinstance(value, str):
         t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     else:
@@ -146,7 +149,10 @@ def validate_record(table: str, record: Any, index: int = 0) -> Row:
         if value is None and not f.nullable:
             raise RecordError(index, f.name, "required field is missing")
         if f.name in jsons:
-            payload[f.name] = _json_text(value)
+            try:
+                payload[f.name] = _json_text(value)
+            except ValueError as e:
+                raise RecordError(index, f.name, str(e)) from None
             continue
         try:
             payload[f.name] = _check(value, f.type, f.name, unknown)
@@ -159,7 +165,10 @@ def validate_record(table: str, record: Any, index: int = 0) -> Row:
     if unknown:
         extra["_nested_unknown"] = unknown
     if extra and payload.get("raw") is None:
-        payload["raw"] = orjson.dumps(extra, default=str).decode()
+        try:
+            payload["raw"] = _dumps(extra)
+        except ValueError as e:
+            raise RecordError(index, _unstorable_key(extra), str(e)) from None
     event_type = record.get("event_type") or DEFAULT_EVENT_TYPES[table]
     if not isinstance(event_type, str):
         raise RecordError(index, "event_type", f"expected a string, got {_type_name(event_type)}")
@@ -192,7 +201,26 @@ def _json_text(value: Any) -> str | None:
         except orjson.JSONDecodeError:
             # Plain text (a Hermes transcript, say) becomes a JSON string so SQL json functions still work.
             return orjson.dumps(value).decode()
-    return orjson.dumps(value, default=str).decode()
+    return _dumps(value)
+
+
+def _dumps(value: Any) -> str:
+    """JSON text of a value; ValueError for one orjson cannot write (nested more than 254 levels deep)."""
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except orjson.JSONEncodeError as exc:
+        why = "nested more than 254 levels deep" if "recursion" in str(exc).lower() else str(exc)
+        raise ValueError(f"cannot be stored as JSON: {why}") from None
+
+
+def _unstorable_key(extra: dict[str, Any]) -> str:
+    """The (first) unknown key whose value cannot be written as JSON: the field an error names."""
+    for k, v in extra.items():
+        try:
+            _dumps(v)
+        except ValueError:
+            return k
+    return "raw"
 
 
 def validate_records(table: str, records: list[Any]) -> list[Row]:

@@ -33,6 +33,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 MAX_SKILL_CHARS = 100_000  # Hermes' limit for skill_manage(create); bundled skills exceed it: a warning
 MAX_SKILL_BYTES = 1 << 20  # beyond this a SKILL.md is refused
 MAX_DESCRIPTION = 1024
+MAX_FRONTMATTER_DEPTH = 32  # Hermes' frontmatter nests 3 levels (metadata.hermes.tags); deeper is refused
 # tools/skill_usage.py::_empty_record: what a sidecar record lacks is filled from here.
 USAGE_DEFAULTS = {"archived_at": None, "created_at": None, "created_by": None, "last_patched_at": None,
                   "last_used_at": None, "last_viewed_at": None, "patch_count": 0, "pinned": False,
@@ -91,6 +92,8 @@ def parse_frontmatter(fm_text: str) -> tuple[dict, str | None]:
     """-> (mapping, warning or None). YAML first; what is not a YAML mapping gets Hermes' line scan."""
     try:
         data = yaml.safe_load(fm_text)
+    except RecursionError:  # a flow nested hundreds deep exhausts PyYAML's recursive composer
+        return _line_scan(fm_text), "frontmatter nests too deeply for YAML; read by line scan"
     except yaml.YAMLError as exc:
         where = ""
         if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
@@ -127,6 +130,17 @@ def _jsonable(obj):
     return str(obj)
 
 
+def _depth(obj) -> int:
+    """How deep lists and mappings nest in a parsed frontmatter (iterative: no recursion limit to hit)."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d)
+            stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
 def read_skill_file(data: bytes, rel_path: str) -> SkillFile:
     """Parse one SKILL.md. `rel_path` is its path relative to the skills folder (posix); its folder is the name
     fallback and its first part the category of a nested skill. Raises SkillFileError."""
@@ -142,6 +156,9 @@ def read_skill_file(data: bytes, rel_path: str) -> SkillFile:
         raise SkillFileError(path, f"not valid UTF-8 at byte {exc.start}", line=line, kind="bad_encoding") from None
     fm_text, body = split_frontmatter(text, path)
     fm, fm_warning = parse_frontmatter(fm_text)
+    if _depth(fm) > MAX_FRONTMATTER_DEPTH:
+        raise SkillFileError(path, f"frontmatter nests more than {MAX_FRONTMATTER_DEPTH} levels deep", line=2,
+                             kind="too_deep")
     warnings = [fm_warning] if fm_warning else []
     parts = PurePosixPath(path).parts
     name, source = fm.get("name"), "frontmatter"

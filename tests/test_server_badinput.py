@@ -113,6 +113,36 @@ HTTP_CASES = [
     ("skill-binary", "POST", "/v1/skills", j({"content": "---\nname: b\n---\n\x00\x01"}), {}, 422, "binary"),
 ]
 
+DEEP = {"leaf": 1}
+for _ in range(300):  # valid JSON (orjson reads 1024 levels) that JSON storage refuses (254 levels)
+    DEEP = {"x": DEEP}
+DEEP_YAML = "---\nname: deepfm\ndescription: d\nx: " + "[" * 300 + "]" * 300 + "\n---\nbody\n"
+# issue 11 item 9: valid JSON the lake cannot store answered 500 (five cases); now a 422 naming the field
+ATTACK_HTTP_CASES = [
+    ("deep-native-metadata", "POST", "/v1/trajectories", j({"trajectory_id": "deep0", "messages": [],
+                                                            "metadata": DEEP}), {}, 422, "254 levels"),
+    ("deep-native-unknown-key", "POST", "/v1/trajectories", j({"trajectory_id": "deep1", "messages": [],
+                                                               "extra": DEEP}), {}, 422, "extra"),
+    ("deep-native-no-id", "POST", "/v1/trajectories", j({"messages": [], "metadata": DEEP}), {}, 422, "254 levels"),
+    ("deep-hermes", "POST", "/v1/trajectories", j({"conversations": [{"from": "human", "value": "deep"}],
+                                                   "metadata": DEEP}), {}, 422, "254 levels"),
+    ("occurred-at-1e20", "POST", "/v1/trajectories", j({"trajectory_id": "occ0", "messages": [],
+                                                        "occurred_at": 1e20}), {}, 422, "out of range"),
+    ("deep-reward-labels", "POST", "/v1/rewards", j({"trajectory_id": SEED_ID, "reward": 1, "labels": DEEP}), {},
+     422, "254 levels"),
+    ("reward-occurred-at-1e20", "POST", "/v1/rewards", j({"trajectory_id": SEED_ID, "reward": 1,
+                                                          "occurred_at": 1e20}), {}, 422, "out of range"),
+    ("deep-skill-record", "POST", "/v1/skills", j({"name": "deeprec", "body": "x", "frontmatter": DEEP}), {}, 422,
+     "254 levels"),
+    ("deep-skill-frontmatter", "POST", "/v1/skills", j({"content": DEEP_YAML}), {}, 422, "levels deep"),
+    ("skill-occurred-at-1e20", "POST", "/v1/skills", j({"name": "occ", "body": "x", "occurred_at": 1e20}), {}, 422,
+     "out of range"),
+    ("deep-group-extra", "POST", "/scored_data", j(g(extra=DEEP)), {}, 422, "Recursion"),
+    ("deep-group-list", "POST", "/scored_data_list", j([GOOD, g(overrides=[DEEP, {}])]), {}, 422, "Recursion"),
+]
+HTTP_PARAMS = ([pytest.param(c, id=c[0]) for c in HTTP_CASES]
+               + [pytest.param(c, id=c[0], marks=pytest.mark.attack) for c in ATTACK_HTTP_CASES])
+
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
@@ -156,7 +186,7 @@ def _raw_post(port: int, path: str, declared: int) -> str:
     return answer
 
 
-@pytest.mark.parametrize("case", HTTP_CASES, ids=[c[0] for c in HTTP_CASES])
+@pytest.mark.parametrize("case", HTTP_PARAMS)
 def test_http_bad_input(env, case):
     _, method, path, body, headers, status, text = case
     headers = dict(headers)
@@ -195,6 +225,9 @@ FILE_CASES = [
     ("unknown-format.jsonl", j({"hello": "world"}) + b"\n", "line: 1", "unknown record format"),
     ("bomb.jsonl.gz", gzip.compress(b"\0" * (20 << 20)), "line: 1", "longer than"),
     ("big.jsonl", (j(HERMES) + b"\n") * 1 + b"[" + b" " * (9 << 20) + b"]\n", "line: 2", "longer than"),
+    ("deep.jsonl", j(HERMES) + b"\n" + j(dict(HERMES, metadata=DEEP)) + b"\n", "line: 2", "254 levels"),
+    ("occurred.jsonl", j({"trajectory_id": "f2", "messages": [], "occurred_at": 1e20}) + b"\n", "line: 1",
+     "out of range"),
 ]
 SKILL_CASES = [  # a missing name or non-YAML front matter is read as Hermes does: tests/test_skill_files.py
     ("traversal/SKILL.md", b"---\nname: ../../../etc/passwd\ndescription: x\n---\nbody\n", "not allowed"),
@@ -202,6 +235,7 @@ SKILL_CASES = [  # a missing name or non-YAML front matter is read as Hermes doe
     ("binary/SKILL.md", _rand_bytes(200, 9), "binary"),
     ("latin1/SKILL.md", b"---\nname: caf\xe9\n---\nbody\n", "UTF-8"),
     ("emptybody/SKILL.md", b"---\nname: emptybody\ndescription: d\n---\n\n", "empty body"),
+    ("deepfm/SKILL.md", DEEP_YAML.encode(), "levels deep"),
 ]
 
 
@@ -244,7 +278,7 @@ def test_files_and_skills_rejected_with_reasons(env):
         assert any(why in r for r in by_path.get(rel, [])), (rel, by_path.get(rel))
     assert any("not valid JSON" in r for r in by_path.get(".usage.json", []))
     assert all(any(f"{n}" == Path(e["source_path"]).name for e in errs) for n, *_ in FILE_CASES)
-    assert not skill_names & {"emptybody", "nofm", "binary", "latin1", "traversal"}
+    assert not skill_names & {"emptybody", "nofm", "binary", "latin1", "traversal", "deepfm"}
     after = _counts(env)
     assert after["trajectories"] == before["trajectories"] and after["skills"] == before["skills"]
     assert env["wp"].alive() and env["srv"].alive()
