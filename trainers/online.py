@@ -367,6 +367,9 @@ def start(cfg: OnlineConfig, console=None, method: str = METHOD) -> OnlineTraine
     if cfg.resume:
         folder = find_run_folder(cfg.resume, "--resume")
         rec = _read_config(folder)
+        if (folder / "summary.json").is_file():
+            raise TrainerInputError(f"{folder} is a completed run (summary.json): nothing to resume; start a new run "
+                                    "with --init to train on from it")
         ckpt = checkpoint.latest(folder)
         if ckpt is None:
             raise TrainerInputError(f"{folder} has no checkpoint yet (the run stopped before its first one): start "
