@@ -15,8 +15,10 @@ counts exactly the sandbox's processes (and each join costs a step time).
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import time
+from typing import Callable
 
 ROOT = "/sys/fs/cgroup"
 _BASES: dict[str, str] | None = None  # controller -> directory under which this process may create groups
@@ -137,3 +139,19 @@ class Group:
                 except OSError:
                     time.sleep(0.01)
         self.dirs, self.procs = [], []
+
+
+def sweep_stale(alive: Callable[[int], bool]) -> None:
+    """Remove the groups of sandboxes whose process died without closing them (their pid is in the name)."""
+    for base in set(bases().values()):
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for name in names:
+            m = re.fullmatch(r"lachesis-(\d+)-[0-9a-f]+", name)
+            if m and int(m.group(1)) != os.getpid() and not alive(int(m.group(1))):
+                try:
+                    os.rmdir(f"{base}/{name}")
+                except OSError:  # still holds a process (it would be alive then) or is gone already
+                    continue

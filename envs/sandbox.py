@@ -54,7 +54,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from envs.cgroups import Group
+from envs.cgroups import Group, sweep_stale
 from envs.programs import mountns
 from envs.spawner import Spawner, get_spawner
 
@@ -704,7 +704,9 @@ def _sweep_stale_once() -> None:
 
 
 def _sweep_stale() -> None:
-    """Unmount and delete the workspaces of sandboxes whose process died without closing them (kill -9)."""
+    """Unmount and delete the workspaces, and remove the cgroups, of sandboxes whose process died without
+    closing them (kill -9)."""
+    sweep_stale(_alive)
     pattern = re.compile(re.escape(tempfile.gettempdir()) + r"/lachesis-sbx-(\d+)-[^/]+/workspace")
     try:
         with open("/proc/self/mountinfo") as f:

@@ -180,13 +180,17 @@ def test_a_daemon_does_not_outlive_the_episode_step():
 
 def test_a_workspace_left_by_a_killed_process_is_swept():
     code = ("import os\nfrom envs.sandbox import Sandbox\nb = Sandbox()\n"
-            "print(b._dir, b.workspace_fs, flush=True)\nos.kill(os.getpid(), 9)")
+            "print(b._dir, b.workspace_fs, ','.join(b._group.dirs) if b._group else '', flush=True)\n"
+            "os.kill(os.getpid(), 9)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    where, fs = out.stdout.split()
+    where, fs, *groups = out.stdout.split()
+    groups = groups[0].split(",") if groups else []
     if fs != "tmpfs":
         remove_tree(where)
         pytest.skip("the workspace is not a tmpfs here: nothing is mounted to leak")
     assert os.path.ismount(os.path.join(where, "workspace"))  # kill -9: no close(), no atexit
+    assert all(os.path.isdir(g) for g in groups)
     _sweep_stale()
     assert not os.path.exists(where)
+    assert not any(os.path.exists(g) for g in groups)
