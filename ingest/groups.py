@@ -78,7 +78,8 @@ class ParsedGroup:
                 meta[key] = v[key]
         if source_path:
             meta["source_path"] = source_path
-        per_seq_raw = [key for key in ("ref_logprobs", "distill_token_ids", "distill_logprobs") if shapes[key] == "seq"]
+        per_seq_raw = {key: _plain(v[key]) for key in ("ref_logprobs", "distill_token_ids", "distill_logprobs")
+                       if shapes[key] == "seq"}
         raws, metas = [], []
         for i in range(n):
             raw: dict[str, Any] = {"i": i}
@@ -88,8 +89,8 @@ class ParsedGroup:
                     raw["scores"] = scores
                 if self.extra:
                     raw["extra"] = self.extra
-            for key in per_seq_raw:
-                raw[key] = _plain(v[key])[i]
+            for key, seqs in per_seq_raw.items():
+                raw[key] = seqs[i]
             if lossy[i]:
                 raw["messages"] = v["messages"][i]
             raws.append(orjson.dumps(raw, default=str, option=orjson.OPT_SERIALIZE_NUMPY).decode())
