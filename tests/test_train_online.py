@@ -97,6 +97,22 @@ def test_online_rollouts_in_the_lake_with_versions_and_scaled_step_rewards(tiny_
     assert (tmp_path / "run" / "eval_curve.png").stat().st_size > 0
 
 
+def test_bad_input_is_one_line_before_any_work(tmp_path, lake_root):
+    from trainers.errors import TrainerInputError
+    from trainers.online import run_online
+    from trainers.rl_config import OnlineConfig
+
+    with pytest.raises(TrainerInputError, match="unknown task/environment 'nope'"):
+        OnlineConfig(env="nope")
+    with pytest.raises(TrainerInputError, match="--eval-interval must be at least 1"):
+        OnlineConfig(eval_interval=0)
+    with pytest.raises(TrainerInputError, match="--device cuda"):  # this machine has no CUDA
+        run_online(OnlineConfig(env="shell", device="cuda", lake_root=str(lake_root), output=str(tmp_path / "r")))
+    with pytest.raises(TrainerInputError, match="no run folder there"):
+        run_online(OnlineConfig(resume=str(tmp_path / "missing")))
+    assert not (tmp_path / "r").exists()
+
+
 def _log_steps(log: Path) -> list[dict]:
     if not log.exists():
         return []

@@ -100,11 +100,11 @@ class OnlineTrainer:
         self.run_id = run.run_id
         self.label = model_label(cfg.model)
         set_threads(cfg.threads)
+        self.device = pick_device(cfg.device)
         torch.manual_seed(hp.seed)
         self.tok = tokenizer_for(spec)
         weights = str(checkpoint.weights(resume_from)) if resume_from else None
-        model, self.frozen = build_policy(spec, weights)
-        self.model = model.to(pick_device())
+        self.model, self.frozen = build_policy(spec, weights, self.device)
         self.ref = self._reference() if hp.kl_beta > 0 else None
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.opt = torch.optim.AdamW(self.params, lr=hp.learning_rate, betas=(0.9, 0.99), weight_decay=0.0)
@@ -132,10 +132,10 @@ class OnlineTrainer:
     # -------------------------------------------------------------------------------- setup helpers
     def _reference(self):
         """The initial policy, frozen: the KL penalty's reference (rebuilt from the spec on resume)."""
-        ref, _ = build_policy(self.spec)
+        ref, _ = build_policy(self.spec, device=self.device)
         for p in ref.parameters():
             p.requires_grad_(False)
-        return ref.to(pick_device()).eval()
+        return ref.eval()
 
     def _reload_history(self) -> None:
         for line in self.run.log_path.read_text().splitlines():
@@ -364,6 +364,7 @@ def _read_config(folder: Path) -> OnlineConfig:
 def start(cfg: OnlineConfig, console=None, method: str = METHOD) -> OnlineTrainer:
     """A new run (folder, settled config, policy) or, with cfg.resume, the stopped run at its latest checkpoint."""
     setup_env()
+    pick_device(cfg.device)  # --device cuda where there is none: the one-line error before any work
     if cfg.resume:
         folder = find_run_folder(cfg.resume, "--resume")
         rec = _read_config(folder)
@@ -374,7 +375,7 @@ def start(cfg: OnlineConfig, console=None, method: str = METHOD) -> OnlineTraine
         if ckpt is None:
             raise TrainerInputError(f"{folder} has no checkpoint yet (the run stopped before its first one): start "
                                     "it again without --resume")
-        rec = replace(rec, threads=cfg.threads or rec.threads, progress=cfg.progress)
+        rec = replace(rec, threads=cfg.threads or rec.threads, device=cfg.device, progress=cfg.progress)
         hp = ProjectConfig(**rec.project)
         spec = PolicySpec(**rec.policy)
         state = checkpoint.read_state(ckpt)

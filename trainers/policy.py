@@ -75,17 +75,17 @@ def init_base_model(run: str) -> str:
                             "folder rl_finetune_supervised wrote (runs/<run_id>)")
 
 
-def _load_full(spec: PolicySpec, weights: str | None):
+def _load_full(spec: PolicySpec, weights: str | None, device):
     if weights:
-        return load_model(weights)
-    model = load_model(spec.base, spec.init_adapter)
+        return load_model(weights, device=device)
+    model = load_model(spec.base, spec.init_adapter, device=device)
     return model.merge_and_unload() if spec.init_adapter else model
 
 
-def _load_lora(spec: PolicySpec, weights: str | None):
+def _load_lora(spec: PolicySpec, weights: str | None, device):
     from peft import LoraConfig, PeftModel, get_peft_model
 
-    base = load_model(spec.base)
+    base = load_model(spec.base, device=device)
     adapter = weights or spec.init_adapter
     if adapter:
         return PeftModel.from_pretrained(base, adapter, is_trainable=True)
@@ -112,9 +112,10 @@ def layer_linears(model) -> list[str]:
                    if isinstance(m, torch.nn.Linear) and layer_of(name + ".") is not None})
 
 
-def build_policy(spec: PolicySpec, weights: str | None = None):
-    """(model, frozen parameter names): the policy of `spec`, from checkpoint `weights` when given."""
-    model = _load_full(spec, weights) if spec.full else _load_lora(spec, weights)
+def build_policy(spec: PolicySpec, weights: str | None = None, device=None):
+    """(model, frozen parameter names): the policy of `spec` on `device` (a torch device, default auto), from
+    checkpoint `weights` when given."""
+    model = _load_full(spec, weights, device) if spec.full else _load_lora(spec, weights, device)
     if not spec.freeze:
         return model, []
     check_layers(spec.layers, model_depth(model), _spec_text(spec.layers))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from .config import SFTConfig, at_least, helped
+from .config import SFTConfig, at_least, check_device, helped
 from .errors import TrainerInputError
 from .evaluate import resolve_env_name
 
@@ -45,6 +45,7 @@ class OnlineConfig:
     micro_batch: int = field(default=8, **helped("episodes per forward/backward pass in an update"))
     max_context: int = field(default=2048, **helped("an episode ends once its prompt reaches this many tokens"))
     threads: int | None = field(default=None, **helped("torch threads (default 1 or $LACHESIS_THREADS)"))
+    device: str = field(default="auto", **helped("auto (cuda when available) | cpu | cuda | cuda:N; bf16 only on a GPU"))
     progress: bool = field(default=True, **helped("show a progress bar"))
     plot: bool = field(default=True, **helped("draw loss.png and eval_curve.png in the run folder"))
     freeze_layers: list[int] | None = field(default=None, **helped(
@@ -62,6 +63,7 @@ class OnlineConfig:
         if not self.resume:
             self.env = resolve_env_name(self.env)
         at_least(self, 1, "steps", "eval_interval", "micro_batch", "threads")
+        self.device = check_device(self.device)
         at_least(self, 64, "max_context")
 
 
@@ -113,6 +115,7 @@ class TransferTrainConfig:
         "online: continue a stopped transfer run (its folder or run id) from its latest checkpoint"))
     seed: int | None = field(default=None, **helped("seed (default: the config's)"))
     threads: int | None = field(default=None, **helped("torch threads (default 1 or $LACHESIS_THREADS)"))
+    device: str = field(default="auto", **helped("auto (cuda when available) | cpu | cuda | cuda:N; bf16 only on a GPU"))
     progress: bool = field(default=True, **helped("show a progress bar"))
     plot: bool = field(default=True, **helped("draw the run's plots"))
 
@@ -123,6 +126,7 @@ class TransferTrainConfig:
         if self.method not in METHODS:
             raise TrainerInputError(f"unknown --method {self.method!r}: use online or sft")
         at_least(self, 1, "max_steps", "eval_interval", "batch_size", "threads")
+        self.device = check_device(self.device)
 
 
 @dataclass(kw_only=True)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from lake import Lake
 
-from .config import setup_env
+from .config import device as pick_device, setup_env
 from .errors import TrainerInputError
 from .freeze import check_layers, checksums, freeze_report, model_depth, trainable_names
 from .online import find_run_folder, run_online
@@ -147,7 +147,8 @@ def load_spec(cfg: TransferTrainConfig) -> dict:
 def run_train_transfer(cfg: TransferTrainConfig, console=None) -> dict:
     setup_env()
     if cfg.resume:  # a stopped online transfer run: its folder has everything, the spec included
-        return run_online(TransferOnlineConfig(resume=cfg.resume, threads=cfg.threads, progress=cfg.progress), console,
+        return run_online(TransferOnlineConfig(resume=cfg.resume, threads=cfg.threads, device=cfg.device,
+                                               progress=cfg.progress), console,
                           method=ONLINE_METHOD)
     spec = load_spec(cfg)
     if not Path(spec["source_run_dir"]).is_dir():
@@ -162,7 +163,8 @@ def _train_online(cfg: TransferTrainConfig, spec: dict, console) -> dict:
     online = TransferOnlineConfig(
         env=spec["target_env"], steps=cfg.max_steps, eval_interval=cfg.eval_interval, model=spec["model"],
         init=spec["source_run_dir"], config=cfg.config, output=cfg.output, lake_root=cfg.lake_root, seed=cfg.seed,
-        threads=cfg.threads, progress=cfg.progress, plot=cfg.plot, freeze_layers=list(spec["freeze_layers"]))
+        threads=cfg.threads, device=cfg.device, progress=cfg.progress, plot=cfg.plot,
+        freeze_layers=list(spec["freeze_layers"]))
     return run_online(online, console, method=ONLINE_METHOD)
 
 
@@ -189,7 +191,7 @@ def _train_sft(cfg: TransferTrainConfig, spec: dict, console) -> dict:
     held: dict = {}
 
     def build(settled):
-        model, frozen = build_policy(policy)
+        model, frozen = build_policy(policy, device=pick_device(settled.device))
         held.update(model=model, frozen=checksums(model, frozen), trained=checksums(model, trainable_names(model)))
         return model, sum(p.numel() for p in model.parameters() if p.requires_grad)
 
@@ -199,7 +201,8 @@ def _train_sft(cfg: TransferTrainConfig, spec: dict, console) -> dict:
         sft = TransferSFTConfig(model=policy.base, data=data, output=cfg.output, max_steps=cfg.max_steps,
                                 lr=hp.learning_rate, full=policy.full, lora_r=hp.lora_rank, lora_alpha=hp.lora_alpha,
                                 batch_size=cfg.batch_size, seed=hp.seed if cfg.seed is None else cfg.seed,
-                                lake_root=cfg.lake_root, threads=cfg.threads, progress=cfg.progress, plot=cfg.plot)
+                                lake_root=cfg.lake_root, threads=cfg.threads, device=cfg.device, progress=cfg.progress,
+                                plot=cfg.plot)
         summary = run_sft(sft, console, build_model=build)
         if exported:  # keep the exported target rows with the run
             shutil.copytree(data, Path(summary["run_dir"]) / "dataset")
