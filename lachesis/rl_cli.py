@@ -75,7 +75,7 @@ ONLINE_OPTIONS = [
     ("env", "--env"), ("steps", "--steps"), _both("eval_interval"), ("model", "--model"), ("init", "--init"),
     ("config", "--config"), ("tasks_file", "--tasks"), ("output", "--output"), ("resume", "--resume"),
     ("lake_root", "--lake"), ("seed", "--seed"), _both("micro_batch"), _both("max_context"), ("threads", "--threads"),
-    ("device", "--device"), ("plot", "--plot/--no-plot"),
+    ("device", "--device"), ("report_to", "--report-to", "--report_to"), ("plot", "--plot/--no-plot"),
 ]
 TRANSFER_INIT_OPTIONS = [
     _both("source_env"), _both("target_env"), _both("freeze_layers"), ("from_run", "--from"), ("config", "--config"),
@@ -85,7 +85,7 @@ TRANSFER_TRAIN_OPTIONS = [
     _both("max_steps"), ("method", "--method"), ("spec", "--spec"), _both("eval_interval"), ("data", "--data"),
     _both("batch_size"), ("config", "--config"), ("lake_root", "--lake"), ("output", "--output"),
     ("resume", "--resume"), ("seed", "--seed"), ("threads", "--threads"), ("device", "--device"),
-    ("plot", "--plot/--no-plot"),
+    ("report_to", "--report-to", "--report_to"), ("plot", "--plot/--no-plot"),
 ]
 
 

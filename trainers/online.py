@@ -381,6 +381,7 @@ def start(cfg: OnlineConfig, console=None, method: str = METHOD) -> OnlineTraine
         state = checkpoint.read_state(ckpt)
         run = RunFolder.reopen(folder, state["run_id"], rec, method, SOURCE, state["log_lines"])
         run.write_config(rec, spec.base)
+        run.start_reporting(rec.report_to)
         return OnlineTrainer(rec, hp, spec, run, console, resume_from=ckpt)
     hp = settle_project(cfg)
     run = RunFolder.create(cfg, method, SOURCE)
@@ -390,6 +391,7 @@ def start(cfg: OnlineConfig, console=None, method: str = METHOD) -> OnlineTraine
         run.write_manifest({"env": cfg.env, "tasks_file": cfg.tasks_file, "init": cfg.init,
                             "train_tasks": len(load_eval_tasks(cfg.env, "train", cfg.tasks_file))})
         run.write_config(cfg, spec.base)
+        run.start_reporting(cfg.report_to)
         trainer = OnlineTrainer(cfg, hp, spec, run, console)
     return trainer
 

@@ -15,6 +15,7 @@ from typing import ClassVar
 from .config import SFTConfig, at_least, check_device, helped
 from .errors import TrainerInputError
 from .evaluate import resolve_env_name
+from .reporting import REPORT_TO_HELP, check_report_to
 
 METHODS = ("online", "sft")
 
@@ -46,6 +47,7 @@ class OnlineConfig:
     max_context: int = field(default=2048, **helped("an episode ends once its prompt reaches this many tokens"))
     threads: int | None = field(default=None, **helped("torch threads (default 1 or $LACHESIS_THREADS)"))
     device: str = field(default="auto", **helped("auto (cuda when available) | cpu | cuda | cuda:N; bf16 only on a GPU"))
+    report_to: str = field(default="none", **helped(REPORT_TO_HELP))
     progress: bool = field(default=True, **helped("show a progress bar"))
     plot: bool = field(default=True, **helped("draw loss.png and eval_curve.png in the run folder"))
     freeze_layers: list[int] | None = field(default=None, **helped(
@@ -64,6 +66,7 @@ class OnlineConfig:
             self.env = resolve_env_name(self.env)
         at_least(self, 1, "steps", "eval_interval", "micro_batch", "threads")
         self.device = check_device(self.device)
+        self.report_to = check_report_to(self.report_to)
         at_least(self, 64, "max_context")
 
 
@@ -116,6 +119,7 @@ class TransferTrainConfig:
     seed: int | None = field(default=None, **helped("seed (default: the config's)"))
     threads: int | None = field(default=None, **helped("torch threads (default 1 or $LACHESIS_THREADS)"))
     device: str = field(default="auto", **helped("auto (cuda when available) | cpu | cuda | cuda:N; bf16 only on a GPU"))
+    report_to: str = field(default="none", **helped(REPORT_TO_HELP))
     progress: bool = field(default=True, **helped("show a progress bar"))
     plot: bool = field(default=True, **helped("draw the run's plots"))
 
@@ -127,6 +131,7 @@ class TransferTrainConfig:
             raise TrainerInputError(f"unknown --method {self.method!r}: use online or sft")
         at_least(self, 1, "max_steps", "eval_interval", "batch_size", "threads")
         self.device = check_device(self.device)
+        self.report_to = check_report_to(self.report_to)
 
 
 @dataclass(kw_only=True)

@@ -163,7 +163,7 @@ def _train_online(cfg: TransferTrainConfig, spec: dict, console) -> dict:
     online = TransferOnlineConfig(
         env=spec["target_env"], steps=cfg.max_steps, eval_interval=cfg.eval_interval, model=spec["model"],
         init=spec["source_run_dir"], config=cfg.config, output=cfg.output, lake_root=cfg.lake_root, seed=cfg.seed,
-        threads=cfg.threads, device=cfg.device, progress=cfg.progress, plot=cfg.plot,
+        threads=cfg.threads, device=cfg.device, report_to=cfg.report_to, progress=cfg.progress, plot=cfg.plot,
         freeze_layers=list(spec["freeze_layers"]))
     return run_online(online, console, method=ONLINE_METHOD)
 
@@ -201,8 +201,8 @@ def _train_sft(cfg: TransferTrainConfig, spec: dict, console) -> dict:
         sft = TransferSFTConfig(model=policy.base, data=data, output=cfg.output, max_steps=cfg.max_steps,
                                 lr=hp.learning_rate, full=policy.full, lora_r=hp.lora_rank, lora_alpha=hp.lora_alpha,
                                 batch_size=cfg.batch_size, seed=hp.seed if cfg.seed is None else cfg.seed,
-                                lake_root=cfg.lake_root, threads=cfg.threads, device=cfg.device, progress=cfg.progress,
-                                plot=cfg.plot)
+                                lake_root=cfg.lake_root, threads=cfg.threads, device=cfg.device,
+                                report_to=cfg.report_to, progress=cfg.progress, plot=cfg.plot)
         summary = run_sft(sft, console, build_model=build)
         if exported:  # keep the exported target rows with the run
             shutil.copytree(data, Path(summary["run_dir"]) / "dataset")
