@@ -1,4 +1,5 @@
-"""Group commit for the HTTP server: every request pending at one moment becomes one lake submit.
+"""Group commit for the HTTP server: the requests pending while the previous commit ran, plus those already
+being parsed, become one lake submit.
 
 A request is answered only after the Delta version holding its rows is committed (a 2xx means durable).
 Batching many requests into one submit is what keeps the server's throughput close to the lake's commit
@@ -57,11 +58,11 @@ class TableBatcher:
 
     Requests arrive with their rows already in Arrow (built and checked where the request was parsed, so a row
     that does not fit is that request's 422), so gathering them is a concatenation on the event loop: no
-    thread hop and nothing converted here. While a submit of ours is committing, new ones go straight to the
-    lake writer, whose group committer merges what queued meanwhile into its next version. When none is
-    committing, a submit first waits (at most `gather_s`) for the requests that are already being parsed:
-    a Delta version costs ~30-50 ms of CPU whatever it holds (docs/ingest-profile.md), so a version for the
-    first group of a burst and another for the rest would cost twice that for the same groups."""
+    thread hop and nothing converted here. While a submit of ours is committing, what arrives is held and goes
+    as one submit when that commit is done; before a submit, the batcher waits (at most `gather_s`) for the
+    requests that announced themselves (`expect`) and are still being parsed. A Delta version costs ~30 ms of
+    CPU whatever it holds (docs/ingest-profile.md): a version for the first group of a burst and another for
+    the rest would cost twice that for the same groups."""
 
     def __init__(self, writer, table: str, linger: float = 0.0, gather_s: float = 0.025):
         self.writer, self.table = writer, table
@@ -104,7 +105,9 @@ class TableBatcher:
             self.wake.clear()
             if self.linger:
                 await asyncio.sleep(self.linger)
-            elif not self.inflight:
+            elif self.inflight:
+                continue  # the lake is committing our previous submit: _finish wakes us when it is done
+            else:
                 await self._gather()
             items, self.pending = self.pending, []
             if not items:
@@ -142,6 +145,8 @@ class TableBatcher:
             raise
         finally:
             self.inflight -= 1
+            if self.pending:
+                self.wake.set()
         self.timings.append((t1 - t0, time.perf_counter() - t1, sum(it.rows.payload.num_rows for it in items)))
         self.commits += 1
         self.rows += sum(it.rows.payload.num_rows for it in items)
