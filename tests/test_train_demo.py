@@ -1,5 +1,6 @@
 """The demo end to end at a toy size (slow: ~40 s), and `--from-lake` (just train-sft) evaluating the
-environments the lake holds. The full-size numbers are in trainers/README.md."""
+environments the lake holds; `--model smollm2` at a toy size (slow), and the sizes each model gets by default.
+The full-size numbers are in trainers/README.md."""
 from __future__ import annotations
 
 import json
@@ -45,3 +46,32 @@ def test_from_lake_needs_an_existing_lake(tmp_path):
         run_demo(DemoConfig(workdir=str(tmp_path / "w"), from_lake=True, lake_root=str(tmp_path / "nope")),
                  Console(quiet=True))
     assert not (tmp_path / "nope").exists()
+
+
+def test_sizes_follow_the_model_and_explicit_values_win():
+    from lachesis.demo import SIZES, DemoConfig
+
+    tiny, smol = DemoConfig(), DemoConfig(model="smollm2")
+    assert (tiny.expert, tiny.steps, tiny.eval_limit, tiny.batch_size, tiny.size) == (2200, 1800, 100, 16, "tiny")
+    assert smol.size == "pretrained" and all(getattr(smol, k) == v for k, v in SIZES["pretrained"].items())
+    assert smol.steps < tiny.steps and smol.expert < tiny.expert and smol.eval_limit < tiny.eval_limit
+    assert DemoConfig(model="SmolLM2", steps=5, lr=3e-4).steps == 5 and DemoConfig(model="smollm2", lr=3e-4).lr == 3e-4
+    assert DemoConfig(model="tiny-llama").size == "tiny" and DemoConfig(model="/models/x").size == "pretrained"
+
+
+@pytest.mark.slow
+def test_demo_with_smollm2_trains_lora_at_toy_size(tiny_dir, tmp_path):  # noqa: F811
+    """`just demo --model smollm2` on its own path: LoRA (an adapter, not a model, in the run folder), the same
+    evaluation before and after, the model named in the result."""
+    from rich.console import Console
+
+    from lachesis.demo import DemoConfig, run_demo
+
+    work = tmp_path / "demo"
+    res = run_demo(DemoConfig(model="smollm2", workdir=str(work), expert=8, noisy=0, steps=2, eval_limit=2,
+                              workers=1, threads=1), Console(quiet=True))
+    assert (res["model"], res["lora"], res["train"]["steps"]) == ("smollm2", True, 2)
+    assert (work / "run" / "adapter" / "adapter_config.json").is_file() and not (work / "run" / "model").exists()
+    ev = res["evals"]["bash_exec_env"]
+    assert ev["before"]["episodes"] == ev["after"]["episodes"] == 2
+    assert ev["before"]["model"] == ev["after"]["model"] == "smollm2" and ev["after"]["adapter"]

@@ -328,4 +328,9 @@ def trained_from_scratch(model_path: str) -> bool:
 
 
 def model_label(spec: str) -> str:
-    return "tiny" if spec.lower() in TINY_NAMES else ALIASES.get(spec.lower(), spec)
+    """The name a run records for --model: the alias (tiny, smollm2) or the hub id / path as given."""
+    if spec.lower() in TINY_NAMES:
+        return "tiny"
+    if spec.lower() in SMOLLM2_NAMES:
+        return "smollm2"
+    return ALIASES.get(spec.lower(), spec)
