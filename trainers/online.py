@@ -90,13 +90,13 @@ class StepResult:
 
 
 class OnlineTrainer:
-    """One run: its folder, policy, optimizer, task stream and lake writer. `run()` trains to the last step."""
+    """One run: its folder, policy, optimizer, task stream and lake writer. `run_all()` trains to the last step."""
 
-    def __init__(self, cfg: OnlineConfig, hp: ProjectConfig, spec: PolicySpec, run: RunFolder, console=None,
+    def __init__(self, cfg: OnlineConfig, hp: ProjectConfig, spec: PolicySpec, run: RunFolder,
                  resume_from: Path | None = None):
         import torch
 
-        self.cfg, self.hp, self.spec, self.run, self.console = cfg, hp, spec, run, console
+        self.cfg, self.hp, self.spec, self.run = cfg, hp, spec, run
         self.run_id = run.run_id
         self.label = model_label(cfg.model)
         set_threads(cfg.threads)
@@ -202,13 +202,14 @@ class OnlineTrainer:
                                    "data_position": self.position + e.group})
             for e in res.rollouts]
 
-    def update(self):
+    def update(self, rollouts: list[Rollout]):
+        """One optimizer step on the batch's GRPO loss (none when no group had a signal); the schedule advances."""
         import torch
 
         self.model.train()
         self.opt.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
-        stats = backward_policy_loss(self.model, self._last.rollouts, self.tok.pad_token_id, self.cfg.micro_batch,
+        stats = backward_policy_loss(self.model, rollouts, self.tok.pad_token_id, self.cfg.micro_batch,
                                      self.hp.kl_beta, self.ref)
         grad_norm = 0.0
         if stats.sequences:
@@ -222,12 +223,12 @@ class OnlineTrainer:
         return stats, grad_norm, lr, time.perf_counter() - t0
 
     def train_step(self, step: int) -> dict:
-        res = self._last = self.rollouts(step)
+        res = self.rollouts(step)
         returns = [e.recorder.reward for e in res.rollouts]
         for e, a in zip(res.rollouts, group_advantages(returns, [e.group for e in res.rollouts])):
             e.advantage = a
         self._write("trajectories", self.rollout_records(step, res), seq=2 * step)
-        stats, grad_norm, lr, update_s = self.update()
+        stats, grad_norm, lr, update_s = self.update(res.rollouts)
         self.position += self.hp.batch_size
         n = len(res.rollouts)
         t = self.totals
@@ -361,7 +362,7 @@ def _read_config(folder: Path) -> OnlineConfig:
     return cls(**{k: v for k, v in raw.items() if k in names and k != "resume"}, resume=str(folder))
 
 
-def start(cfg: OnlineConfig, console=None, method: str = METHOD) -> OnlineTrainer:
+def start(cfg: OnlineConfig, method: str = METHOD) -> OnlineTrainer:
     """A new run (folder, settled config, policy) or, with cfg.resume, the stopped run at its latest checkpoint."""
     setup_env()
     pick_device(cfg.device)  # --device cuda where there is none: the one-line error before any work
@@ -382,7 +383,7 @@ def start(cfg: OnlineConfig, console=None, method: str = METHOD) -> OnlineTraine
         run = RunFolder.reopen(folder, state["run_id"], rec, method, SOURCE, state["log_lines"])
         run.write_config(rec, spec.base)
         run.start_reporting(rec.report_to)
-        return OnlineTrainer(rec, hp, spec, run, console, resume_from=ckpt)
+        return OnlineTrainer(rec, hp, spec, run, resume_from=ckpt)
     hp = settle_project(cfg)
     run = RunFolder.create(cfg, method, SOURCE)
     with run.setting_up():
@@ -392,13 +393,13 @@ def start(cfg: OnlineConfig, console=None, method: str = METHOD) -> OnlineTraine
                             "train_tasks": len(load_eval_tasks(cfg.env, "train", cfg.tasks_file))})
         run.write_config(cfg, spec.base)
         run.start_reporting(cfg.report_to)
-        trainer = OnlineTrainer(cfg, hp, spec, run, console)
+        trainer = OnlineTrainer(cfg, hp, spec, run)
     return trainer
 
 
 def run_online(cfg: OnlineConfig, console=None, method: str = METHOD) -> dict:
     """rl_train_online (and rl_train_transfer's online method): train, evaluate, checkpoint; returns the summary."""
-    trainer = start(cfg, console, method)
+    trainer = start(cfg, method)
     if console is not None:
         hp = trainer.hp
         console.print(f"[bold]{trainer.cfg.COMMAND}[/] {trainer.run_id} on {trainer.cfg.env}: step {trainer.step} -> "
