@@ -12,7 +12,7 @@ import os
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 import orjson
 from pydantic import ValidationError
@@ -113,15 +113,21 @@ def _is_gzip(path: Path) -> bool:
         return f.read(2) == b"\x1f\x8b"
 
 
-def iter_lines(path: str | os.PathLike, *, max_bytes: int | None = None) -> Iterator[tuple[int, bytes]]:
-    """(line number, bytes) of each non-empty line; gzip (multi-member) detected by magic bytes.
+def iter_lines(path: str | os.PathLike, *, max_bytes: int | None = None,
+               fileobj: BinaryIO | None = None) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of each non-empty line; gzip (multi-member) detected by magic bytes. `fileobj`:
+    the file already open at its start (the watcher opens it without following links, ingest.safe_files).
 
     A truncated gzip member, a binary (NUL) line or (for .json) a document that is not JSON raise BadInput
     naming the line.
     """
     path = Path(path)
     total = 0
-    if _is_gzip(path):
+    if fileobj is not None:
+        gz = fileobj.read(2) == b"\x1f\x8b"
+        fileobj.seek(0)
+        raw = gzip.GzipFile(fileobj=fileobj, mode="rb") if gz else fileobj
+    elif _is_gzip(path):
         raw = gzip.open(path, "rb")
     else:
         raw = open(path, "rb")
@@ -164,7 +170,7 @@ class ParsedFile:
 
 
 def parse_file(path: str | os.PathLike, fmt: str = "auto", *, max_bytes: int | None = None,
-               progress=None) -> ParsedFile:
+               progress=None, fileobj: BinaryIO | None = None) -> ParsedFile:
     """Parse a whole trajectory file into native records (all or nothing: BadInput names the line)."""
     if fmt not in FORMATS:
         raise BadInput(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
@@ -174,7 +180,7 @@ def parse_file(path: str | os.PathLike, fmt: str = "auto", *, max_bytes: int | N
     detected = None if fmt == "auto" else fmt
     whole_json = name.endswith((".json", ".json.gz"))
     if whole_json:
-        data = b"".join(line for _, line in iter_lines(p, max_bytes=max_bytes))
+        data = b"".join(line for _, line in iter_lines(p, max_bytes=max_bytes, fileobj=fileobj))
         doc = loads(data, line=1)
         items = doc if isinstance(doc, list) else [doc]
         enum = [(1, it) for it in items]
@@ -203,7 +209,7 @@ def parse_file(path: str | os.PathLike, fmt: str = "auto", *, max_bytes: int | N
             handle(k + 1, rec)
             out.lines += 1
     else:
-        for lineno, line in iter_lines(p, max_bytes=max_bytes):
+        for lineno, line in iter_lines(p, max_bytes=max_bytes, fileobj=fileobj):
             rec = loads(line, line=lineno)
             handle(lineno, rec)
             out.lines = lineno

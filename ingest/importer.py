@@ -10,6 +10,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from ingest.errors import BadInput
 from ingest.formats import TRAJECTORY_SUFFIXES, parse_file
@@ -66,10 +67,11 @@ def list_files(path: Path) -> list[Path]:
 
 
 def ingest_file(writer, path: Path, fmt: str = "auto", *, ids: set[str] | None = None,
-                max_bytes: int | None = None, progress=None) -> FileResult:
-    """Parse + append one file; raises BadInput (nothing written) for a bad file."""
+                max_bytes: int | None = None, progress=None, fileobj: BinaryIO | None = None) -> FileResult:
+    """Parse + append one file (read from `fileobj` when given); raises BadInput (nothing written) for a bad
+    file."""
     res = FileResult(str(path))
-    parsed = parse_file(path, fmt, max_bytes=max_bytes, progress=progress)
+    parsed = parse_file(path, fmt, max_bytes=max_bytes, progress=progress, fileobj=fileobj)
     res.format = parsed.fmt
     res.records = len(parsed.records)
     seen = set()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ingest.errors import BadInput
 from lake.skill_files import SkillFile, SkillFileError, read_skill_file, skill_payload
-from lake.skill_files import read_usage as _read_usage
+from lake.skill_files import parse_usage as _parse_usage
 
 
 def bad_input(exc: SkillFileError) -> BadInput:
@@ -25,10 +25,10 @@ def parse_skill(data: bytes, rel_path: str) -> SkillFile:
         raise bad_input(exc) from None
 
 
-def read_usage(root: Path) -> dict[str, dict] | None:
-    """The `.usage.json` sidecar with missing keys filled in; None when absent; BadInput when unreadable."""
+def parse_usage(data: bytes) -> dict[str, dict]:
+    """The `.usage.json` sidecar's bytes with missing keys filled in; BadInput when unreadable."""
     try:
-        return _read_usage(root)
+        return _parse_usage(data)
     except SkillFileError as exc:
         raise bad_input(exc) from None
 

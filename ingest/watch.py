@@ -25,19 +25,22 @@ import orjson
 from ingest.errors import BadInput
 from ingest.importer import ingest_file
 from ingest.records import LAKE_ERRORS, trajectory_ids
-from ingest.skills import bad_input, parse_skill, read_usage, skill_record
+from ingest.safe_files import open_file, read_file, read_optional
+from ingest.skills import bad_input, parse_skill, parse_usage, skill_record
 from ingest.util import canonical, text_hash
 from lake import Lake
 from lake.lake import process_writer_id
 from lake.records import RecordError, validate_records
-from lake.skill_files import (duplicate_name, iter_skill_files, provenance, read_bundled_manifest,
-                              read_category_descriptions, read_hub_lock, usage_payload)
+from lake.skill_files import (MAX_SKILL_BYTES, USAGE_FILE, category_description, category_key, duplicate_name,
+                              iter_skill_files, parse_bundled_manifest, parse_hub_lock, provenance, usage_payload,
+                              usage_problem)
 
 log = logging.getLogger("lachesis.ingest.watch")
 
 TEMP_SUFFIXES = ("~", ".tmp", ".temp", ".part", ".partial", ".swp", ".swx", ".swo", ".crdownload", ".lock",
                  ".download")
 INBOX_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
+SIDECAR_BYTES = 16 << 20  # .usage.json, .hub/lock.json, .bundled_manifest, DESCRIPTION.md: far beyond Hermes'
 
 
 def is_temp(name: str) -> bool:
@@ -53,10 +56,34 @@ def is_inbox_file(name: str) -> bool:
 
 def _sig(p: Path):
     try:
-        st = p.stat()
+        st = p.lstat()  # a symbolic link's own signature: the watcher never follows one
     except OSError:
         return None
-    return (st.st_size, st.st_mtime_ns, st.st_ino)
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_mode)
+
+
+class Backoff:
+    """Retry times of files that failed for a reason that may pass (an I/O or lake error): the next pass, then
+    after 1, 2, 4 ... 300 s; a changed file is tried at once. A failing file costs next to nothing while the
+    others proceed."""
+
+    def __init__(self, cap_s: float = 300.0):
+        self.cap_s = cap_s
+        self.state: dict[str, tuple] = {}  # key -> (sig, failures, not before)
+
+    def ready(self, key: str, sig) -> bool:
+        st = self.state.get(key)
+        return st is None or st[0] != sig or time.monotonic() >= st[2]
+
+    def failed(self, key: str, sig) -> int:
+        """Count a failure; -> how many in a row (the caller logs the first and each power of two)."""
+        prev = self.state.get(key)
+        n = prev[1] + 1 if prev is not None and prev[0] == sig else 1
+        self.state[key] = (sig, n, time.monotonic() + min(self.cap_s, 2.0 ** (n - 2)) if n > 1 else 0.0)
+        return n
+
+    def ok(self, key: str) -> None:
+        self.state.pop(key, None)
 
 
 class Stability:
@@ -100,7 +127,8 @@ class Watcher:
         self.wake = threading.Event()
         self.stats = {"skill_upserts": 0, "skill_deletes": 0, "usage_events": 0, "files_done": 0,
                       "trajectories": 0, "duplicates": 0, "files_rejected": 0, "errors": 0, "passes": 0}
-        self._parsed: dict[str, tuple] = {}  # path -> (sig, doc | BadInput)
+        self._parsed: dict[str, tuple] = {}  # path -> (sig, doc | BadInput, error key)
+        self.backoff = Backoff()
         self._load_state()
 
     # -- state from the lake ---------------------------------------------------------------------------
@@ -150,43 +178,73 @@ class Watcher:
         return True
 
     # -- skills ----------------------------------------------------------------------------------------
+    def _sidecar(self, root: Path, rel: str) -> bytes | None:
+        """A file next to the skills (manifest, hub lock, usage, DESCRIPTION.md): its bytes, or None when it is
+        absent or refused (a link, not a regular file, too large, unreadable: recorded once, no bytes of it)."""
+        try:
+            return read_optional(root, rel, SIDECAR_BYTES)
+        except BadInput as exc:
+            self._error(str(root / rel), exc, f"refused:{rel}:{exc.kind}")
+        except OSError as exc:
+            self._error(str(root / rel), BadInput(f"cannot read {rel}: {exc.strerror}", kind="io"),
+                        f"io:{rel}:{exc.errno}")
+        return None
+
+    def _skill_doc(self, root: Path, rel: str, sig):
+        """The SKILL.md at `rel` parsed (cached per signature) -> (SkillFile | BadInput, error key), or None when
+        it vanished. A refused file is never read, so its error carries no bytes of it."""
+        cached = self._parsed.get(rel)
+        if cached is not None and cached[0] == sig:
+            return cached[1:]
+        try:
+            data = read_file(root, rel, MAX_SKILL_BYTES)
+        except FileNotFoundError:
+            return None
+        except BadInput as exc:  # a link, a FIFO, a device, too large
+            doc, key = exc, f"refused:{rel}:{exc.kind}"
+        except OSError as exc:
+            doc, key = BadInput(f"cannot read: {exc.strerror}", kind="io"), f"io:{rel}:{exc.errno}"
+        else:
+            try:
+                doc = parse_skill(data, rel)
+                key = None
+            except BadInput as exc:
+                doc, key = exc, f"skill:{rel}:{text_hash(data)}"
+                exc.excerpt = data[:200].decode("utf-8", "replace")  # a regular file inside the folder
+        self._parsed[rel] = (sig, doc, key)
+        return doc, key
+
     def scan_skills(self) -> int:
         root = self.skills_dir
         if root is None or not root.is_dir():
             return 0
-        bundled = read_bundled_manifest(root)
-        hub = read_hub_lock(root)
-        cats = read_category_descriptions(root)
+        bundled = parse_bundled_manifest(self._sidecar(root, ".bundled_manifest") or b"")
+        hub = parse_hub_lock(self._sidecar(root, ".hub/lock.json") or b"{}")
+        cats: dict[str, str] = {}
         on_disk: dict[str, object] = {}  # name -> doc
         present_paths = set()
         unstable_paths = set()
         events = []
-        for p in iter_skill_files(root):
+        for p in iter_skill_files(root, ("SKILL.md", "DESCRIPTION.md")):
             rel = p.relative_to(root).as_posix()
+            if p.name == "DESCRIPTION.md":
+                cat = category_key(p.relative_to(root).parts)
+                data = self._sidecar(root, rel) if cat else None
+                if data is not None:
+                    try:
+                        cats[cat] = category_description(data)
+                    except UnicodeDecodeError:
+                        pass
+                continue
             present_paths.add(rel)
             sig = self.stab.stable(p)
-            if sig is None:
+            got = self._skill_doc(root, rel, sig) if sig is not None else None
+            if got is None:
                 unstable_paths.add(rel)
                 continue
-            cached = self._parsed.get(rel)
-            if cached is None or cached[0] != sig:
-                try:
-                    data = p.read_bytes()
-                except OSError as exc:
-                    log.warning("cannot read %s: %s", p, exc)
-                    unstable_paths.add(rel)
-                    continue
-                try:
-                    doc = parse_skill(data, rel)
-                except BadInput as exc:
-                    doc = exc
-                    exc.excerpt = data[:200].decode("utf-8", "replace")
-                    exc.sha = text_hash(data)
-                cached = (sig, doc)
-                self._parsed[rel] = cached
-            doc = cached[1]
+            doc, key = got
             if isinstance(doc, BadInput):
-                self._error(str(p), doc, f"skill:{rel}:{getattr(doc, 'sha', '')}")
+                self._error(str(p), doc, key)
                 continue
             if doc.name in on_disk:
                 self._error(str(p), bad_input(duplicate_name(doc, on_disk[doc.name])), f"dup:{rel}:{doc.sha256}")
@@ -238,16 +296,17 @@ class Watcher:
         return n
 
     def scan_usage(self, root: Path) -> int:
-        p = root / ".usage.json"
+        p = root / USAGE_FILE
         sig = self.stab.stable(p)
         if sig is None:
             return 0
+        data = self._sidecar(root, USAGE_FILE)
+        if data is None:
+            return 0
         try:
-            usage = read_usage(root)
+            usage = parse_usage(data)
         except BadInput as exc:
             self._error(str(p), exc, f"usage:{sig}")
-            return 0
-        if not usage:
             return 0
         recs = []
         for name, rec in sorted(usage.items()):
@@ -257,6 +316,10 @@ class Watcher:
                 self._error(str(p), exc, f"usage:{name}:{sig}")
                 continue
             if self.usage.get(name) == c:
+                continue
+            problem = usage_problem(rec)
+            if problem:  # e.g. a negative use count: that entry is refused, the others are taken
+                self._error(str(p), BadInput(problem, field=name, kind="value_error"), f"usage:{name}:{text_hash(c)}")
                 continue
             r = usage_payload(name, rec)
             r["metadata"] = {"root": str(root)}
@@ -281,19 +344,26 @@ class Watcher:
                 continue  # not a trajectory file: not ours to read or move
             p = Path(entry.path)
             sig = self.stab.stable(p)
-            if sig is None:
+            if sig is None or not self.backoff.ready(entry.name, sig):
                 continue
             n += 1
             try:
-                res = ingest_file(self.writer, p, ids=self.ids, max_bytes=self.max_file_bytes)
-            except BadInput as exc:
+                # opened without following a link, and only as a regular file (ingest.safe_files): the entry
+                # may have been swapped for a link or a FIFO since it was listed
+                with open_file(inbox, entry.name) as (fh, _):
+                    res = ingest_file(self.writer, p, ids=self.ids, max_bytes=self.max_file_bytes, fileobj=fh)
+            except (BadInput, RecursionError) as exc:
                 if _sig(p) == sig:
-                    self._reject(p, exc)
+                    self._reject(p, exc if isinstance(exc, BadInput) else
+                                 BadInput("nested too deeply to read", kind="too_deep"))
                 # else the file grew while it was read (Hermes appends to its files): read it again once stable
                 continue
-            except OSError as exc:  # transient (disk, lake): leave it, try again next pass
-                log.warning("cannot ingest %s now: %s", p, exc)
+            except LAKE_ERRORS as exc:  # transient (disk, lake): back off this file, the others proceed
+                k = self.backoff.failed(entry.name, sig)
+                if k & (k - 1) == 0:  # the 1st, 2nd, 4th... failure in a row
+                    log.warning("cannot ingest %s now (%d failure(s) in a row): %s", p, k, exc)
                 continue
+            self.backoff.ok(entry.name)
             self.stats["trajectories"] += res.appended
             self.stats["duplicates"] += res.duplicates
             self.echo(f"inbox [green]{p.name}[/]: {res.appended} trajectories ({res.format}), "

@@ -193,13 +193,15 @@ def read_skill_file(data: bytes, rel_path: str) -> SkillFile:
                      warnings=tuple(warnings))
 
 
-def iter_skill_files(root: str | os.PathLike):
-    """Every SKILL.md under root in walk order (folders sorted, depth first), skipping Hermes' excluded folders
-    and any dot-folder. This order decides which of two skills with one name is read (the first)."""
+def iter_skill_files(root: str | os.PathLike, names: tuple[str, ...] = ("SKILL.md",)):
+    """Every SKILL.md (or file of one of `names`, such as DESCRIPTION.md) under root in walk order (folders
+    sorted, depth first), skipping Hermes' excluded folders and any dot-folder; folders that are symbolic links
+    are not entered. This order decides which of two skills with one name is read (the first)."""
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
-        if "SKILL.md" in filenames:
-            yield Path(dirpath) / "SKILL.md"
+        for name in names:
+            if name in filenames:
+                yield Path(dirpath) / name
 
 
 def duplicate_name(doc: SkillFile, first: SkillFile) -> SkillFileError:
@@ -229,12 +231,16 @@ def read_skills(root: str | os.PathLike) -> tuple[list[SkillFile], list[SkillFil
 # -- provenance, categories, usage -----------------------------------------------------------------------------
 def read_bundled_manifest(root: str | os.PathLike) -> dict[str, str]:
     """`.bundled_manifest`: one `name:md5hex` per line -> {name: md5}; {} when absent."""
-    out = {}
     try:
-        lines = (Path(root) / ".bundled_manifest").read_text(encoding="utf-8", errors="replace").splitlines()
+        data = (Path(root) / ".bundled_manifest").read_bytes()
     except OSError:
-        return out
-    for line in lines:
+        return {}
+    return parse_bundled_manifest(data)
+
+
+def parse_bundled_manifest(data: bytes) -> dict[str, str]:
+    out = {}
+    for line in data.decode("utf-8", errors="replace").splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             name, _, h = line.partition(":")
@@ -245,8 +251,16 @@ def read_bundled_manifest(root: str | os.PathLike) -> dict[str, str]:
 def read_hub_lock(root: str | os.PathLike) -> dict[str, dict]:
     """`.hub/lock.json` `installed`: {folder: entry}; {} when absent or unreadable."""
     try:
-        data = json.loads((Path(root) / ".hub" / "lock.json").read_bytes())
-    except (OSError, ValueError):
+        data = (Path(root) / ".hub" / "lock.json").read_bytes()
+    except OSError:
+        return {}
+    return parse_hub_lock(data)
+
+
+def parse_hub_lock(data: bytes) -> dict[str, dict]:
+    try:
+        data = json.loads(data)
+    except (ValueError, RecursionError):  # RecursionError: nested thousands deep
         return {}
     inst = data.get("installed") if isinstance(data, dict) else None
     return inst if isinstance(inst, dict) else {}
@@ -266,27 +280,20 @@ def skill_folder(doc: SkillFile) -> str:
     return PurePosixPath(doc.rel_path).parent.name
 
 
-def read_category_descriptions(root: str | os.PathLike) -> dict[str, str]:
-    """<category>/DESCRIPTION.md -> its description (frontmatter `description:` or the plain text)."""
-    out = {}
-    root = Path(root)
-    for p in sorted(root.rglob("DESCRIPTION.md")):
-        rel = p.relative_to(root).parts
-        if len(rel) < 2 or any(part in SKIP_DIRS or part.startswith(".") for part in rel[:-1]):
-            continue
-        try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        desc = text.strip()
-        try:
-            fm, _ = parse_frontmatter(split_frontmatter(text, p.name)[0])
-        except SkillFileError:
-            fm = {}
-        if isinstance(fm.get("description"), str):
-            desc = fm["description"]
-        out["/".join(rel[:-1])] = desc
-    return out
+def category_key(rel_parts) -> str | None:
+    """The category a `<category>/DESCRIPTION.md` (relative path parts) describes; None for the root's own."""
+    return "/".join(rel_parts[:-1]) if len(rel_parts) >= 2 else None
+
+
+def category_description(data: bytes) -> str:
+    """A DESCRIPTION.md's text: its frontmatter `description:`, else the whole text. UnicodeDecodeError when
+    it is not UTF-8."""
+    text = data.decode("utf-8")
+    try:
+        fm, _ = parse_frontmatter(split_frontmatter(text, "DESCRIPTION.md")[0])
+    except SkillFileError:
+        fm = {}
+    return fm["description"] if isinstance(fm.get("description"), str) else text.strip()
 
 
 def read_usage(root: str | os.PathLike) -> dict[str, dict] | None:
@@ -295,10 +302,17 @@ def read_usage(root: str | os.PathLike) -> dict[str, dict] | None:
         data = (Path(root) / USAGE_FILE).read_bytes()
     except FileNotFoundError:
         return None
+    return parse_usage(data)
+
+
+def parse_usage(data: bytes) -> dict[str, dict]:
+    """`.usage.json` bytes -> {name: record} with missing keys filled in; SkillFileError when unreadable."""
     try:
         obj = json.loads(data)
     except ValueError as exc:
         raise SkillFileError(USAGE_FILE, f"not valid JSON: {exc}", kind="json_invalid") from None
+    except RecursionError:
+        raise SkillFileError(USAGE_FILE, "not valid JSON: nested too deeply", kind="too_deep") from None
     if not isinstance(obj, dict):
         raise SkillFileError(USAGE_FILE, "must be a JSON object keyed by skill name", kind="model_type")
     return {name: {**USAGE_DEFAULTS, **rec} for name, rec in sorted(obj.items()) if isinstance(rec, dict)}
@@ -310,6 +324,15 @@ def skill_payload(doc: SkillFile, prov: str) -> dict:
     return {"name": doc.name, "event_type": "skill.upsert", "category": doc.category, "path": doc.rel_path,
             "provenance": prov, "description": doc.description, "frontmatter": doc.frontmatter, "body": doc.body,
             "deleted": False}
+
+
+def usage_problem(rec: dict) -> str | None:
+    """Why a sidecar record's counters cannot be taken (Hermes only ever counts up from 0), or None."""
+    for key in ("use_count", "view_count", "patch_count"):
+        v = rec.get(key)
+        if v is not None and (_int(v) is None or _int(v) < 0):
+            return f"{key} must be a whole number >= 0, not {v!r}"
+    return None
 
 
 def _int(v):
