@@ -59,13 +59,18 @@ def test_chat_template_is_chatml_and_labels_are_the_assistant_turns(smollm2_dir)
     from trainers.models import load_tokenizer
     from trainers.sft import IGNORE, encode_conversation
 
+    from transformers import AutoTokenizer
+
+    # the cache itself carries our template (load_tokenizer would also swap in one for a marker-less ChatML)
+    assert AutoTokenizer.from_pretrained(smollm2_dir).chat_template == CHATML_TEMPLATE
     tok = load_tokenizer(str(smollm2_dir))
     assert tok.chat_template == CHATML_TEMPLATE and tok.padding_side == "left"
     row = th.tool_chats(1)[0]
     ids, labels = encode_conversation(tok, {"messages": normalize_messages(row["messages"]), "tools": row["tools"]})
     text = tok.decode(ids)
     assert text.startswith("<|im_start|>system\nYou operate a shell workspace.") and "<tools>" in text
-    assert "<|im_start|>tool\n<tool_response>\n" in text
+    result = row["messages"][3]["content"]  # the tool's answer: a tool turn, context only, never a label
+    assert f"<|im_start|>tool\n<tool_response>\n{result}\n</tool_response><|im_end|>" in text
     spans, cur = [], []
     for t, y in zip(ids, labels):
         if y != IGNORE:
