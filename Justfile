@@ -69,12 +69,14 @@ bench-online *ARGS:
 bench-smollm2 *ARGS:
     {{py}} bench/bench_smollm2.py {{ARGS}}
 
-# A side venv with atroposlib 0.4.0 for the real-Atropos compatibility tests (kept out of .venv: wandb, nltk, ...).
+atropos_venv := env_var_or_default("ATROPOS_VENV", "/tmp/atropos-venv")
+
+# A side venv with atroposlib 0.4.0 for the real-Atropos tests (kept out of .venv: wandb, nltk, ...); $ATROPOS_VENV moves it.
 atropos-venv:
-    bash tests/data/make_atropos_venv.sh /tmp/atropos-venv
-    ATROPOS_PYTHON=/tmp/atropos-venv/bin/python {{py}} -m pytest -m slow tests/test_server_atropos.py
+    test -x {{atropos_venv}}/bin/python || bash tests/data/make_atropos_venv.sh {{atropos_venv}}
+    ATROPOS_PYTHON={{atropos_venv}}/bin/python {{py}} -m pytest -m slow tests/test_server_atropos.py
 
 # Needs atroposlib's run-api as the baseline: builds the side venv first when it is missing.
 bench-ingest *ARGS:
-    test -x /tmp/atropos-venv/bin/python || bash tests/data/make_atropos_venv.sh /tmp/atropos-venv
-    ATROPOS_PYTHON=/tmp/atropos-venv/bin/python {{py}} bench/bench_ingest.py {{ARGS}}
+    test -x {{atropos_venv}}/bin/python || bash tests/data/make_atropos_venv.sh {{atropos_venv}}
+    {{py}} bench/bench_ingest.py --atropos-python {{atropos_venv}}/bin/python {{ARGS}}
