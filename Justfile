@@ -23,7 +23,7 @@ test *ARGS:
 test-all:
     {{py}} -m pytest -m ""
 
-# End-to-end: fresh lake, rollouts + skills, views, fine-tune the tiny model, evaluate before/after, plots.
+# End-to-end: fresh lake, rollouts + skills, views, fine-tune the tiny model (--model smollm2: LoRA, ~15 min), evaluate, plots.
 demo *ARGS:
     {{py}} -m lachesis.demo {{ARGS}}
 
