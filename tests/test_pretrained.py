@@ -114,6 +114,38 @@ def test_one_lora_step_changes_only_the_adapter(smollm2_dir):
     assert torch.equal(model.get_parameter("base_model.model.model.layers.29.mlp.down_proj.base_layer.weight"), base)
 
 
+def test_label_only_logits_give_the_models_loss_and_gradients(smollm2_dir):
+    """trainers.sft.causal_lm_loss applies SmolLM2's 49,152-word head to the labelled positions only: the loss and
+    the LoRA gradients equal those of model(labels=...), which computes logits everywhere."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from trainers.chat import normalize_messages
+    from trainers.models import load_model, load_tokenizer
+    from trainers.sft import causal_lm_loss, collate, encode_conversation
+
+    torch.manual_seed(0)
+    tok = load_tokenizer(str(smollm2_dir))
+    model = get_peft_model(load_model(str(smollm2_dir)), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                                                    task_type="CAUSAL_LM", init_lora_weights=False))
+    examples = [encode_conversation(tok, {"messages": normalize_messages(r["messages"]), "tools": r["tools"]})
+                for r in th.tool_chats(2, seed=3)]
+    ids, labels, att = collate(examples, [0, 1], tok.pad_token_id)
+    lora = [p for p in model.parameters() if p.requires_grad]
+
+    def loss_and_grads(fn):
+        model.zero_grad()
+        loss = fn()
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in lora]
+
+    ours, g_ours = loss_and_grads(lambda: causal_lm_loss(model, labels, input_ids=ids, attention_mask=att))
+    full, g_full = loss_and_grads(lambda: model(input_ids=ids, attention_mask=att, labels=labels).loss)
+    assert torch.allclose(ours, full, rtol=1e-5, atol=1e-6), (ours, full)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(g_ours, g_full))
+    assert any(g.abs().sum() > 0 for g in g_ours)
+
+
 def test_batched_generation_matches_one_prompt_at_a_time(smollm2_dir):
     from trainers.evaluate import generate_batch
     from trainers.models import load_model, load_tokenizer
