@@ -14,7 +14,8 @@ from typing import BinaryIO
 
 from ingest.errors import BadInput
 from ingest.formats import TRAJECTORY_SUFFIXES, parse_file
-from ingest.records import append_records, trajectory_ids
+from ingest.dedupe import trajectory_guard
+from ingest.records import append_records
 from lake import Lake
 from lake.lake import process_writer_id
 
@@ -84,6 +85,7 @@ def ingest_file(writer, path: Path, fmt: str = "auto", *, ids: set[str] | None =
         seen.add(tid)
         keep.append(r)
         lines.append(line)
+    skipped = 0
     if keep:
         try:
             out = append_records(writer, keep, locs=lines)
@@ -91,7 +93,9 @@ def ingest_file(writer, path: Path, fmt: str = "auto", *, ids: set[str] | None =
             line, *where = exc.field
             raise BadInput(exc.reason, line=line, field=".".join(map(str, where)) or None, kind="schema") from None
         res.version = out.version
-    res.appended = len(keep)
+        skipped = out.skipped  # ids another process (the watcher, a server) committed meanwhile
+    res.appended = len(keep) - skipped
+    res.duplicates += skipped
     if ids is not None:
         ids.update(seen)
     return res
@@ -101,8 +105,7 @@ def run_import(lake: Lake, path: Path, fmt: str = "auto", *, on_file_start=None,
                writer_name: str = "ingest-import") -> ImportSummary:
     t0 = time.perf_counter()
     writer = lake.writer(process_writer_id(writer_name))
-    with lake.snapshot() as snap:
-        ids = trajectory_ids(snap)
+    ids = trajectory_guard(lake).keys  # also checked at commit time, against what other processes committed
     summary = ImportSummary()
     for p in list_files(path):
         if on_file_start:

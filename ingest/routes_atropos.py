@@ -57,8 +57,12 @@ async def commit_groups(s: IngestState, groups: list[Group], keyed: bool, expect
         fresh = [g for g in groups if not keyed or await claims.take(f"{g.gid}:0")]
         if fresh:
             payload = fresh[0].rows if len(fresh) == 1 else pa.concat_tables([g.rows for g in fresh])
-            await s.commit_arrow("trajectories", ArrowRows.of(payload, "atropos.group", datetime.now(timezone.utc)),
-                                 expected=expected)
+            res = await s.commit_arrow("trajectories", ArrowRows.of(payload, "atropos.group",
+                                                                    datetime.now(timezone.utc)), expected=expected)
+            if res.skipped:  # keyed groups another process (a second server on this lake) committed meanwhile
+                lost = s.guards["trajectories"].pop_dropped(f"{g.gid}:{i}" for g in fresh
+                                                            for i in range(g.rows.num_rows))
+                fresh = [g for g in fresh if f"{g.gid}:0" not in lost]
     for g in fresh:
         s.ids.update(f"{g.gid}:{i}" for i in range(g.rows.num_rows))
     s.counters.acked_rows += sum(g.rows.num_rows for g in fresh)

@@ -95,9 +95,13 @@ async def post_trajectories(request: Request, expected: Expected = Depends(expec
         res = None
         if keep:
             res = await s.commit_arrow("trajectories", batch.arrow(keep), expected=expected)
-    s.counters.acked_rows += len(keep)
+    accepted = len(keep)
+    if res is not None and res.skipped:  # another process committed some of these ids meanwhile
+        lost = len(s.guards["trajectories"].pop_dropped([batch.rows[i].payload["trajectory_id"] for i in keep]))
+        accepted, dups = accepted - lost, dups + lost
+    s.counters.acked_rows += accepted
     s.counters.duplicates += dups
-    return {"status": "committed", "accepted": len(keep), "duplicates": dups,
+    return {"status": "committed", "accepted": accepted, "duplicates": dups,
             "trajectory_ids": [r["trajectory_id"] for r in records], "version": res.version if res else None}
 
 
@@ -128,9 +132,13 @@ async def post_rewards(request: Request, obj=Depends(json_body), s: IngestState 
             r["metadata"] = {**meta, "idempotency_key": key}
         recs.append(r)
         locs.append(idx)
-    res = await s.commit_records("rewards", recs, locs=locs)
-    if key:
-        s.idem_keys.add(f"rewards:{key}")
+    duplicate = {"status": "committed", "accepted": 0, "duplicate": True}
+    async with s.claims() as claims:  # requests with one key run one at a time: the second is the duplicate
+        if key and not await claims.take(f"rewards:{key}", s.idem_keys):
+            return duplicate
+        res = await s.commit_records("rewards", recs, locs=locs)
+    if key and s.guards["rewards"].pop_dropped([f"rewards:{key}"]):  # another process committed it first
+        return duplicate
     return {"status": "committed", "accepted": len(recs), "version": res.version}
 
 
@@ -188,13 +196,17 @@ async def post_skills(request: Request, obj=Depends(json_body), s: IngestState =
     if key:
         rec["metadata"]["idempotency_key"] = key
     h = rec["metadata"]["sha256"]
-    if not rec.get("deleted") and s.skill_hash.get(rec["name"]) == h:
-        return {"status": "unchanged", "name": rec["name"]}
-    res = await s.commit_records("skills", [rec])
-    if rec.get("deleted"):
-        s.skill_hash.pop(rec["name"], None)
-    else:
-        s.skill_hash[rec["name"]] = h
-    if key:
-        s.idem_keys.add(f"skills:{key}")
+    async with s.claims() as claims:  # requests with one key, and versions of one skill, one at a time
+        if key and not await claims.take(f"skills:{key}", s.idem_keys):
+            return {"status": "committed", "duplicate": True}
+        await claims.take(f"skill-name:{rec['name']}", set())  # never done: it only waits for the other one
+        if not rec.get("deleted") and s.skill_hash.get(rec["name"]) == h:
+            return {"status": "unchanged", "name": rec["name"]}
+        res = await s.commit_records("skills", [rec])
+        if key and s.guards["skills"].pop_dropped([f"skills:{key}"]):  # another process committed it first
+            return {"status": "committed", "duplicate": True}
+        if rec.get("deleted"):
+            s.skill_hash.pop(rec["name"], None)
+        else:
+            s.skill_hash[rec["name"]] = h
     return {"status": "committed", "name": rec["name"], "version": res.version}

@@ -20,7 +20,8 @@ from ingest import atropos as A
 from ingest.atropos_queue import AtroposQueue, Event, event_from_run, event_record
 from ingest.batcher import CommitFailed, Expected, TableBatcher
 from ingest.config import ServeConfig
-from ingest.records import ArrowRows, trajectory_ids, validated_batch
+from ingest.dedupe import KeyGuard, idempotency_guard, trajectory_guard
+from ingest.records import ArrowRows, validated_batch
 from ingest.util import uuid7
 from lake import Lake
 from lake.lake import Writer, process_writer_id
@@ -43,6 +44,9 @@ class IngestState:
     writer: Writer
     ids: set[str] = field(default_factory=set)  # trajectory ids in the lake or committed since start
     idem_keys: set[str] = field(default_factory=set)  # "<table>:<Idempotency-Key>" committed (rewards, skills)
+    # the same indexes as the lake's commit guards: rows another process committed meanwhile are dropped at
+    # commit time, under the table's cross-process lock (ingest.dedupe)
+    guards: dict[str, KeyGuard] = field(default_factory=dict)
     skill_hash: dict[str, str] = field(default_factory=dict)  # skill name -> sha256 of its current version
     queue: AtroposQueue = field(default_factory=AtroposQueue)
     inflight: dict[str, asyncio.Future] = field(default_factory=dict)  # ids claimed by a request in progress
@@ -60,12 +64,11 @@ class IngestState:
     def load(cls, lake: Lake, config: ServeConfig, writer_name: str = "ingest-http") -> "IngestState":
         """Indexes and the Atropos queue from the lake (blocking: run it in a thread)."""
         st = cls(config, lake, lake.writer(process_writer_id(writer_name)))
+        st.guards["trajectories"] = trajectory_guard(lake)
+        st.ids = st.guards["trajectories"].keys
+        for table in ("rewards", "skills"):
+            st.guards[table] = idempotency_guard(lake, table, st.idem_keys)
         with lake.snapshot() as snap:
-            st.ids = trajectory_ids(snap)
-            for table in ("rewards", "skills", "runs"):
-                keys = snap.arrow(f"SELECT json_extract_string(metadata, '$.idempotency_key') AS k FROM {table} "
-                                  "WHERE json_extract_string(metadata, '$.idempotency_key') IS NOT NULL")
-                st.idem_keys.update(f"{table}:{k}" for k in keys.column(0).to_pylist())
             # a skill's versions in the order skills_current.sql sees them
             for r in snap.arrow("SELECT name, json_extract_string(metadata, '$.sha256') AS h, deleted FROM skills "
                                 "ORDER BY occurred_at, event_id").to_pylist():
@@ -120,11 +123,13 @@ class IngestState:
             await asyncio.gather(*list(self.background), return_exceptions=True)
 
     # -- dedupe ----------------------------------------------------------------------------------------
-    async def claim(self, key: str) -> bool:
+    async def claim(self, key: str, done: set[str] | None = None) -> bool:
         """True when `key` is new and now claimed by the caller (who must `release` it); False when the key is
-        in the lake, or once the request that had claimed it committed it."""
+        in `done` (the lake's keys; default: trajectory ids), or once the request that had claimed it committed
+        it. Requests with one key thus run one at a time: the second waits for the first's outcome."""
+        done = self.ids if done is None else done
         while True:
-            if key in self.ids:
+            if key in done:
                 return False
             fut = self.inflight.get(key)
             if fut is None:
@@ -132,11 +137,11 @@ class IngestState:
                 return True
             await asyncio.shield(fut)  # the other request finished (committed or not): look again
 
-    def release(self, keys: Iterable[str], committed: bool) -> None:
-        for k in keys:
+    def release(self, keys: Iterable[tuple[str, set[str]]], committed: bool) -> None:
+        for k, done in keys:
             fut = self.inflight.pop(k, None)
             if committed:
-                self.ids.add(k)
+                done.add(k)
             if fut is not None and not fut.done():
                 fut.set_result(committed)
 
@@ -170,12 +175,12 @@ class Claims:
 
     def __init__(self, state: IngestState):
         self.state = state
-        self.keys: list[str] = []
+        self.keys: list[tuple[str, set[str]]] = []
 
-    async def take(self, key: str) -> bool:
-        """True when the caller should write `key`; False for a duplicate."""
-        if await self.state.claim(key):
-            self.keys.append(key)
+    async def take(self, key: str, done: set[str] | None = None) -> bool:
+        """True when the caller should write `key`; False for a duplicate (`done`: as in IngestState.claim)."""
+        if await self.state.claim(key, done):
+            self.keys.append((key, self.state.ids if done is None else done))
             return True
         return False
 

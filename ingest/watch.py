@@ -24,7 +24,8 @@ import orjson
 
 from ingest.errors import BadInput
 from ingest.importer import ingest_file
-from ingest.records import LAKE_ERRORS, trajectory_ids
+from ingest.dedupe import trajectory_guard
+from ingest.records import LAKE_ERRORS
 from ingest.safe_files import open_file, read_file, read_optional
 from ingest.skills import bad_input, parse_skill, parse_usage, skill_record
 from ingest.util import canonical, text_hash
@@ -133,6 +134,7 @@ class Watcher:
 
     # -- state from the lake ---------------------------------------------------------------------------
     def _load_state(self):
+        self.ids = trajectory_guard(self.lake).keys  # also checked at commit time (ingest.dedupe)
         self.skills: dict[str, dict] = {}
         self.usage: dict[str, str] = {}
         self.reported: set[str] = set()
@@ -151,7 +153,6 @@ class Watcher:
             for r in snap.arrow("SELECT json_extract_string(metadata, '$.key') AS k FROM ingest_errors").to_pylist():
                 if r["k"]:
                     self.reported.add(r["k"])
-            self.ids = trajectory_ids(snap)
 
     @staticmethod
     def _canon(v) -> str:

@@ -22,6 +22,7 @@ class Batch:
     writer_id: str
     seq: int | None  # None: the writer assigns the next sequence at commit time
     future: Future
+    skipped: int = 0  # rows the table's CommitGuard dropped (their key was in the lake already)
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class AppendResult:
     rows: int
     duplicate: bool = False
     seq: int | None = None
+    skipped: int = 0  # rows left out at commit time: their key was already in the lake (lake.locks.CommitGuard)
 
 
 CommitFn = Callable[[list[Batch]], None]

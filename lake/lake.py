@@ -19,6 +19,7 @@ from lake.autocompact import AutoCompactor, CompactThresholds
 from lake.changes import read_changes
 from lake.commit import AppendResult, Batch, GroupCommitter
 from lake.envelope import TIMESTAMP, add_envelope, complete_payload, with_content_hash
+from lake.locks import CommitGuard, TableLocks
 from lake.records import validate_records
 from lake.schemas import DEFAULT_EVENT_TYPES, SCHEMA_VERSIONS, TABLES, payload_schema
 from lake.snapshot import Snapshot
@@ -56,6 +57,9 @@ class Lake:
         self._committers: dict[str, GroupCommitter] = {}
         self._writers: dict[str, Writer] = {}
         self._default_writer: Writer | None = None
+        self._locks = TableLocks(self.root)
+        # table -> the guard that drops rows whose key is in the lake already, at commit time (lake/locks.py)
+        self.guards: dict[str, CommitGuard] = {}
 
     # -- layout -----------------------------------------------------------------------------------------
     @classmethod
@@ -120,7 +124,13 @@ class Lake:
             return self._committers[table]
 
     def _commit_group(self, table: str, group: list[Batch]) -> None:
-        """Commit one group as one version; skip batches whose (writer, seq) the log already holds."""
+        """Commit one group as one version, under the table's cross-process lock (lake/locks.py)."""
+        with self._locks.hold(table):
+            self._commit_locked(table, group)
+
+    def _commit_locked(self, table: str, group: list[Batch]) -> None:
+        """Skip batches whose (writer, seq) the log already holds and rows the table's guard refuses; commit
+        the rest as one version."""
         dt = self._tables[table]
         dt.update_incremental()
         committed: dict[str, int] = {}
@@ -138,6 +148,9 @@ class Lake:
             txns[b.writer_id] = seq
             b.seq = seq
             keep.append(b)
+        guard = self.guards.get(table)
+        if guard is not None and keep:
+            keep = self._admit(table, guard, dt, keep)
         if not keep:
             return
         data = add_envelope(
@@ -151,8 +164,26 @@ class Lake:
         )
         version = delta.append(dt, self.table_path(table), data, txns, fsync=self.fsync,
                                prepare=functools.partial(with_content_hash, table))
+        if guard is not None:
+            guard.committed(version, [b.payload for b in keep])
         for b in keep:
-            b.future.set_result(AppendResult(table, version, b.payload.num_rows, seq=b.seq))
+            b.future.set_result(AppendResult(table, version, b.payload.num_rows, seq=b.seq, skipped=b.skipped))
+
+    @staticmethod
+    def _admit(table: str, guard: CommitGuard, dt: DeltaTable, batches: list[Batch]) -> list[Batch]:
+        """The batches with the rows `guard` refuses dropped; a batch left with none is answered here."""
+        out = []
+        for b, mask in zip(batches, guard.admit(dt, [b.payload for b in batches])):
+            if mask is not None:
+                n = b.payload.num_rows
+                b.payload, b.event_types, b.occurred_at = (b.payload.filter(mask), b.event_types.filter(mask),
+                                                           b.occurred_at.filter(mask))
+                b.skipped = n - b.payload.num_rows
+                if b.payload.num_rows == 0:
+                    b.future.set_result(AppendResult(table, None, 0, seq=b.seq, skipped=b.skipped))
+                    continue
+            out.append(b)
+        return out
 
     # -- reading ----------------------------------------------------------------------------------------
     def snapshot(self, as_of: AsOf = None, for_query: str | None = None) -> Snapshot:
