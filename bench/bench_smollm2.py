@@ -1,5 +1,5 @@
-"""SmolLM2-135M-Instruct on this machine: batched greedy generation tokens/s and LoRA step time, each against a
-baseline measured in the same run.
+"""SmolLM2-135M-Instruct on this machine: batched greedy generation tokens/s, SFT tokens/s and LoRA step time, each
+against a baseline measured in the same run.
 
 Generation: the first prompts of 8 bash_exec_env test tasks as hermes_eval builds them (our ChatML, the tools
 block in the system prompt), greedy, up to 32 new tokens, stopping at <|im_end|>. Ours = one left-padded batch through trainers.evaluate.generate_batch (hermes_eval's
@@ -7,10 +7,14 @@ path, KV cache); baseline = plain transformers `model.generate` one prompt at a 
 each prompt produced (up to and including <|im_end|>), the same work for both; the outputs are compared. The
 batched prompt pass (one new token) is timed too: with ~230-token prompts it dominates on a CPU, so decode
 tokens/s is reported beside the end-to-end figure.
+SFT: rl_finetune_supervised's training loop (trainers.sft.train_loop: assistant-only labels, shared-prefix batches)
+against a plain TRL SFTTrainer (assistant_only_loss, same LoRA, lr, batch and conversations: expert rollouts of
+bash_exec_env's train split), both on smollm2 with our ChatML template; bench/bench_sft.py's two sides, reused.
 LoRA step: one forward + backward + AdamW step at batch 8 x 128 tokens (r=16, alpha=32, all-linear: the trainers'
 LoRA defaults), median over the timed steps after one warm-up; baseline = the same step on the tiny model.
 
 usage: python bench/bench_smollm2.py [--threads 1] [--prompts 8] [--new-tokens 32] [--batch 8] [--seq 128] [--steps 3]
+                                     [--sft-examples 16] [--skip lora,sft,generation]
 """
 from __future__ import annotations
 
@@ -75,7 +79,24 @@ def generation(path: str, args) -> dict:
             "one_at_a_time_tokens_per_s": round(sum(len(o) for o in plain) / plain_s, 1),
             "batched_tokens_per_s": round(tokens / batched_s, 1),
             "speedup": round(plain_s / batched_s, 2), "batched_prompt_pass_s": round(prefill_s, 2),
-            "batched_decode_tokens_per_s": round((tokens - len(ps)) / max(batched_s - prefill_s, 1e-9), 1)}
+            # None when the timings are too noisy to separate (a loaded machine: the prompt pass alone took longer)
+            "batched_decode_tokens_per_s": round((tokens - len(ps)) / (batched_s - prefill_s), 1)
+            if batched_s > prefill_s else None}
+
+
+def sft(path: str, args) -> dict:
+    """Our SFT loop vs plain TRL SFTTrainer on the same smollm2 conversations, one epoch each (same steps)."""
+    import bench_sft  # bench/bench_sft.py, beside this script: its two sides, unchanged
+
+    ns = argparse.Namespace(data=None, examples=args.sft_examples, epochs=1.0, batch_size=args.batch, max_length=1024,
+                            full=False, template="chatml")
+    convs, src = bench_sft.conversations(ns)
+    trl = bench_sft.trl_plain(path, convs, ns)
+    ours = bench_sft.ours(path, convs, src, ns)
+    return {"conversations": len(convs), "batch": args.batch, "ours": ours, "trl": trl,
+            "ours_tokens_per_s": round(ours["tokens_per_s"], 1), "trl_tokens_per_s": round(trl["tokens_per_s"], 1),
+            "ratio": round(ours["tokens_per_s"] / trl["tokens_per_s"], 2),
+            "same_label_tokens": ours["label_tokens_per_epoch"] == trl["label_tokens_per_epoch"]}
 
 
 def lora_step(path: str, args) -> dict:
@@ -114,7 +135,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--sft-examples", type=int, default=16, help="conversations of the SFT comparison (one epoch)")
+    ap.add_argument("--skip", default="", help="comma list of sections to leave out: generation, sft, lora")
     args = ap.parse_args()
+    skip = {x.strip() for x in args.skip.split(",") if x.strip()}
 
     from trainers.config import set_threads
     from trainers.models import tiny_model_path
@@ -126,17 +150,28 @@ def main() -> None:
     prepare_s = time.perf_counter() - t
     tiny = str(tiny_model_path())
     load = os.getloadavg()
-    gen = generation(smol, args)
-    print(json.dumps({"bench": "generation", "model": "smollm2", **gen}))
-    step = lora_step(smol, args)
-    print(json.dumps({"bench": "lora_step", "model": "smollm2", **step}))
-    base = lora_step(tiny, args)
-    print(json.dumps({"bench": "lora_step", "model": "tiny", **base}))
-    print(json.dumps({"bench": "summary", "threads": args.threads, "cache_ready_s": round(prepare_s, 2),
-                      "load_avg_1m_start": round(load[0], 2), "load_avg_1m_end": round(os.getloadavg()[0], 2),
-                      "generation_batched_tokens_per_s": gen["batched_tokens_per_s"],
-                      "generation_batched_vs_one_at_a_time": gen["speedup"],
-                      "lora_step_s": step["step_s_median"], "lora_step_vs_tiny": round(step["step_s_median"] / base["step_s_median"], 1)}))
+    summary = {"bench": "summary", "threads": args.threads, "cache_ready_s": round(prepare_s, 2),
+               "load_avg_1m_start": round(load[0], 2)}
+    if "generation" not in skip:
+        gen = generation(smol, args)
+        print(json.dumps({"bench": "generation", "model": "smollm2", **gen}), flush=True)
+        summary.update(generation_batched_tokens_per_s=gen["batched_tokens_per_s"],
+                       generation_one_at_a_time_tokens_per_s=gen["one_at_a_time_tokens_per_s"],
+                       generation_batched_vs_one_at_a_time=gen["speedup"])
+    if "sft" not in skip:
+        res = sft(smol, args)
+        print(json.dumps({"bench": "sft", "model": "smollm2", **res}), flush=True)
+        summary.update(sft_ours_tokens_per_s=res["ours_tokens_per_s"], sft_trl_tokens_per_s=res["trl_tokens_per_s"],
+                       sft_ours_vs_trl=res["ratio"])
+    if "lora" not in skip:
+        step = lora_step(smol, args)
+        print(json.dumps({"bench": "lora_step", "model": "smollm2", **step}), flush=True)
+        base = lora_step(tiny, args)
+        print(json.dumps({"bench": "lora_step", "model": "tiny", **base}), flush=True)
+        summary.update(lora_step_s=step["step_s_median"],
+                       lora_step_vs_tiny=round(step["step_s_median"] / base["step_s_median"], 1))
+    summary["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":
