@@ -11,6 +11,18 @@ from pathlib import Path
 from typing import Optional
 
 MiB = 1 << 20
+INFLATE_FLOOR = MiB  # any gzip body or file may inflate this far, whatever its ratio
+# Why these defaults: Atropos groups and Hermes trajectories gzip at about 3-10:1 (JSON token ids and text),
+# a gzip bomb at 1000:1 (255 KB of it inflated to 250 MiB of valid JSON and cost the server 2.5 GB); parsed
+# JSON takes up to ~10x its size in memory, so 64 MiB per request leaves room for several at once.
+RATIO_HELP = ("Largest gunzip ratio beyond the first MiB: N bytes of gzip may inflate to max(1 MiB, ratio x N), "
+              "so a gzip bomb (1000:1) stops early while real JSON (3-10:1) passes.")
+
+
+def inflate_limit(compressed: int, cap: int, ratio: float) -> int:
+    """The most bytes `compressed` bytes of gzip may inflate to: at most `cap`, and `ratio` times their size
+    beyond INFLATE_FLOOR."""
+    return min(cap, max(INFLATE_FLOOR, int(ratio * compressed)))
 SERVE_MODES = ("at-least-once", "at-most-once")
 FORMATS = ("auto", "hermes", "atropos", "native")
 
@@ -24,8 +36,9 @@ class ServeConfig:
     token: Optional[str] = field(default=None, metadata={
         "help": "Bearer token required on every write route (every POST, /batch, /reset_data)."})
     max_body_mb: float = field(default=64.0, metadata={"help": "Largest request body accepted (MiB, as sent)."})
-    max_inflated_mb: float = field(default=256.0, metadata={
-        "help": "Largest body after gunzip (MiB): the gzip-bomb limit."})
+    max_inflated_mb: float = field(default=64.0, metadata={
+        "help": "Largest body after gunzip (MiB), whatever its ratio (the gzip-bomb limit, with the ratio)."})
+    max_inflate_ratio: float = field(default=100.0, metadata={"help": RATIO_HELP})
     log_level: str = field(default="warning", metadata={"help": "uvicorn log level."})
     serve_mode: str = field(default="at-least-once", metadata={
         "help": "at-least-once: a batch counts as served once the trainer comes back for the next one; after a "
@@ -42,6 +55,8 @@ class ServeConfig:
             raise ValueError(f"--port must be between 0 and 65535, not {self.port}")
         if self.max_body_mb <= 0 or self.max_inflated_mb <= 0:
             raise ValueError("--max-body-mb and --max-inflated-mb must be positive")
+        if self.max_inflate_ratio < 1:
+            raise ValueError("--max-inflate-ratio must be at least 1")
         if self.bind_retry_s < 0:
             raise ValueError("--bind-retry-s must not be negative")
 
@@ -52,6 +67,10 @@ class ServeConfig:
     @property
     def max_inflated(self) -> int:
         return int(self.max_inflated_mb * MiB)
+
+    def inflated_limit(self, compressed: int) -> int:
+        """How far a gzip body of `compressed` bytes may inflate."""
+        return inflate_limit(compressed, self.max_inflated, self.max_inflate_ratio)
 
 
 @dataclass
@@ -65,8 +84,10 @@ class WatchConfig:
     settle: float = field(default=0.5, metadata={"help": "Seconds a file must stay unchanged before it is read."})
     interval: float = field(default=2.0, metadata={
         "help": "Rescan interval in seconds (watchdog wakes it earlier)."})
-    max_file_mb: float = field(default=4096.0, metadata={
-        "help": "Largest inbox file accepted, after gunzip (MiB)."})
+    max_file_mb: float = field(default=256.0, metadata={
+        "help": "Largest inbox file accepted, after gunzip (MiB): a file is parsed whole, at up to ~10x its size "
+                "in memory (bigger files: `lake import`, or raise this)."})
+    max_inflate_ratio: float = field(default=100.0, metadata={"help": RATIO_HELP})
 
     def __post_init__(self):
         if self.skills is None and self.inbox is None:
@@ -75,6 +96,8 @@ class WatchConfig:
             raise ValueError("--settle must not be negative and --interval must be positive")
         if self.max_file_mb <= 0:
             raise ValueError("--max-file-mb must be positive")
+        if self.max_inflate_ratio < 1:
+            raise ValueError("--max-inflate-ratio must be at least 1")
 
     @property
     def max_file_bytes(self) -> int:

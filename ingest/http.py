@@ -74,7 +74,7 @@ async def body_bytes(request: Request, state: IngestState = Depends(get_state)) 
     data = b"".join(chunks)
     enc = request.headers.get("content-encoding", "").lower()
     if "gzip" in enc:
-        return gunzip_bounded(data, state.config.max_inflated)
+        return gunzip_bounded(data, state.config.inflated_limit(len(data)))
     if enc and enc != "identity":
         raise BadInput(f"unsupported Content-Encoding {enc!r} (gzip or identity)", status=415, kind="encoding")
     return data

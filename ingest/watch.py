@@ -24,6 +24,7 @@ import orjson
 
 from ingest.errors import BadInput
 from ingest.importer import ingest_file
+from ingest.config import inflate_limit
 from ingest.dedupe import trajectory_guard
 from ingest.records import LAKE_ERRORS
 from ingest.safe_files import open_file, read_file, read_optional
@@ -116,14 +117,14 @@ class Stability:
 
 class Watcher:
     def __init__(self, lake: Lake, *, skills_dir: Path | None = None, inbox_dir: Path | None = None,
-                 settle: float = 0.5, max_file_bytes: int | None = 4 << 30, writer_name: str = "ingest-watch",
-                 echo=None):
+                 settle: float = 0.5, max_file_bytes: int = 256 << 20, inflate_ratio: float = 100.0,
+                 writer_name: str = "ingest-watch", echo=None):
         self.lake = lake
         self.skills_dir = Path(skills_dir).resolve() if skills_dir else None
         self.inbox_dir = Path(inbox_dir).resolve() if inbox_dir else None
         self.writer = lake.writer(process_writer_id(writer_name))
         self.stab = Stability(settle)
-        self.max_file_bytes = max_file_bytes
+        self.max_file_bytes, self.inflate_ratio = max_file_bytes, inflate_ratio
         self.echo = echo or (lambda msg: log.info(msg))
         self.wake = threading.Event()
         self.stats = {"skill_upserts": 0, "skill_deletes": 0, "usage_events": 0, "files_done": 0,
@@ -351,8 +352,9 @@ class Watcher:
             try:
                 # opened without following a link, and only as a regular file (ingest.safe_files): the entry
                 # may have been swapped for a link or a FIFO since it was listed
-                with open_file(inbox, entry.name) as (fh, _):
-                    res = ingest_file(self.writer, p, ids=self.ids, max_bytes=self.max_file_bytes, fileobj=fh)
+                with open_file(inbox, entry.name) as (fh, st):
+                    limit = inflate_limit(st.st_size, self.max_file_bytes, self.inflate_ratio)  # a gzip bomb stops
+                    res = ingest_file(self.writer, p, ids=self.ids, max_bytes=limit, fileobj=fh)
             except (BadInput, RecursionError) as exc:
                 if _sig(p) == sig:
                     self._reject(p, exc if isinstance(exc, BadInput) else

@@ -29,6 +29,7 @@ def serve(
     lake: Optional[Path] = LakeOption,
     max_body_mb: float = option(ServeConfig, "max_body_mb", "--max-body-mb"),
     max_inflated_mb: float = option(ServeConfig, "max_inflated_mb", "--max-inflated-mb"),
+    max_inflate_ratio: float = option(ServeConfig, "max_inflate_ratio", "--max-inflate-ratio"),
     log_level: str = option(ServeConfig, "log_level", "--log-level"),
     serve_mode: str = option(ServeConfig, "serve_mode", "--serve-mode"),
     bind_retry_s: float = option(ServeConfig, "bind_retry_s", "--bind-retry-s"),
@@ -38,8 +39,8 @@ def serve(
     from lake import resolve_root
 
     cfg = _config(ServeConfig, host=host, port=port, token=token, max_body_mb=max_body_mb,
-                  max_inflated_mb=max_inflated_mb, log_level=log_level, serve_mode=serve_mode,
-                  bind_retry_s=bind_retry_s)
+                  max_inflated_mb=max_inflated_mb, max_inflate_ratio=max_inflate_ratio, log_level=log_level,
+                  serve_mode=serve_mode, bind_retry_s=bind_retry_s)
     root = resolve_root(lake)
     print(f"lake serve: http://{host}:{port} lake={root} auth={'on' if token else 'off'}", file=sys.stderr,
           flush=True)
@@ -55,6 +56,7 @@ def watch(
     json: bool = JsonOption,
     interval: float = option(WatchConfig, "interval", "--interval"),
     max_file_mb: float = option(WatchConfig, "max_file_mb", "--max-file-mb"),
+    max_inflate_ratio: float = option(WatchConfig, "max_inflate_ratio", "--max-inflate-ratio"),
 ) -> None:
     """Watch a skills folder (SKILL.md, .usage.json) and an inbox of trajectory files."""
     import signal
@@ -66,14 +68,14 @@ def watch(
     from lake import Lake
 
     cfg = _config(WatchConfig, skills=skills, inbox=inbox, settle=0 if once else settle, interval=interval,
-                  max_file_mb=max_file_mb)
+                  max_file_mb=max_file_mb, max_inflate_ratio=max_inflate_ratio)
     console = Console(stderr=True)
     lk = Lake.init(lake)  # `lake watch` may create the lake it is pointed at
     for d in (cfg.skills, cfg.inbox):
         if d is not None:
             d.mkdir(parents=True, exist_ok=True)
     w = Watcher(lk, skills_dir=cfg.skills, inbox_dir=cfg.inbox, settle=cfg.settle, max_file_bytes=cfg.max_file_bytes,
-                echo=None if json else (lambda m: console.print(m, highlight=False)))
+                inflate_ratio=cfg.max_inflate_ratio, echo=None if json else (lambda m: console.print(m, highlight=False)))
     if once:
         w.scan()
         if json:
