@@ -242,3 +242,18 @@ def test_lora_transfer_puts_no_adapter_on_frozen_layers(tiny_dir):
     assert lora and all(".layers.1." in n for n in lora)
     assert frozen == frozen_names(model, [0]) and not any(p.requires_grad for n, p in model.named_parameters()
                                                           if n in set(frozen))
+
+
+def test_eval_curve_plots_every_evaluation_and_labels_the_last_values():
+    from trainers.plots import eval_curve_figure
+
+    evals = [{"step": s, "success_rate": v, "mean_reward": v, "valid_tool_call_rate": 1.0}
+             for s, v in ((0, 0.0), (50, 0.25), (100, 0.5))]
+    fig = eval_curve_figure(evals, [(s, 0.4) for s in range(1, 101)])
+    ax = fig.axes[0]
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    assert list(lines["test success"].get_xdata()) == [0, 50, 100]
+    assert list(lines["test mean reward"].get_ydata()) == [0.0, 0.25, 0.5]
+    assert len(lines["train rollouts: mean return"].get_xdata()) == 100
+    assert [t.get_text() for t in ax.texts] == ["0.50", "0.50", "1.00"]  # both equal lines keep their label
+    assert ax.get_ylim()[1] > 1.0  # a line at 1.0 is not on the frame

@@ -109,24 +109,29 @@ def write_eval_plot(before: dict, after: dict, after_label: str, png: Path) -> P
 
 def eval_curve_figure(evals: list[dict], train: list[tuple[int, float]], title: str = "online RL") -> Figure:
     """Held-out evaluation over training steps (success rate, mean reward, valid tool calls: one point per
-    evaluation, each labelled at the ends) and the training rollouts' mean return per step, faint, behind them."""
-    fig, ax = plt.subplots(figsize=(6.5, 3.6), dpi=100)
+    evaluation, the last value written at each line's end, apart when lines coincide) and the training rollouts'
+    mean return per step, faint, behind them. The legend sits below the axes, clear of lines at 0 and 1."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.0), dpi=100)
     if train:
         ax.plot([s for s, _ in train], [r for _, r in train], lw=0.8, alpha=0.35, color="grey",
                 label="train rollouts: mean return")
     steps = [int(e["step"]) for e in evals]
-    for key, name in EVAL_METRICS:
+    for i, (key, name) in enumerate(EVAL_METRICS):
         values = [float(e[key]) for e in evals]
-        line, = ax.plot(steps, values, marker="o", ms=4, lw=1.5, label=f"test {name}")
+        # dashed and dotted: success and mean reward are often equal (a 0/1 reward) and would hide each other
+        line, = ax.plot(steps, values, marker="o", ms=4, lw=1.5, ls=("-", "--", ":")[i], label=f"test {name}")
         if values:
-            ax.annotate(f"{values[-1]:.2f}", (steps[-1], values[-1]), textcoords="offset points", xytext=(4, 0),
-                        fontsize=8, color=line.get_color(), va="center")
+            ax.annotate(f"{values[-1]:.2f}", (steps[-1], values[-1]), textcoords="offset points",
+                        xytext=(6, 9 * (i - 1)), fontsize=8, color=line.get_color(), va="center")
+    if steps:  # room on the right for the end labels, above 1 for a line at 1
+        ax.set_xlim(right=steps[-1] + max(1, steps[-1]) * 0.12)
+    ax.set_ylim(top=max([1.1] + [r * 1.05 for _, r in train]))
     ax.set_xlabel("training step (policy version)")
     ax.set_ylabel("rate / reward")
     ax.yaxis.set_major_formatter(FuncFormatter(plain_number))
     ax.axhline(0, color="black", lw=0.6)
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, frameon=False)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
