@@ -18,13 +18,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import uvicorn
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from ingest import routes_atropos, routes_native
 from ingest.batcher import CommitFailed
 from ingest.errors import BadInput
-from ingest.http import ValidationDetail, bad_input_response
+from ingest.http import ValidationDetail, bad_input_response, check_host, host_names
 from ingest.config import ServeConfig
 from ingest.state import IngestState
 from lake import Lake
@@ -37,10 +37,12 @@ def create_app(lake_root: str | Path, config: ServeConfig | None = None) -> Fast
     async def lifespan(app: FastAPI):
         lake = Lake.init(lake_root)  # `lake serve` may create the lake it is pointed at
         app.state.ingest = await asyncio.to_thread(IngestState.load, lake, config)
+        app.state.ingest.host_names = host_names(config.host, config.allowed_hosts)
         yield
         await app.state.ingest.drain()  # served-batch records still in flight land before exit
 
-    app = FastAPI(title="Lachesis ingest (Atropos-compatible)", lifespan=lifespan)
+    app = FastAPI(title="Lachesis ingest (Atropos-compatible)", lifespan=lifespan,
+                  dependencies=[Depends(check_host)])
     app.include_router(routes_atropos.router)
     app.include_router(routes_native.router)
 

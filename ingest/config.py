@@ -6,6 +6,7 @@ from these classes at start-up.
 """
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -17,6 +18,13 @@ INFLATE_FLOOR = MiB  # any gzip body or file may inflate this far, whatever its 
 # JSON takes up to ~10x its size in memory, so 64 MiB per request leaves room for several at once.
 RATIO_HELP = ("Largest gunzip ratio beyond the first MiB: N bytes of gzip may inflate to max(1 MiB, ratio x N), "
               "so a gzip bomb (1000:1) stops early while real JSON (3-10:1) passes.")
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def inflate_limit(compressed: int, cap: int, ratio: float) -> int:
@@ -34,7 +42,13 @@ class ServeConfig:
     host: str = field(default="127.0.0.1", metadata={"help": "Interface to bind (loopback by default)."})
     port: int = field(default=8000, metadata={"help": "TCP port."})
     token: Optional[str] = field(default=None, metadata={
-        "help": "Bearer token required on every write route (every POST, /batch, /reset_data)."})
+        "help": "Bearer token required on every write route (every POST, /batch, /reset_data). Prefer the "
+                "LACHESIS_TOKEN environment variable or --token-file: a --token shows in `ps`."})
+    token_file: Optional[Path] = field(default=None, metadata={
+        "help": "Read the bearer token from this file (its first line)."})
+    allowed_hosts: Optional[str] = field(default=None, metadata={
+        "help": "Comma-separated host names clients may use in the Host header besides IP addresses, localhost "
+                "and this machine's names ('*': any). Other names are refused (403): a DNS-rebinding guard."})
     max_body_mb: float = field(default=64.0, metadata={"help": "Largest request body accepted (MiB, as sent)."})
     max_inflated_mb: float = field(default=64.0, metadata={
         "help": "Largest body after gunzip (MiB), whatever its ratio (the gzip-bomb limit, with the ratio)."})
@@ -59,6 +73,16 @@ class ServeConfig:
             raise ValueError("--max-inflate-ratio must be at least 1")
         if self.bind_retry_s < 0:
             raise ValueError("--bind-retry-s must not be negative")
+        if self.token_file is not None:
+            if self.token:
+                raise ValueError("give the token one way: --token-file, --token or LACHESIS_TOKEN")
+            try:
+                self.token = self.token_file.read_text(encoding="utf-8").splitlines()[0].strip()
+            except (OSError, UnicodeDecodeError, IndexError) as exc:
+                raise ValueError(f"--token-file {self.token_file}: cannot read a token ({exc})") from None
+            if not self.token:
+                raise ValueError(f"--token-file {self.token_file}: the first line is empty")
+        self.token = self.token or None  # an empty LACHESIS_TOKEN is no token
 
     @property
     def max_body(self) -> int:
@@ -67,6 +91,11 @@ class ServeConfig:
     @property
     def max_inflated(self) -> int:
         return int(self.max_inflated_mb * MiB)
+
+    @property
+    def loopback(self) -> bool:
+        """Bound to this machine only (a token is then optional)."""
+        return is_loopback(self.host)
 
     def inflated_limit(self, compressed: int) -> int:
         """How far a gzip body of `compressed` bytes may inflate."""

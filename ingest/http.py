@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import gzip
 import hmac
+import ipaddress
 import json
+import socket
 from typing import Callable
 
 import orjson
@@ -36,6 +38,73 @@ async def get_state(request: Request) -> IngestState:
     return request.app.state.ingest
 
 
+# Bodies the write routes take: what atroposlib's BaseEnv and example trainer send (application/json, gzipped
+# or not: docs/atropos-api.md) and NDJSON. A browser sends text/plain, a form type or none without asking the
+# server first (a CORS "simple request"), so anything else is refused before the body is read.
+JSON_TYPES = frozenset({"application/json", "application/x-ndjson", "application/ndjson", "application/jsonl",
+                        "application/x-jsonlines"})
+
+
+def host_names(host: str, allowed_hosts: str | None) -> frozenset[str] | None:
+    """The names a client may put in the Host header besides IP addresses (None: any name): localhost, the
+    bound host, this machine's names and `--allowed-hosts`."""
+    extra = {h.strip().lower().rstrip(".") for h in (allowed_hosts or "").split(",") if h.strip()}
+    if "*" in extra:
+        return None
+    return frozenset({"localhost", host.lower(), socket.gethostname().lower(), socket.getfqdn().lower()} | extra)
+
+
+def _host_name(value: str) -> str:
+    """`name:8000`, `[::1]:8000`, `127.0.0.1` -> the name or address alone."""
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
+
+
+async def check_host(request: Request, state: IngestState = Depends(get_state)) -> None:
+    """Every route: a Host header naming something else than this server is a page whose DNS name was rebound
+    to this address (it could then read /batch and write like a local client): 403. A rebound name is never an
+    IP address, so addresses always pass."""
+    host = request.headers.get("host")
+    if state.host_names is None or host is None:
+        return
+    name = _host_name(host.strip().lower()).rstrip(".")
+    if name not in state.host_names and not _is_address(name):
+        raise HTTPException(403, f"Host {host!r} is not a name of this server (a DNS-rebinding guard): connect by "
+                                 f"address or localhost, or start it with --allowed-hosts {name}")
+
+
+async def same_origin(request: Request) -> None:
+    """Write routes: a request a web page made (browsers send Origin / Sec-Fetch-Site; other clients do not)
+    from another origin is refused (403), so a page cannot write into the lake or drain /batch."""
+    origin = request.headers.get("origin")
+    host = request.headers.get("host", "")
+    if origin is not None and origin not in (f"http://{host}", f"https://{host}"):
+        raise HTTPException(403, f"cross-origin request from {origin!r} refused: write routes serve clients, "
+                                 "not web pages")
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        raise HTTPException(403, f"a {site} request from a web page refused: write routes serve clients")
+
+
+async def json_content_type(request: Request) -> None:
+    """POST bodies must say they are JSON (or NDJSON); 415 otherwise (checked before the body is read)."""
+    if request.method != "POST":
+        return
+    ct = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if ct not in JSON_TYPES and not ct.endswith("+json"):
+        raise HTTPException(415, f"Content-Type {ct or '(none)'} refused: send application/json "
+                                 "(or application/x-ndjson)")
+
+
 async def require_token(request: Request, state: IngestState = Depends(get_state)) -> None:
     """With a token set, write routes need `Authorization: Bearer <token>` (checked before the body is read)."""
     token = state.config.token
@@ -44,7 +113,7 @@ async def require_token(request: Request, state: IngestState = Depends(get_state
         raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
 
 
-WRITE = [Depends(require_token)]
+WRITE = [Depends(same_origin), Depends(require_token), Depends(json_content_type)]
 
 
 async def expect_trajectories(state: IngestState = Depends(get_state)):

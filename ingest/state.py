@@ -47,6 +47,7 @@ class IngestState:
     # the same indexes as the lake's commit guards: rows another process committed meanwhile are dropped at
     # commit time, under the table's cross-process lock (ingest.dedupe)
     guards: dict[str, KeyGuard] = field(default_factory=dict)
+    host_names: Optional[frozenset] = None  # Host header names accepted besides addresses (None: any; ingest.http)
     skill_hash: dict[str, str] = field(default_factory=dict)  # skill name -> sha256 of its current version
     queue: AtroposQueue = field(default_factory=AtroposQueue)
     inflight: dict[str, asyncio.Future] = field(default_factory=dict)  # ids claimed by a request in progress

@@ -23,9 +23,13 @@ def _config(cls, **kw):
 
 
 def serve(
+    ctx: typer.Context,
     host: str = option(ServeConfig, "host", "--host"),
     port: int = option(ServeConfig, "port", "--port"),
-    token: Optional[str] = option(ServeConfig, "token", "--token", envvar="LAKE_TOKEN"),
+    token: Optional[str] = option(ServeConfig, "token", "--token", envvar=["LACHESIS_TOKEN", "LAKE_TOKEN"],
+                                  show_envvar=True),
+    token_file: Optional[Path] = option(ServeConfig, "token_file", "--token-file"),
+    allowed_hosts: Optional[str] = option(ServeConfig, "allowed_hosts", "--allowed-hosts"),
     lake: Optional[Path] = LakeOption,
     max_body_mb: float = option(ServeConfig, "max_body_mb", "--max-body-mb"),
     max_inflated_mb: float = option(ServeConfig, "max_inflated_mb", "--max-inflated-mb"),
@@ -38,11 +42,19 @@ def serve(
     from ingest.app import serve as _serve
     from lake import resolve_root
 
-    cfg = _config(ServeConfig, host=host, port=port, token=token, max_body_mb=max_body_mb,
-                  max_inflated_mb=max_inflated_mb, max_inflate_ratio=max_inflate_ratio, log_level=log_level,
-                  serve_mode=serve_mode, bind_retry_s=bind_retry_s)
+    cfg = _config(ServeConfig, host=host, port=port, token=token, token_file=token_file, allowed_hosts=allowed_hosts,
+                  max_body_mb=max_body_mb, max_inflated_mb=max_inflated_mb, max_inflate_ratio=max_inflate_ratio,
+                  log_level=log_level, serve_mode=serve_mode, bind_retry_s=bind_retry_s)
     root = resolve_root(lake)
-    print(f"lake serve: http://{host}:{port} lake={root} auth={'on' if token else 'off'}", file=sys.stderr,
+    source = ctx.get_parameter_source("token")  # typer's own click: compared by name
+    if token and source is not None and source.name == "COMMANDLINE":
+        print("warning: --token shows in `ps` to every user of this machine; pass it as LACHESIS_TOKEN or "
+              "--token-file", file=sys.stderr, flush=True)
+    if not cfg.token and not cfg.loopback:
+        print(f"WARNING: lake serve listens on {host}, beyond this machine, WITHOUT A TOKEN: anyone who can reach "
+              f"port {port} can write into the lake, drain /batch and reset the queue. Set LACHESIS_TOKEN or "
+              "--token-file.", file=sys.stderr, flush=True)
+    print(f"lake serve: http://{host}:{port} lake={root} auth={'on' if cfg.token else 'off'}", file=sys.stderr,
           flush=True)
     _serve(root, cfg)
 

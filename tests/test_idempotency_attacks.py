@@ -125,7 +125,8 @@ def test_a_failed_keyed_request_releases_its_key(two_servers, route):
         "/v1/rewards": ({"trajectory_id": "seed", "reward": 1, "labels": deep}, {"trajectory_id": "seed", "reward": 1}),
         "/v1/skills": ({"name": "rel", "body": "x", "frontmatter": deep}, {"name": "rel", "body": "x"}),
     }[route]
-    assert a.post(route, content=json.dumps(bad), headers=key, timeout=10).status_code == 422
+    assert a.post(route, content=json.dumps(bad), headers={**key, "Content-Type": "application/json"},
+                  timeout=10).status_code == 422
     r = a.post(route, json=good, headers=key, timeout=10)
     assert r.status_code == 200 and not r.json().get("duplicate") and r.json().get("accepted", 1) >= 1, r.text
 

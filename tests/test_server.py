@@ -166,9 +166,10 @@ def test_native_routes_auth_limits(lake_root, tmp_path):
         r = c.post("/v1/skills", json={"content": skill, "category": "demo"}, headers=auth)
         assert r.json()["status"] == "committed"
         assert c.post("/v1/skills", json={"content": skill, "category": "demo"}, headers=auth).json()["status"] == "unchanged"
-        assert c.post("/v1/trajectories", content=b"x" * (600 << 10), headers=auth).status_code == 413
+        js = {**auth, "Content-Type": "application/json"}
+        assert c.post("/v1/trajectories", content=b"x" * (600 << 10), headers=js).status_code == 413
         bomb = gzip.compress(b"[" + b" " * (3 << 20) + b"]")
-        assert c.post("/v1/trajectories", content=bomb, headers={**auth, "Content-Encoding": "gzip"}).status_code == 413
+        assert c.post("/v1/trajectories", content=bomb, headers={**js, "Content-Encoding": "gzip"}).status_code == 413
         st = c.get("/v1/stats").json()
         assert st["acked_rows"] == 1 + 3 + 1 and st["duplicates"] == 2
     finally:

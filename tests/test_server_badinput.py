@@ -33,6 +33,7 @@ def j(obj):
 
 
 GZ = {"Content-Encoding": "gzip"}
+JSON = {"Content-Type": "application/json"}
 # (id, method, path, body bytes, extra headers, expected status, text expected in the answer)
 HTTP_CASES = [
     ("malformed-json", "POST", "/scored_data", b'{"tokens": [[1,2]', {}, 422, "json_invalid"),
@@ -175,7 +176,7 @@ def _counts(env) -> dict:
 def _raw_post(port: int, path: str, declared: int) -> str:
     """Declare a body of `declared` bytes and send none of it: the answer must come from the header alone."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                      f"Content-Length: {declared}\r\n\r\n".encode())
         answer = ""
         while "limit" not in answer:
@@ -189,7 +190,7 @@ def _raw_post(port: int, path: str, declared: int) -> str:
 @pytest.mark.parametrize("case", HTTP_PARAMS)
 def test_http_bad_input(env, case):
     _, method, path, body, headers, status, text = case
-    headers = dict(headers)
+    headers = {"Content-Type": "application/json", **headers}  # what every real client sends (else a 415)
     before = _counts(env)
     if headers.pop("Content-Length-Override", None):
         answer = _raw_post(env["srv"].port, path, 900 << 20)
@@ -287,7 +288,7 @@ def test_files_and_skills_rejected_with_reasons(env):
 def test_still_serving_after_bad_input(env):
     """After bad input of every kind, both processes still do their job (good input is written)."""
     c = env["c"]
-    assert c.post("/scored_data", content=b'{"tokens": [[1,2]').status_code == 422
+    assert c.post("/scored_data", content=b'{"tokens": [[1,2]', headers=JSON).status_code == 422
     (env["inbox"] / "still-bad.jsonl").write_bytes(b"{oops\n")
     before = _counts(env)
     assert c.post("/scored_data", json=GOOD).json() == {"status": "received"}
@@ -371,6 +372,7 @@ def test_list_with_a_bad_later_group_claims_nothing(env):
     key = {"Idempotency-Key": "defect-11"}
     bad = g(tokens=[[1, 2 ** 63], [1, 2]])
     before = _counts(env)
+    key = {**key, **JSON}
     r = c.post("/scored_data_list", content=j([GOOD, bad]), headers=key, timeout=10)
     assert r.status_code == 422 and r.json()["detail"][0]["loc"][:2] == ["body", 1], r.text
     assert _counts(env) == before
