@@ -4,7 +4,8 @@ A 2xx means committed: every write goes through a per-table batcher (`ingest.bat
 requests pending at that moment into one lake submit and answers each only after that commit. Retries are
 safe: trajectory ids (client-given, content-derived, or from an `Idempotency-Key`) are checked against an
 index loaded from the lake at start. The Atropos queue is durable: its events are `runs` rows and its groups
-`trajectories` rows, replayed at start (`ingest.atropos_queue`).
+`trajectories` rows, replayed at start (`ingest.atropos_queue`). The lake's automatic compaction runs beside
+the server (`--compact-interval`) and stops with it.
 
 This module assembles the app: the lifespan that loads the state, the error answers (registered once, for
 every route) and the request counters. The routes live in `routes_atropos` and `routes_native`.
@@ -27,7 +28,7 @@ from ingest.errors import BadInput
 from ingest.http import ValidationDetail, bad_input_response, check_host, host_names
 from ingest.config import ServeConfig
 from ingest.state import IngestState
-from lake import Lake
+from lake import CompactThresholds, Lake
 
 
 def create_app(lake_root: str | Path, config: ServeConfig | None = None) -> FastAPI:
@@ -38,8 +39,16 @@ def create_app(lake_root: str | Path, config: ServeConfig | None = None) -> Fast
         lake = Lake.init(lake_root)  # `lake serve` may create the lake it is pointed at
         app.state.ingest = await asyncio.to_thread(IngestState.load, lake, config)
         app.state.ingest.host_names = host_names(config.host, config.allowed_hosts)
-        yield
-        await app.state.ingest.drain()  # served-batch records still in flight land before exit
+        # a server commits a small file per group commit: merged in the background, so a lake fed for a day
+        # does not end with thousands of them (lake.autocompact; never blocks a commit)
+        compactor = (lake.autocompactor(CompactThresholds(interval_s=config.compact_interval)).start()
+                     if config.compact_interval > 0 else None)
+        try:
+            yield
+            await app.state.ingest.drain()  # served-batch records still in flight land before exit
+        finally:
+            if compactor is not None:  # waits for a pass in progress; re-raises the error that ended one
+                await asyncio.to_thread(compactor.stop)
 
     app = FastAPI(title="Lachesis ingest (Atropos-compatible)", lifespan=lifespan,
                   dependencies=[Depends(check_host)])

@@ -27,11 +27,18 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def check_compact_interval(seconds: float) -> None:
+    if seconds < 0:
+        raise ValueError("--compact-interval must not be negative (0 turns automatic compaction off)")
+
+
 def inflate_limit(compressed: int, cap: int, ratio: float) -> int:
     """The most bytes `compressed` bytes of gzip may inflate to: at most `cap`, and `ratio` times their size
     beyond INFLATE_FLOOR."""
     return min(cap, max(INFLATE_FLOOR, int(ratio * compressed)))
 SERVE_MODES = ("at-least-once", "at-most-once")
+COMPACT_HELP = ("Seconds between passes of the automatic compaction (lake.autocompact: the small files of streaming "
+                "ingest merged per day partition in the background, without blocking a writer); 0 turns it off.")
 FORMATS = ("auto", "hermes", "atropos", "native")
 
 
@@ -61,6 +68,7 @@ class ServeConfig:
     bind_retry_s: float = field(default=0.0, metadata={
         "help": "Keep trying to bind a port still in use for this long (a standby that takes over when the "
                 "running server exits)."})
+    compact_interval: float = field(default=10.0, metadata={"help": COMPACT_HELP})
 
     def __post_init__(self):
         if self.serve_mode not in SERVE_MODES:
@@ -73,6 +81,7 @@ class ServeConfig:
             raise ValueError("--max-inflate-ratio must be at least 1")
         if self.bind_retry_s < 0:
             raise ValueError("--bind-retry-s must not be negative")
+        check_compact_interval(self.compact_interval)
         if self.token_file is not None:
             if self.token:
                 raise ValueError("give the token one way: --token-file, --token or LACHESIS_TOKEN")
@@ -117,8 +126,10 @@ class WatchConfig:
         "help": "Largest inbox file accepted, after gunzip (MiB): a file is parsed whole, at up to ~10x its size "
                 "in memory (bigger files: `lake import`, or raise this)."})
     max_inflate_ratio: float = field(default=100.0, metadata={"help": RATIO_HELP})
+    compact_interval: float = field(default=10.0, metadata={"help": COMPACT_HELP})
 
     def __post_init__(self):
+        check_compact_interval(self.compact_interval)
         if self.skills is None and self.inbox is None:
             raise ValueError("give --skills DIR and/or --inbox DIR")
         if self.settle < 0 or self.interval <= 0:

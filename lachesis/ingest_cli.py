@@ -37,6 +37,7 @@ def serve(
     log_level: str = option(ServeConfig, "log_level", "--log-level"),
     serve_mode: str = option(ServeConfig, "serve_mode", "--serve-mode"),
     bind_retry_s: float = option(ServeConfig, "bind_retry_s", "--bind-retry-s"),
+    compact_interval: float = option(ServeConfig, "compact_interval", "--compact-interval"),
 ) -> None:
     """Serve the durable trajectory API: native /v1 routes and the Atropos run-api routes."""
     from ingest.app import serve as _serve
@@ -44,7 +45,8 @@ def serve(
 
     cfg = _config(ServeConfig, host=host, port=port, token=token, token_file=token_file, allowed_hosts=allowed_hosts,
                   max_body_mb=max_body_mb, max_inflated_mb=max_inflated_mb, max_inflate_ratio=max_inflate_ratio,
-                  log_level=log_level, serve_mode=serve_mode, bind_retry_s=bind_retry_s)
+                  log_level=log_level, serve_mode=serve_mode, bind_retry_s=bind_retry_s,
+                  compact_interval=compact_interval)
     root = resolve_root(lake)
     source = ctx.get_parameter_source("token")  # typer's own click: compared by name
     if token and source is not None and source.name == "COMMANDLINE":
@@ -69,18 +71,20 @@ def watch(
     interval: float = option(WatchConfig, "interval", "--interval"),
     max_file_mb: float = option(WatchConfig, "max_file_mb", "--max-file-mb"),
     max_inflate_ratio: float = option(WatchConfig, "max_inflate_ratio", "--max-inflate-ratio"),
+    compact_interval: float = option(WatchConfig, "compact_interval", "--compact-interval"),
 ) -> None:
     """Watch a skills folder (SKILL.md, .usage.json) and an inbox of trajectory files."""
+    import contextlib
     import signal
     import threading
 
     from rich.console import Console
 
     from ingest.watch import Watcher
-    from lake import Lake
+    from lake import CompactThresholds, Lake
 
     cfg = _config(WatchConfig, skills=skills, inbox=inbox, settle=0 if once else settle, interval=interval,
-                  max_file_mb=max_file_mb, max_inflate_ratio=max_inflate_ratio)
+                  max_file_mb=max_file_mb, max_inflate_ratio=max_inflate_ratio, compact_interval=compact_interval)
     console = Console(stderr=True)
     lk = Lake.init(lake)  # `lake watch` may create the lake it is pointed at
     for d in (cfg.skills, cfg.inbox):
@@ -99,7 +103,10 @@ def watch(
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: (stop.set(), w.wake.set()))
     console.print(f"watching skills={cfg.skills} inbox={cfg.inbox} lake={lk.root}", highlight=False)
-    w.run(stop, interval=cfg.interval)
+    # the inbox's and the skills' small commits merged in the background (lake.autocompact), stopped on exit
+    compactor = lk.autocompactor(CompactThresholds(interval_s=cfg.compact_interval)) if cfg.compact_interval else None
+    with compactor or contextlib.nullcontext():
+        w.run(stop, interval=cfg.interval)
 
 
 def import_(
