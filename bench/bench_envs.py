@@ -10,6 +10,7 @@ whatever the command leaves), the quota (a tmpfs as root, else a polled director
 """
 from __future__ import annotations
 
+import bench_json  # first: importing it notes the load average at the start
 import argparse
 import json
 import statistics
@@ -95,6 +96,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--episodes", type=int, default=22)
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--json-out", help="also write the results with date, machine and load here")
     args = ap.parse_args()
     results = {"isolation": isolation_mode(), "steps": [step_overhead(c, args.steps) for c in COMMANDS],
                "episodes": [episodes_per_s(n, args.episodes) for n in ("bash_exec_env", "git_repo_env",
@@ -112,6 +114,8 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
+    if args.json_out:
+        bench_json.write(args.json_out, "envs", results)
 
 
 if __name__ == "__main__":

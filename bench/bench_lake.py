@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import bench_json  # first: importing it notes the load average at the start
 import argparse
 import json
 import shutil
@@ -212,6 +213,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--batches", type=int, default=100)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json-out", help="also write the results with date, machine and load here")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="lake-bench-"))
     try:
@@ -220,6 +222,8 @@ def main() -> None:
         results += [*bulk, bench_fsync_small(tmp), *bench_query(tmp, lk), bench_startup(tmp)]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if args.json_out:
+        bench_json.write(args.json_out, "lake", results)
     if args.json:
         print(json.dumps(results, indent=2))
         return

@@ -19,6 +19,7 @@ usage: python bench/bench_online.py [--steps 6] [--batch 2] [--group 4] [--turns
 """
 from __future__ import annotations
 
+import bench_json  # first: importing it notes the load average at the start
 import argparse
 import json
 import os
@@ -132,6 +133,7 @@ def main():
     ap.add_argument("--init", default=None, help="an SFT run folder to start both from (e.g. the demo's run)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json-out", help="also write the results with date, machine and load here")
     args = ap.parse_args()
     from trainers.config import set_threads, setup_env
 
@@ -153,6 +155,8 @@ def main():
     out = {"args": vars(args), "rounds": rounds, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     if args.json:
         print(json.dumps(out, indent=2))
+    if args.json_out:
+        bench_json.write(args.json_out, "online", out)
 
 
 if __name__ == "__main__":

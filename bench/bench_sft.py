@@ -11,6 +11,7 @@ usage: python bench/bench_sft.py [--data FILE_OR_FOLDER] [--examples 256] [--epo
 """
 from __future__ import annotations
 
+import bench_json  # first: importing it notes the load average at the start
 import argparse
 import json
 import os
@@ -110,6 +111,7 @@ def main():
     ap.add_argument("--template", choices=["tiny", "chatml"], default="tiny",
                     help="tiny: compact tool signatures (the tiny model's own); chatml: full JSON tools (Hermes-3's)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json-out", help="also write the results with date, machine and load here")
     args = ap.parse_args()
     import torch
 
@@ -128,6 +130,8 @@ def main():
            "same_label_tokens": a["label_tokens_per_epoch"] == b["label_tokens_per_epoch"]}
     if args.json:
         print(json.dumps(out, indent=2))
+    if args.json_out:
+        bench_json.write(args.json_out, "sft", out)
     print(f"SFT tokens/s  ours {a['tokens_per_s']:.0f} ({a['tokens']} tokens, {a['train_s']:.1f} s, loss {a['final_loss']:.3f})"
           f"  trl SFTTrainer {b['tokens_per_s']:.0f} ({b['tokens']} tokens, {b['train_s']:.1f} s, loss {b['final_loss']:.3f})"
           f"  ratio {ratio:.2f}x  (label tokens equal: {out['same_label_tokens']})")

@@ -18,6 +18,7 @@ usage: python bench/bench_smollm2.py [--threads 1] [--prompts 8] [--new-tokens 3
 """
 from __future__ import annotations
 
+import bench_json  # first: importing it notes the load average at the start
 import argparse
 import json
 import os
@@ -137,6 +138,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--sft-examples", type=int, default=16, help="conversations of the SFT comparison (one epoch)")
     ap.add_argument("--skip", default="", help="comma list of sections to leave out: generation, sft, lora")
+    ap.add_argument("--json-out", help="also write the summary with date, machine and load here")
     args = ap.parse_args()
     skip = {x.strip() for x in args.skip.split(",") if x.strip()}
 
@@ -172,6 +174,8 @@ def main() -> None:
                        lora_step_vs_tiny=round(step["step_s_median"] / base["step_s_median"], 1))
     summary["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
     print(json.dumps(summary))
+    if args.json_out:
+        bench_json.write(args.json_out, "smollm2", summary)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ file (measured in the same run), and export throughput.
 """
 from __future__ import annotations
 
+import bench_json  # first: importing it notes the load average at the start
 import argparse
 import json
 import shutil
@@ -163,6 +164,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--dir", type=Path, default=None, help="work folder (default: a temp folder, removed)")
+    ap.add_argument("--json-out", help="also write the results with date, machine and load here")
     args = ap.parse_args()
 
     work = args.dir or Path(tempfile.mkdtemp(prefix="bench_views_"))
@@ -251,6 +253,8 @@ def main() -> None:
               f"{e['trajectory_rows_per_s']:,.0f} trajectory rows/s")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
+    if args.json_out:
+        bench_json.write(args.json_out, "views", results)
 
 
 if __name__ == "__main__":
