@@ -6,18 +6,28 @@ template with `return_assistant_tokens_mask=True`, so labels are exactly the ass
 and closing `<|im_end|>`), and a batch's shared prompt prefix runs once. Full fine-tuning for a model trained
 from scratch, LoRA (peft) for a pretrained one (trainers/config.py decides); CPU float32 by default, the GPU when
 there is one. A run stops on its planned, seeded step count, never on wall time, so it is reproducible.
+
+The same loop runs in one process or many (`torchrun --nproc_per_node N -m lachesis.train_cli ...`, or
+`accelerate launch` with a config of configs/accelerate/): trainers/distributed.py. A step's loss is the mean
+over the labelled tokens of its whole global batch (every micro-batch of the step, every process), so N
+processes at --batch-size B train as one process at --batch-size N*B (tests/test_ddp.py).
 """
 from __future__ import annotations
 
 import math
 import random
 import time
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
-from .config import SFTConfig, StepPlan, TrainConfig, device as pick_device, set_threads, setup_env
+import torch
+import torch.nn.functional as F
+
+from .config import SFTConfig, StepPlan, TrainConfig, set_threads, setup_env
 from .data import conversations, load_rows
+from .distributed import Processes
 from .errors import TrainerInputError
-from .models import load_model, load_tokenizer, model_label, resolve_model
+from .models import load_model, load_tokenizer, model_label, resolve_model, trained_from_scratch
 from .runfolder import RunFolder
 
 IGNORE = -100
@@ -71,8 +81,6 @@ def length_bucketed_batches(lengths: list[int], batch_size: int, rng: random.Ran
 
 
 def collate(examples, batch: list[int], pad_id: int):
-    import torch
-
     L = max(len(examples[i][0]) for i in batch)
     ids = torch.full((len(batch), L), pad_id, dtype=torch.long)
     labels = torch.full((len(batch), L), IGNORE, dtype=torch.long)
@@ -111,8 +119,6 @@ def shared_prefix_len(examples, batch: list[int], first_labels: list[int]) -> in
 
 def collate_suffix(examples, batch: list[int], P: int, pad_id: int):
     """Suffixes after the shared prefix (right padded) + the attention mask over prefix and suffix."""
-    import torch
-
     L = max(len(examples[i][0]) for i in batch) - P
     ids = torch.full((len(batch), L), pad_id, dtype=torch.long)
     labels = torch.full((len(batch), L), IGNORE, dtype=torch.long)
@@ -138,27 +144,30 @@ def _decoder(model):
 PLAIN_HEAD_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 
 
-def causal_lm_loss(model, labels, **inputs):
-    """Mean next-token cross-entropy over the labelled positions, as `model(**inputs, labels=labels).loss`, with the
-    output layer applied to those positions only. The model's own path computes logits at every position
-    (8 x 900 tokens x SmolLM2's 49,152-word vocabulary = 1.4 GB of float32, copied several times by the loss: a
-    21 GB peak measured at batch 8) although labels cover ~20% of the tokens; same value and gradients (tested)."""
+def causal_lm_loss(model, labels, reduction: str = "mean", **inputs):
+    """Next-token cross-entropy over the labelled positions (their mean, or their sum with reduction="sum"), as
+    `model(**inputs, labels=labels).loss`, with the output layer applied to those positions only. The model's own
+    path computes logits at every position (8 x 900 tokens x SmolLM2's 49,152-word vocabulary = 1.4 GB of float32,
+    copied several times by the loss: a 21 GB peak measured at batch 8) although labels cover ~20% of the tokens;
+    same value and gradients (tested)."""
     if model.config.model_type not in PLAIN_HEAD_TYPES:
-        return model(**inputs, labels=labels).loss
-    import torch.nn.functional as F
-
+        loss = model(**inputs, labels=labels).loss
+        return loss * label_targets(labels) if reduction == "sum" else loss
     hidden = _decoder(model)(**inputs).last_hidden_state[:, :-1]
     target = labels[:, 1:]
     keep = target != IGNORE
     logits = model.get_output_embeddings()(hidden[keep])
-    return F.cross_entropy(logits.float(), target[keep])
+    return F.cross_entropy(logits.float(), target[keep], reduction=reduction)
 
 
-def forward_shared_prefix(model, prefix, ids, labels, att):
+def label_targets(labels) -> int:
+    """How many positions a causal LM loss counts: labelled tokens after the first position (the shift)."""
+    return int((labels[:, 1:] != IGNORE).sum())
+
+
+def forward_shared_prefix(model, prefix, ids, labels, att, reduction: str = "mean"):
     """Loss of a batch whose rows share `prefix`: the prefix runs once (batch 1) and its KV cache is expanded to
     the batch; gradients flow through it. Equal to the full-sequence loss (tested)."""
-    import torch
-
     B, S = ids.shape
     P = prefix.shape[1]
     out = _decoder(model)(input_ids=prefix, use_cache=True)
@@ -168,8 +177,23 @@ def forward_shared_prefix(model, prefix, ids, labels, att):
         layer.values = layer.values.expand(B, -1, -1, -1)
     pos = torch.arange(P, P + S, device=ids.device)
     # no label at the suffix's first position (shared_prefix_len), so the shift inside the suffix loses nothing
-    return causal_lm_loss(model, labels, input_ids=ids, attention_mask=att, position_ids=pos.unsqueeze(0).expand(B, -1),
-                          cache_position=pos, cache=cache, use_cache=True)
+    return causal_lm_loss(model, labels, reduction, input_ids=ids, attention_mask=att,
+                          position_ids=pos.unsqueeze(0).expand(B, -1), cache_position=pos, cache=cache, use_cache=True)
+
+
+class SFTLoss(torch.nn.Module):
+    """The summed loss of a micro-batch as a module around the model, so that the whole forward (the shared prefix,
+    the label-only head) runs inside what accelerate wraps: DDP synchronises gradients, and FSDP / DeepSpeed gather
+    parameters, only for a forward that goes through their wrapper."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids, labels, att, prefix=None):
+        if prefix is not None:
+            return forward_shared_prefix(self.model, prefix, ids, labels, att, reduction="sum")
+        return causal_lm_loss(self.model, labels, "sum", input_ids=ids, attention_mask=att)
 
 
 # ----------------------------------------------------------------------------------------------- model setup
@@ -203,108 +227,180 @@ def lr_at(step: int, plan: StepPlan, s: SFTConfig) -> float:
 
 
 # ----------------------------------------------------------------------------------------------- the loop
-def train_loop(model, examples, s: SFTConfig, pad_id: int, on_log: Callable[[dict], None] | None = None,
-               progress_cb: Callable[[int, int, dict], None] | None = None) -> dict:
-    """The optimisation loop, `s.plan(len(examples)).total` optimizer steps. `s.lr` must be settled
-    (TrainConfig.settle). Returns metrics; calls on_log at step 1, every s.log_every steps and at the last step."""
-    import torch
-
-    dev = next(model.parameters()).device
-    plan = s.plan(len(examples))
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.ndim >= 2]
-    no_decay = [p for p in params if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=s.lr, betas=(0.9, 0.95), eps=1e-8)
+def global_batches(examples, s: SFTConfig, processes: int) -> Iterator[list[int]]:
+    """Endless seeded global batches of `s.batch_size` x `processes` examples, epoch after epoch (the same on every
+    process). A batch smaller than the processes (an epoch's remainder) is left out: every process must train on
+    something at every step, or the others wait for its gradients."""
     rng = random.Random(s.seed)
-    torch.manual_seed(s.seed)
     lengths = [len(x) for x, _ in examples]
     first_labels = [first_label_pos(y) for _, y in examples]
     groups = [hash(tuple(x[: min(f, 256)])) & 0xFFFF for (x, _), f in zip(examples, first_labels)]
-    micro_per_epoch = math.ceil(len(examples) / s.batch_size)
+    while True:
+        for batch in length_bucketed_batches(lengths, s.batch_size * processes, rng, groups=groups,
+                                             by_length=s.bucket_by_length):
+            if len(batch) >= processes:
+                yield batch
+
+
+@dataclass
+class MicroBatch:
+    """What one process feeds the model for its slice of a global batch."""
+
+    inputs: tuple  # (ids, labels, att) or (ids, labels, att, prefix): SFTLoss's arguments
+    shared: int  # prefix tokens computed once instead of len(batch) times
+
+    @classmethod
+    def of(cls, examples, batch: list[int], s: SFTConfig, first_labels: list[int], pad_id: int, dev) -> "MicroBatch":
+        P = shared_prefix_len(examples, batch, first_labels) if s.share_prefix and len(batch) > 1 else 0
+        if P >= 16:
+            prefix, ids, labels, att = (t.to(dev) for t in collate_suffix(examples, batch, P, pad_id))
+            return cls((ids, labels, att, prefix), P * (len(batch) - 1))
+        return cls(tuple(t.to(dev) for t in collate(examples, batch, pad_id)), 0)
+
+
+def make_optimizer(model, s: SFTConfig):
+    """AdamW over the trainable parameters, weight decay on matrices only."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+                             lr=s.lr, betas=(0.9, 0.95), eps=1e-8)
+
+
+def train_loop(model, examples, s: SFTConfig, pad_id: int, on_log: Callable[[dict], None] | None = None,
+               progress_cb: Callable[[int, int, dict], None] | None = None, procs: Processes | None = None,
+               on_trained: Callable[[dict], None] | None = None, optimizer=None) -> dict:
+    """The optimisation loop, `s.plan(len(examples), processes).total` optimizer steps. `s.lr` must be settled
+    (TrainConfig.settle). `procs`: the run's processes (default: this one alone, on the model's device). Returns
+    metrics (the whole run's, the same on every process); calls on_log at step 1, every s.log_every steps and at
+    the last step, and at the end `on_trained(the model's whole state dict)` on every process (FSDP and DeepSpeed
+    ZeRO-3 gather the shards for it: every process takes part)."""
+    procs = procs or Processes.start(str(next(model.parameters()).device))
+    W = procs.world
+    plan = s.plan(len(examples), W)
+    # `optimizer` (make_optimizer's): its state continues (the streaming trainer keeps one across increments)
+    opt = optimizer if optimizer is not None else make_optimizer(model, s)
+    acc = procs.accelerator(s.grad_accum)
+    wrapped, opt = acc.prepare(SFTLoss(model), opt)
+    torch.manual_seed(s.seed)
+    first_labels = [first_label_pos(y) for _, y in examples]
+    # per example, known on every process: so each one knows the whole step's token counts without asking
+    targets = [sum(l != IGNORE for l in y[1:]) for _, y in examples]
+    labelled = [sum(l != IGNORE for l in y) for _, y in examples]
+    batches = global_batches(examples, s, W)
+    micro_per_epoch = math.ceil(len(examples) / (s.batch_size * W))
     model.train()
-    step, micro, tokens, label_tokens, shared_tokens = 0, 0, 0, 0, 0
+    micro, tokens, label_tokens, shared_tokens = 0, 0, 0, 0
     losses: list[float] = []
-    first_loss = None
     t0 = time.perf_counter()
-    window_loss, window_n = 0.0, 0
-    while step < plan.total:
-        for batch in length_bucketed_batches(lengths, s.batch_size, rng, groups=groups, by_length=s.bucket_by_length):
-            P = shared_prefix_len(examples, batch, first_labels) if s.share_prefix and len(batch) > 1 else 0
-            if P >= 16:
-                prefix, ids, labels, att = (t.to(dev) for t in collate_suffix(examples, batch, P, pad_id))
-                loss = forward_shared_prefix(model, prefix, ids, labels, att)
-                shared_tokens += P * (len(batch) - 1)
-            else:
-                ids, labels, att = (t.to(dev) for t in collate(examples, batch, pad_id))
-                loss = causal_lm_loss(model, labels, input_ids=ids, attention_mask=att)
-            (loss / s.grad_accum).backward()
+    window: list[float] = []
+    for step in range(1, plan.total + 1):
+        lr = lr_at(step - 1, plan, s)
+        for g in opt.param_groups:  # before the backward passes: DeepSpeed steps inside the last one
+            g["lr"] = lr
+        step_batches = [next(batches) for _ in range(s.grad_accum)]
+        n_targets = max(1, sum(targets[i] for b in step_batches for i in b))
+        step_loss, shared = 0.0, 0
+        for batch in step_batches:
+            mb = MicroBatch.of(examples, procs.part(batch), s, first_labels, pad_id, procs.device)
+            with acc.accumulate(wrapped):
+                part = wrapped(*mb.inputs) / n_targets
+                # accelerate divides by grad_accum, and DDP / FSDP / DeepSpeed average over the processes: scaled
+                # back, the processes' gradients add up to the whole step's mean over its labelled tokens
+                acc.backward(part * (W * s.grad_accum))
+                if acc.sync_gradients and s.grad_clip:
+                    acc.clip_grad_norm_(list(wrapped.parameters()), s.grad_clip)
+            step_loss += float(part.detach())
+            shared += mb.shared
             micro += 1
-            tokens += int(att.sum())
-            label_tokens += int((labels != IGNORE).sum())
-            lv = float(loss.detach())
-            window_loss += lv
-            window_n += 1
-            if first_loss is None:
-                first_loss = lv
-            if micro % s.grad_accum:
-                continue
-            lr = lr_at(step, plan, s)
-            for g in opt.param_groups:
-                g["lr"] = lr
-            if s.grad_clip:
-                torch.nn.utils.clip_grad_norm_(params, s.grad_clip)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            step += 1
-            losses.append(lv)
-            rec = None
-            if step % s.log_every == 0 or step == 1 or step == plan.total:
-                elapsed = time.perf_counter() - t0
-                rec = {"step": step, "epoch": round(micro / micro_per_epoch, 4), "loss": round(window_loss / window_n, 5),
-                       "lr": lr, "tokens": tokens, "label_tokens": label_tokens, "elapsed_s": round(elapsed, 3),
-                       "tokens_per_s": round(tokens / max(elapsed, 1e-9), 1)}
-                window_loss, window_n = 0.0, 0
-                if on_log:
-                    on_log(rec)
-            if progress_cb:
-                progress_cb(step, plan.total, rec or {})
-            if step >= plan.total:
-                break
+            tokens += sum(len(examples[i][0]) for i in batch)
+            label_tokens += sum(labelled[i] for i in batch)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        total = acc.reduce(torch.tensor([step_loss, float(shared)], device=procs.device), "sum").tolist()
+        losses.append(total[0])
+        window.append(total[0])
+        shared_tokens += int(total[1])
+        rec = None
+        if step % s.log_every == 0 or step == 1 or step == plan.total:
+            elapsed = time.perf_counter() - t0
+            rec = {"step": step, "epoch": round(micro / micro_per_epoch, 4),
+                   "loss": round(sum(window) / len(window), 5), "lr": lr, "tokens": tokens,
+                   "label_tokens": label_tokens, "elapsed_s": round(elapsed, 3),
+                   "tokens_per_s": round(tokens / max(elapsed, 1e-9), 1)}
+            window = []
+            if on_log:
+                on_log(rec)
+        if progress_cb:
+            progress_cb(step, plan.total, rec or {})
     train_s = time.perf_counter() - t0
     model.eval()
+    if on_trained:
+        on_trained({k.removeprefix("model."): v for k, v in acc.get_state_dict(wrapped).items()})
     tail = losses[-max(1, min(20, len(losses) // 5 or 1)):]
-    return {"steps": step, "warmup_steps": plan.warmup, "micro_steps": micro,
+    return {"steps": plan.total, "warmup_steps": plan.warmup, "micro_steps": micro,
             "epochs_done": round(micro / micro_per_epoch, 3), "tokens": tokens, "label_tokens": label_tokens,
             "train_s": round(train_s, 3), "tokens_per_s": round(tokens / max(train_s, 1e-9), 1),
-            "first_loss": first_loss, "prefix_tokens_shared": shared_tokens,
-            "final_loss": sum(tail) / len(tail) if tail else None, "lr": s.lr}
+            "first_loss": losses[0] if losses else None, "prefix_tokens_shared": shared_tokens,
+            "final_loss": sum(tail) / len(tail) if tail else None, "lr": s.lr,
+            "processes": W, "distributed": procs.kind, "global_batch": s.batch_size * W * s.grad_accum}
 
 
 # ----------------------------------------------------------------------------------------------- the run
+@dataclass
+class Prepared:
+    """A run's data and tokenizer, read the same way on every process."""
+
+    source: str  # what was read: the export a view was written to, or the given file / folder
+    model_path: str
+    tok: object
+    examples: list
+    stats: dict
+    manifest: dict
+
+
+def prepare_data(s: SFTConfig, data: str, work_dir=None) -> Prepared:
+    rows, manifest, source = load_rows(data, s.lake_root, work_dir)
+    convs, data_stats = conversations(rows, source, s.split)
+    model_path = resolve_model(s.model)
+    tok = load_tokenizer(model_path, s.chat_template)
+    examples, enc_stats = encode_all(tok, convs, s.max_length)
+    if not examples:
+        raise TrainerInputError(f"dataset {source}: no conversation has assistant tokens within --max-length {s.max_length}")
+    return Prepared(source, model_path, tok, examples, {**data_stats, **enc_stats}, manifest)
+
+
 def run_sft(s: SFTConfig, console=None, build_model: Callable | None = None) -> dict:
-    """Load data + model, train, write the run folder and its `runs` event. Returns the run summary.
+    """Load data + model, train, write the run folder and its `runs` event. Returns the run summary (on every
+    process of a launched run; only the main one writes anything).
     `build_model(settled config) -> (model, trainable count)` replaces loading `s.model` and putting LoRA on it
     (rl_train_transfer --method sft: the source run's weights with the embeddings and lower layers frozen)."""
     setup_env()
-    dev = pick_device(s.device)  # first: --device cuda without CUDA is the one-line error before any work
-    run = RunFolder.create(s, "sft", "lachesis.sft")
-    with run.setting_up():
-        rows, manifest, source = load_rows(s.data, s.lake_root, run.path)
-        convs, data_stats = conversations(rows, source, s.split)
-        model_path = resolve_model(s.model)
-        tok = load_tokenizer(model_path, s.chat_template)
-        examples, enc_stats = encode_all(tok, convs, s.max_length)
-        if not examples:
-            raise TrainerInputError(f"dataset {source}: no conversation has assistant tokens within --max-length {s.max_length}")
-    s, plan = run.start(s, model_path, len(examples), {**manifest, "filter": {"split": s.split}, **data_stats, **enc_stats},
-                        console)
-    set_threads(s.threads)
-    import torch
+    procs = Processes.start(s.device)  # first: --device cuda without CUDA is the one-line error before any work
+    dev = procs.device
+    run: RunFolder | None = None
 
+    def on_main():
+        nonlocal run
+        run = RunFolder.create(s, "sft", "lachesis.sft")
+        with run.setting_up():
+            prep = prepare_data(s, s.data, run.path)
+        return prep, prep.source
+
+    # the main process makes the run folder and exports a view into it; the others read what it read
+    prep = procs.main_first(on_main, lambda source: prepare_data(s, source))
+    examples, tok = prep.examples, prep.tok
+    if run is not None:
+        s, plan = run.start(s, prep.model_path, len(examples), {**prep.manifest, "filter": {"split": s.split},
+                            **prep.stats}, console, processes=procs.world)
+    else:
+        s = s.settle(trained_from_scratch(prep.model_path))
+        plan = s.plan(len(examples), procs.world)
+        console = None
+    set_threads(s.threads)
     torch.manual_seed(s.seed)
     if build_model is None:
-        model, trainable = prepare_model(load_model(model_path, device=dev), s)
+        model, trainable = prepare_model(load_model(prep.model_path, device=dev), s)
     else:
         model, trainable = build_model(s)
         model = model.to(dev)
@@ -312,20 +408,29 @@ def run_sft(s: SFTConfig, console=None, build_model: Callable | None = None) -> 
         console.print(f"[bold]{s.COMMAND}[/] {run.run_id}: {len(examples)} conversations, "
                       f"{sum(len(x) for x, _ in examples)} tokens, model {model_label(s.model)} "
                       f"({'full' if s.full else f'LoRA r={s.lora_r}'}, {trainable:,} trainable), {plan.total} steps "
-                      f"({plan.warmup} warm-up), device {dev}")
-    metrics = _train_with_progress(model, examples, s, tok.pad_token_id, run.log, console)
-    run.save_model(model.save_pretrained, tok, s.full)
-    return run.finish(metrics, model_label(s.model), source, trainable_params=trainable, conversations=len(examples))
+                      f"({plan.warmup} warm-up), device {dev}"
+                      + (f", {procs.world} processes ({procs.kind})" if procs.world > 1 else ""))
+
+    def save(state: dict) -> None:
+        if run is not None:
+            run.save_model(lambda folder: model.save_pretrained(folder, state_dict=state), tok, s.full)
+
+    metrics = _train_with_progress(model, examples, s, tok.pad_token_id, run.log if run else None, console, procs, save)
+    summary = None
+    if run is not None:
+        summary = run.finish(metrics, model_label(s.model), prep.source, trainable_params=trainable,
+                             conversations=len(examples))
+    return procs.share(summary)
 
 
-def _train_with_progress(model, examples, s: SFTConfig, pad_id, on_log, console):
-    if not s.progress:
-        return train_loop(model, examples, s, pad_id, on_log)
+def _train_with_progress(model, examples, s: SFTConfig, pad_id, on_log, console, procs: Processes, on_trained):
+    if not s.progress or console is None:
+        return train_loop(model, examples, s, pad_id, on_log, procs=procs, on_trained=on_trained)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     with Progress(TextColumn("[bold blue]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=False) as prog:
-        task = prog.add_task("train", total=s.plan(len(examples)).total, info="")
+        task = prog.add_task("train", total=s.plan(len(examples), procs.world).total, info="")
 
         def cb(step, total_steps, rec):
             upd = {"completed": step, "total": total_steps}
@@ -333,4 +438,4 @@ def _train_with_progress(model, examples, s: SFTConfig, pad_id, on_log, console)
                 upd["info"] = f"loss {rec['loss']:.3f} · {rec['tokens_per_s']:.0f} tok/s"
             prog.update(task, **upd)
 
-        return train_loop(model, examples, s, pad_id, on_log, cb)
+        return train_loop(model, examples, s, pad_id, on_log, cb, procs, on_trained)

@@ -1,0 +1,127 @@
+"""`lake train watch` and `lake train status`: the streaming trainer's commands (trainers/watch.py).
+
+`watch`'s options are fields of WatchConfig (default and help from there). With --json every event (ready,
+training, increment, eval) is one JSON line on stdout, flushed, for supervisors, benchmarks and tests; without,
+one line per increment on stderr. SIGINT/SIGTERM stop a waiting watcher at once and a training one once its
+increment is written; a watcher killed harder restarts from its last complete increment.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from lachesis.console import JsonOption, LakeOption, config_command, fail, print_json, print_rows
+from trainers.errors import TrainerInputError
+from trainers.watch_config import WatchConfig
+
+WATCH_OPTIONS = [
+    ("recipe", "--recipe"), ("view", "--view"), ("model", "--model"), ("lake_root", "--lake"), ("name", "--name"),
+    ("output", "--output"), ("min_rows", "--min-rows"), ("debounce", "--debounce"), ("poll_interval", "--poll-interval"),
+    ("replay", "--replay"), ("max_versions", "--max-versions"), ("once", "--once"),
+    ("max_increments", "--max-increments"), ("eval_every", "--eval-every"), ("eval_task", "--eval-task"),
+    ("eval_limit", "--eval-limit"), ("keep", "--keep"), ("epochs", "--epochs"), ("max_steps", "--max-steps"),
+    ("lr", "--lr"), ("batch_size", "--batch-size"), ("grad_accum", "--grad-accum"), ("max_length", "--max-length"),
+    ("full", "--full/--lora"), ("lora_r", "--lora-r"), ("lora_alpha", "--lora-alpha"),
+    ("target_modules", "--target-modules"), ("seed", "--seed"), ("split", "--split"), ("threads", "--threads"),
+    ("device", "--device"), ("chat_template", "--chat-template"),
+]
+
+
+def _emitter(as_json: bool, quiet: bool):
+    from rich.console import Console
+
+    from lachesis.console import dumps
+
+    err = Console(stderr=True, quiet=quiet)
+
+    def emit(rec: dict) -> None:
+        if as_json:
+            sys.stdout.write(dumps(rec).replace("\n", "") + "\n")
+            sys.stdout.flush()
+            return
+        kind = rec["event"]
+        if kind == "ready":
+            err.print(f"[bold]{rec['name']}[/]: from increment {rec['increment']}, offsets {rec['offsets']}"
+                      + (f", {rec['reconciled']} runs events recovered" if rec["reconciled"] else ""), highlight=False)
+        elif kind == "increment":
+            loss = f", loss {rec['final_loss']:.3f}" if rec.get("final_loss") is not None else ""
+            err.print(f"increment {rec['increment']}: {rec['rows_consumed']} rows, {rec['new_examples']} new + "
+                      f"{rec['replayed_examples']} replayed examples, {rec['steps']} steps{loss}, "
+                      f"{rec['increment_s']:.2f} s -> {rec['adapter']}", highlight=False)
+        elif kind == "eval":
+            err.print(f"eval after increment {rec['increment']}: success {rec['success_rate']:.3f}, "
+                      f"mean reward {rec['mean_reward']:.3f}", highlight=False)
+
+    return emit
+
+
+def _watch(values: dict, as_json: bool, quiet: bool) -> None:
+    import signal
+    import threading
+
+    try:
+        cfg = WatchConfig(**values, progress=False)
+    except TrainerInputError as exc:
+        fail(str(exc))
+    from trainers.watch import StreamTrainer
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        trainer = StreamTrainer(cfg, emit=_emitter(as_json, quiet))
+    except TrainerInputError as exc:
+        fail(str(exc))
+    try:
+        trainer.run(stop)
+    finally:
+        trainer.close()
+
+
+def status(
+    runs: Path = typer.Option(Path("runs"), "--runs", help="Folder of watcher folders (runs/<name>), or one watcher's."),
+    lake: Optional[Path] = LakeOption,
+    json: bool = JsonOption,
+) -> None:
+    """Each streaming trainer: offsets, lag in versions and rows, last increment, adapters produced, alive."""
+    from lake import Lake, LakeError
+    from trainers.watch_status import find_watchers, watcher_status
+
+    lk = None
+    if lake is not None:
+        try:
+            lk = Lake.open(lake)
+        except LakeError as exc:
+            fail(str(exc))
+    found = [watcher_status(f, lk) for f in find_watchers(runs)]
+    if json:
+        print_json(found)
+        return
+    if not found:
+        print(f"no watchers under {runs} (start one with `lake train watch`)", file=sys.stderr)
+        return
+    rows = []
+    for w in found:
+        last = w["last_increment"] or {}
+        lag = {t: f"{v} v / {w['lag_rows'][t]} rows" for t, v in w["lag_versions"].items()} if "lag_rows" in w else None
+        rows.append({"name": w["name"], "alive": f"pid {w['pid']}" if w["alive"] else "no", "phase": w["phase"],
+                     "offsets": _kv(w["offsets"]), "lag": _kv(lag) if lag else w.get("error", "-"),
+                     "increments": w["increments"],
+                     "last": f"#{last['increment']}: {last['rows']} rows, {last['steps']} steps" if last else "-"})
+    print_rows(rows, title="streaming trainers")
+
+
+def _kv(d: dict | None) -> str:
+    return ", ".join(f"{k} {v}" for k, v in d.items()) if d else "-"
+
+
+def register(app: typer.Typer) -> None:
+    train = typer.Typer(help="The streaming trainer: train as lake versions land (watch), and where it stands (status).",
+                        no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+    train.command("watch", help="A resident trainer: one increment (versioned adapter + offsets, atomically) per "
+                                "batch of new rows of the view's tables.")(config_command(WatchConfig, WATCH_OPTIONS, _watch))
+    train.command("status")(status)
+    app.add_typer(train, name="train")

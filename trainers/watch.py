@@ -1,0 +1,296 @@
+"""The streaming trainer (`lake train watch`): a resident process that trains one increment per batch of new lake
+rows, exactly once across crashes.
+
+Why resident: imports and model loading cost seconds per process (docs/training-notes.md pitfall 13), an
+increment of a few rows a fraction of one. Why not resume_from_checkpoint: on new data it trains 0 steps
+silently (pitfall 11); each increment continues the previous weights (a LoRA adapter loaded trainable) and the
+same AdamW state with a fresh, seeded step plan, through trainers/sft.py's one training loop.
+
+Exactly once: an increment is one atomic checkpoint (trainers/checkpoint.py: temp folder, fsync, os.replace)
+holding the weights (the versioned adapter, or the model for full fine-tuning), the optimizer and RNG state and
+the consumed table versions. Only after it is in place is the offset registered with the lake (so vacuum spares
+what is not consumed, and the registry never runs ahead) and the `runs` event appended; a watcher killed between
+the two appends the missing events when it restarts (`reconcile`). A watcher killed while training loses only
+that increment's work: it restarts from the last checkpoint and reads the same rows again.
+
+    runs/<name>/
+      watch.json                 name, serial, recipe, model, lake, followed tables (read by `lake train status`)
+      heartbeat.json             pid, phase, time; rewritten every HEARTBEAT_S while the watcher lives
+      lock                       flock: one watcher per folder
+      checkpoints/step-<N>/      increment N: weights/ (+ tokenizer), state.pt, state.json (offsets, the runs event)
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+import uuid
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Callable
+
+from lake import Lake
+from lake.atomic import read_json, write_json_atomic
+
+from . import checkpoint
+from .config import device as pick_device, set_threads, setup_env
+from .data import conversations
+from .errors import TrainerInputError
+from .evaluate import EvalSettings, run_eval
+from .models import TINY_MARKER, load_model, load_tokenizer, model_label, resolve_model, trained_from_scratch
+from .runfolder import KIND, open_lake
+from .sft import encode_all, make_optimizer, prepare_model, train_loop
+from .watch_config import HEARTBEAT_FILE, LOCK_FILE, WATCH_FILE, WatchConfig
+from .watch_feed import Increment, read_increment
+from .watch_wake import Waker
+
+TRAINER = "lachesis.watch"
+HEARTBEAT_S = 2.0
+
+
+class IncrementCounter:
+    """The increment count, saved and restored with the optimizer (checkpoint.save's scheduler slot)."""
+
+    def __init__(self, n: int = 0):
+        self.n = n
+
+    def state_dict(self) -> dict:
+        return {"increment": self.n}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.n = int(state["increment"])
+
+
+def run_id_of(serial: str, increment: int) -> str:
+    return f"{serial}-inc-{increment:06d}"
+
+
+class StreamTrainer:
+    """One watcher: its folder, model, optimizer and offsets. `run()` follows the lake; `step()` trains at most one
+    increment (what `--once` and tests call)."""
+
+    def __init__(self, cfg: WatchConfig, emit: Callable[[dict], None] | None = None):
+        setup_env()
+        self.emit = emit or (lambda _rec: None)
+        self.dev = pick_device(cfg.device)
+        self.lake: Lake = open_lake(cfg.lake_root)
+        self.folder = cfg.folder()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = _lock(self.folder / LOCK_FILE)
+        self.model_path = resolve_model(cfg.model)
+        self.tok = load_tokenizer(self.model_path, cfg.chat_template)
+        self.cfg = cfg.settle(trained_from_scratch(self.model_path))
+        self.meta = self._write_meta()
+        self.phase = "loading"
+        self.counter = IncrementCounter()
+        self.heartbeat = _Heartbeat(self)
+        set_threads(self.cfg.threads)
+        import torch
+
+        torch.manual_seed(self.cfg.seed)
+        last = checkpoint.latest(self.folder)
+        if last is None:
+            self.model, self.trainable = prepare_model(load_model(self.model_path, device=self.dev), self.cfg)
+            self.offsets = {t: 0 for t in self.cfg.follow}
+            self.optimizer = make_optimizer(self.model, self.cfg)
+        else:
+            weights = str(checkpoint.weights(last))
+            if self.cfg.full:
+                self.model = load_model(weights, device=self.dev)
+            else:  # is_trainable: peft loads an adapter frozen by default (pitfall 11)
+                self.model = load_model(self.model_path, weights, trainable=True, device=self.dev)
+            self.trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+            self.optimizer = make_optimizer(self.model, self.cfg)
+            checkpoint.load_into(last, self.optimizer, self.counter)
+            self.offsets = {t: int(v) for t, v in checkpoint.read_state(last)["offsets"].items()}
+        self.lake.register_consumer(self.cfg.name, self.offsets)  # before the first read: vacuum spares the rest
+        self.reconciled = self.reconcile()
+        self.phase = "idle"
+        self.emit({"event": "ready", "name": self.cfg.name, "increment": self.counter.n, "offsets": self.offsets,
+                   "reconciled": self.reconciled, "trainable": self.trainable})
+
+    # ------------------------------------------------------------------------------------------- bookkeeping
+    def _write_meta(self) -> dict:
+        path = self.folder / WATCH_FILE
+        old = read_json(path) if path.exists() else {}
+        if old and (old.get("recipe"), old.get("view")) != (self.cfg.recipe, self.cfg.view):
+            raise TrainerInputError(f"{self.folder} is the folder of a watcher of view {old.get('view')!r}: "
+                                    "pass another --name or --output")
+        meta = {"name": self.cfg.name, "serial": old.get("serial") or f"{self.cfg.name}-{uuid.uuid4().hex[:8]}",
+                "recipe": self.cfg.recipe, "view": self.cfg.view, "follow": self.cfg.follow,
+                "model": self.cfg.model, "model_path": self.model_path, "lake_root": str(self.lake.root.resolve()),
+                "folder": str(self.folder.resolve()), "config": asdict(self.cfg)}
+        write_json_atomic(path, meta)
+        return meta
+
+    def reconcile(self) -> int:
+        """Append the runs events of increments whose checkpoint is in place but whose event is not in the lake (a
+        watcher killed between the two). Returns how many were appended."""
+        prefix = f"{self.meta['serial']}-inc-"
+        with self.lake.snapshot(for_query="SELECT run_id FROM runs") as snap:
+            have = {r["run_id"] for r in snap.arrow(
+                f"SELECT run_id FROM runs WHERE starts_with(run_id, '{prefix}')").to_pylist()}
+        missing = [checkpoint.read_state(c)["event"] for c in checkpoint.complete(self.folder)]
+        missing = [e for e in missing if e["run_id"] not in have]
+        if missing:
+            self.lake.append("runs", missing)
+        return len(missing)
+
+    def set_phase(self, phase: str) -> None:
+        self.phase = phase
+        self.heartbeat.beat()
+
+    # ------------------------------------------------------------------------------------------- one increment
+    def step(self) -> dict | None:
+        """Train one increment on what is new, if there is at least --min-rows of it. Returns its runs event."""
+        inc = read_increment(self.lake, self.cfg, self.offsets)
+        if inc is None or len(inc.new) < self.cfg.min_rows:
+            return None
+        return self.train(inc)
+
+    def _examples(self, rows: list[dict]) -> list:
+        keep = None if self.cfg.split == "all" else self.cfg.split
+        rows = [r for r in rows if keep is None or r.get("split") in (None, keep)]
+        if not rows:
+            return []
+        convs, _ = conversations(rows, self.cfg.view, "all")
+        return encode_all(self.tok, convs, self.cfg.max_length)[0]
+
+    def train(self, inc: Increment, first_step_hook: Callable[[], None] | None = None) -> dict:
+        n = self.counter.n + 1
+        t0 = time.perf_counter()
+        self.set_phase(f"training increment {n}")
+        new, replayed = self._examples(inc.new), self._examples(inc.replay)
+        examples = new + replayed
+        self.emit({"event": "training", "increment": n, "rows": inc.rows, "examples": len(examples)})
+        s = replace(self.cfg, seed=self.cfg.seed + n)  # a fresh, seeded plan and batch order per increment
+        first_step: dict = {}
+
+        def on_log(rec: dict) -> None:
+            if rec.get("step") == 1:
+                first_step["at"] = time.time()
+                if first_step_hook:
+                    first_step_hook()
+
+        metrics: dict = {"steps": 0}
+        if examples:  # rows the split or max_length left out are consumed all the same
+            metrics = train_loop(self.model, examples, s, self.tok.pad_token_id, on_log, optimizer=self.optimizer)
+        self.counter.n = n
+        run_id = run_id_of(self.meta["serial"], n)
+        weights = checkpoint.weights(Path(self.folder) / checkpoint.DIR / f"{checkpoint.PREFIX}{n:08d}")
+        event = {
+            "run_id": run_id, "kind": KIND, "status": "completed", "model": model_label(self.cfg.model),
+            "adapter_path": str(weights.resolve()), "config": asdict(s),
+            "metrics": {**metrics, "increment": n, "rows_consumed": inc.consumed, "rows": inc.rows,
+                        "new_examples": len(new), "replayed_examples": len(replayed),
+                        "view_rows": len(inc.new), "first_step_at": first_step.get("at"),
+                        "increment_s": None},
+            "manifest": {"view": self.cfg.view, "after": inc.after, "upto": inc.upto,
+                         "events_sha256": inc.events_sha256, "lake_root": self.meta["lake_root"]},
+            "metadata": {"trainer": TRAINER, "watcher": self.cfg.name, "serial": self.meta["serial"],
+                         "method": self.cfg.recipe, "increment": n, "run_dir": self.meta["folder"],
+                         "full": self.cfg.full, "command": self.cfg.COMMAND},
+        }
+        event["metrics"]["increment_s"] = round(time.perf_counter() - t0, 4)
+        self.set_phase(f"saving increment {n}")
+        checkpoint.save(self.folder, n, self._save_weights, self.optimizer, self.counter,
+                        {"offsets": inc.upto, "event": event}, keep=self.cfg.keep or 1 << 62)
+        self.offsets = dict(inc.upto)
+        self.lake.register_consumer(self.cfg.name, self.offsets)
+        self.lake.append("runs", [event])
+        self.emit({"event": "increment", **{k: event["metrics"][k] for k in (
+            "increment", "rows_consumed", "rows", "new_examples", "replayed_examples", "steps", "increment_s",
+            "first_step_at")}, "final_loss": metrics.get("final_loss"), "upto": inc.upto, "adapter": str(weights)})
+        if self.cfg.eval_every and n % self.cfg.eval_every == 0:
+            self.evaluate(weights)
+        self.set_phase("idle")
+        return event
+
+    def _save_weights(self, folder: str) -> None:
+        self.model.save_pretrained(folder)
+        self.tok.save_pretrained(folder)
+        marker = Path(self.model_path) / TINY_MARKER
+        if self.cfg.full and marker.is_file():  # a fine-tuned tiny model is still one (full fine-tuning by default)
+            shutil.copy2(marker, Path(folder) / TINY_MARKER)
+
+    def evaluate(self, weights: Path) -> dict:
+        """hermes_eval of this increment's weights on held-out tasks, recorded in the lake (episodes + runs event)."""
+        self.set_phase(f"evaluating increment {self.counter.n}")
+        summary = run_eval(EvalSettings(model=self.cfg.model, adapter=str(weights), task=self.cfg.eval_task,
+                                        split="test", limit=self.cfg.eval_limit, lake_root=str(self.lake.root),
+                                        threads=self.cfg.threads, device=self.cfg.device, progress=False,
+                                        chat_template=self.cfg.chat_template))
+        self.emit({"event": "eval", "increment": self.counter.n, "run_id": summary["run_id"],
+                   "success_rate": summary["success_rate"], "mean_reward": summary["mean_reward"]})
+        return summary
+
+    # ------------------------------------------------------------------------------------------- the loop
+    def run(self, stop: threading.Event | None = None) -> int:
+        """Follow the lake until `stop` is set (or --once / --max-increments). Returns the increments trained."""
+        stop = stop or threading.Event()
+        logs = [self.lake.table_path(t) / "_delta_log" for t in self.cfg.follow]
+        waker = Waker([Path(p) for p in logs], self.cfg.poll_interval)
+        trained = 0
+        try:
+            while not stop.is_set():
+                event = self.step()
+                if event is not None:
+                    trained += 1
+                    if self.cfg.max_increments and trained >= self.cfg.max_increments:
+                        break
+                    continue  # more may be waiting (--max-versions)
+                if self.cfg.once:
+                    break
+                self.set_phase("idle")
+                if waker.wait() and not stop.is_set():
+                    stop.wait(self.cfg.debounce)  # a burst of commits becomes one increment
+        finally:
+            waker.stop()
+        return trained
+
+    def close(self) -> None:
+        self.heartbeat.stop()
+        self.set_phase("stopped")
+        os.close(self._lock_fd)
+
+
+def _lock(path: Path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        hb = path.parent / HEARTBEAT_FILE
+        pid = json.loads(hb.read_text()).get("pid") if hb.is_file() else "?"
+        raise TrainerInputError(f"a watcher already runs in {path.parent} (pid {pid}): stop it, or pass another "
+                                "--name") from None
+    return fd
+
+
+class _Heartbeat:
+    """heartbeat.json rewritten every HEARTBEAT_S by a daemon thread, and at each phase change."""
+
+    def __init__(self, trainer: StreamTrainer):
+        self.trainer = trainer
+        self.path = trainer.folder / HEARTBEAT_FILE
+        self._stop = threading.Event()
+        self.beat()
+        self.thread = threading.Thread(target=self._loop, name="watch-heartbeat", daemon=True)
+        self.thread.start()
+
+    def beat(self) -> None:
+        t = self.trainer
+        write_json_atomic(self.path, {"pid": os.getpid(), "host": socket.gethostname(), "at": time.time(),
+                                      "phase": t.phase, "increment": t.counter.n,
+                                      "interval_s": HEARTBEAT_S})
+
+    def _loop(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            self.beat()
+
+    def stop(self) -> None:
+        self._stop.set()

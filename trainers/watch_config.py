@@ -1,0 +1,89 @@
+"""Configuration of `lake train watch`, the streaming trainer: which view it follows, when it wakes, how much it
+replays; every SFT option (lr, batch, LoRA, ...) applies to each increment.
+
+A recipe names the view a watcher trains on and the tables whose change feed it follows. A view row is new when
+one of the events it is built from is new (its `event_id` column names a trajectory or skill event, and
+`reward_event_id` / `usage_event_id` a late label or usage count), so a late reward that makes an old trajectory
+good trains it once the reward lands.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from .config import SFTConfig, at_least, helped
+from .errors import TrainerInputError
+
+
+@dataclass(frozen=True)
+class Recipe:
+    view: str  # the default view
+    follow: dict[str, str]  # table whose change feed is followed -> the view's column holding that table's event_id
+
+
+RECIPES = {
+    "sft": Recipe("sft", {"trajectories": "event_id", "rewards": "reward_event_id"}),
+    "instruction": Recipe("instruction", {"skills": "event_id", "skill_usage": "usage_event_id"}),
+}
+# the files of a watcher's folder (trainers/watch.py describes them)
+WATCH_FILE, HEARTBEAT_FILE, LOCK_FILE = "watch.json", "heartbeat.json", "lock"
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+@dataclass(kw_only=True)
+class WatchConfig(SFTConfig):
+    """lake train watch: a resident trainer that trains one increment per batch of new lake rows."""
+
+    recipe: str = field(default="sft", **helped("sft (good trajectories' chats) | instruction (skills -> pairs)"))
+    view: str | None = field(default=None, **helped(
+        "the view to train on (default: the recipe's); it must have the recipe's event id columns"))
+    data: str = field(default="", **helped("the view (set from --view / --recipe)"))
+    name: str | None = field(default=None, **helped(
+        "the watcher's name: its consumer name in the lake and its folder runs/<name> (default watch-<recipe>)"))
+    output: str | None = field(default=None, **helped(
+        "the watcher's folder (default runs/<name>); a restarted watcher continues from its last increment there"))
+    min_rows: int = field(default=1, **helped("train once at least this many new view rows are there"))
+    debounce: float = field(default=0.25, **helped(
+        "seconds to wait after a commit is seen, so a burst of commits becomes one increment"))
+    poll_interval: float = field(default=2.0, **helped(
+        "seconds between polls of the lake when no file event arrives (object storage, missed events)"))
+    replay: float = field(default=0.25, **helped(
+        "replayed older view rows per new row, against forgetting (0 = only new rows)"))
+    max_versions: int | None = field(default=None, **helped(
+        "consume at most this many versions of each followed table per increment (default: all that are new)"))
+    once: bool = field(default=False, **helped("train on what is new (if anything) and exit; for cron and CI"))
+    max_increments: int | None = field(default=None, **helped("exit after this many increments"))
+    eval_every: int = field(default=0, **helped(
+        "evaluate every K increments on --eval-task's held-out tasks, recorded in the lake (0 = never)"))
+    eval_task: str = field(default="shell", **helped("the environment evaluated by --eval-every"))
+    eval_limit: int = field(default=8, **helped("held-out tasks evaluated per evaluation"))
+    keep: int = field(default=0, **helped("increment folders kept (0 = every one: each is a versioned adapter)"))
+    epochs: float = field(default=1.0, **helped("passes over an increment's rows (new + replayed)"))
+    warmup_steps: int = field(default=0, **helped("linear warm-up steps of each increment, at most 10% of it"))
+    plot: bool = field(default=False, **helped("draw loss.png (not per increment)"))
+
+    COMMAND: ClassVar[str] = "lake train watch"
+
+    def __post_init__(self):
+        self.recipe = str(self.recipe).lower()
+        if self.recipe not in RECIPES:
+            raise TrainerInputError(f"unknown --recipe {self.recipe!r}: use {' or '.join(RECIPES)}")
+        self.view = self.view or RECIPES[self.recipe].view
+        self.data = self.view
+        self.name = self.name or f"watch-{self.recipe}"
+        if not NAME.match(self.name):
+            raise TrainerInputError(f"bad --name {self.name!r}: letters, digits, '.', '_' and '-' only, up to 64")
+        super().__post_init__()
+        at_least(self, 0, "debounce", "replay", "eval_every", "keep")
+        at_least(self, 1, "min_rows", "max_versions", "max_increments", "eval_limit")
+        if self.poll_interval <= 0:
+            raise TrainerInputError(f"--poll-interval must be positive, got {self.poll_interval}")
+
+    @property
+    def follow(self) -> dict[str, str]:
+        return RECIPES[self.recipe].follow
+
+    def folder(self) -> Path:
+        return Path(self.output or Path("runs") / self.name).expanduser()
