@@ -6,10 +6,12 @@ The driver is bench/atropos_ingest_bench.py. run-api needs a Python with atropos
 $ATROPOS_PYTHON (build one with `bash tests/data/make_atropos_venv.sh DIR`, then give DIR/bin/python).
 run-api is measured before and after `lake serve` (the machine may be shared: its figures are the mean of the
 two). Also measured on the same server: the native POST /v1/trajectories with the same sequences (4 records
-a request), and how long after an ack a fresh `lake sql` process sees the row. Every figure carries the
-load average at its end.
+a request), how long after an ack a fresh `lake sql` process sees the row, and what fsync costs: the Atropos
+route again on a server started with `--no-fsync` (acks then survive a killed server, not a power loss).
+`--baseline-ref REF` also measures `lake serve` as of git commit REF (its tree from `git archive`), in the same
+run: a before/after of a change to the write path. Every figure carries the load average at its end.
 
-  .venv/bin/python bench/bench_ingest.py [--atropos-python PY] [-n 300] [-c 8 32]
+  .venv/bin/python bench/bench_ingest.py [--atropos-python PY] [-n 300] [-c 8 32] [--baseline-ref REF]
 """
 from __future__ import annotations
 
@@ -97,6 +99,9 @@ def main():
     ap.add_argument("-n", type=int, default=300, help="groups per level")
     ap.add_argument("-c", type=int, nargs="+", default=[8, 32], help="closed-loop clients per level")
     ap.add_argument("--json-out", help="write every level as JSON here")
+    ap.add_argument("--baseline-ref", help="also measure `lake serve` as of this git commit (before/after)")
+    ap.add_argument("--no-fsync-run", action="store_false", dest="fsync_run",
+                    help="skip the run that measures what fsync costs")
     args = ap.parse_args()
     py = args.atropos_python
     if not py or not Path(py).exists():
@@ -112,12 +117,20 @@ def main():
         with RunApi(py, tmp / "run-api.log") as api:
             return asyncio.run(drv.run_levels(api.url, args.n, args.c, pid=api.proc.pid))
 
+    def lake_serve(name: str, extra=(), cwd: Path | None = None) -> list[drv.Level]:
+        Lake.init(tmp / name)
+        with ServerProcess(tmp / name, log_path=tmp / f"{name}.log", extra=list(extra), cwd=cwd) as srv:
+            return asyncio.run(drv.run_levels(srv.url, args.n, args.c, pid=srv.proc.pid))
+
+    baseline_tree = source_tree(args.baseline_ref, tmp) if args.baseline_ref else None
     base = run_api()
+    before = lake_serve("lake-baseline", cwd=baseline_tree) if baseline_tree else None
     Lake.init(tmp / "lake")
     with ServerProcess(tmp / "lake", log_path=tmp / "serve.log") as srv:
         ours = asyncio.run(drv.run_levels(srv.url, args.n, args.c, pid=srv.proc.pid))
         native = asyncio.run(drv.run_levels(srv.url, args.n, args.c, pid=srv.proc.pid, native=True))
         found_first, vis_ms = visibility(srv.url, tmp / "lake")
+    unsynced = lake_serve("lake-nofsync", ["--no-fsync"]) if args.fsync_run else None
     base2 = run_api()  # a second run-api measurement brackets ours: the machine is shared
 
     print("\n| C | run-api ack g/s | lake ack g/s | ratio | run-api p99 ms | lake p99 ms | run-api e2e g/s | "
@@ -135,10 +148,41 @@ def main():
               f"{min(loads):.2f}-{max(loads):.2f} |")
     print(f"\nafter an ack the first `lake sql` run found the row in {found_first:.0%} of samples; ack -> printed "
           f"(process start included): median {vis_ms:.0f} ms")
+    if unsynced:
+        print_pair("what fsync costs: the Atropos route, fsync on (a 2xx survives a power loss) / off", "fsync on",
+                   ours, "fsync off", unsynced, args.c)
+    if before:
+        print_pair(f"before/after: `lake serve` as of {args.baseline_ref} / now", "before", before, "now", ours,
+                   args.c)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({
             "ceiling_ms": ceiling, "run_api": [asdict(lv) for lv in base + base2],
-            "lake": [asdict(lv) for lv in ours], "native": [asdict(lv) for lv in native]}, indent=1))
+            "lake": [asdict(lv) for lv in ours], "native": [asdict(lv) for lv in native],
+            "lake_no_fsync": [asdict(lv) for lv in unsynced or []],
+            "lake_baseline": [asdict(lv) for lv in before or []]}, indent=1))
+
+
+def print_pair(title: str, a_name: str, a: list[drv.Level], b_name: str, b: list[drv.Level], clients: list[int]):
+    """A table of two lake runs side by side: ack rate, its ratio (b / a), latencies and CPU per group."""
+    a, b = by_clients(a), by_clients(b)
+    print(f"\n{title}\n\n| C | {a_name} ack g/s | {b_name} ack g/s | ratio | {a_name} p50 / p99 ms | "
+          f"{b_name} p50 / p99 ms | {a_name} CPU ms/group | {b_name} CPU ms/group | load |")
+    print("|---" * 9 + "|")
+    for c in clients:
+        x, y = a[c], b[c]
+        print(f"| {c} | {x.groups_per_s:.1f} | {y.groups_per_s:.1f} | {y.groups_per_s / x.groups_per_s:.2f}x | "
+              f"{x.p50_ms:.0f} / {x.p99_ms:.0f} | {y.p50_ms:.0f} / {y.p99_ms:.0f} | {x.server_ms_per_group or 0:.1f} | "
+              f"{y.server_ms_per_group or 0:.1f} | {x.load[0]:.2f}-{y.load[0]:.2f} |")
+
+
+def source_tree(ref: str, tmp: Path) -> Path:
+    """The project's code as of git commit `ref`, unpacked from `git archive` (a server run from it imports
+    that code: `python -c` puts the working directory first on sys.path)."""
+    out = tmp / f"tree-{ref}"
+    out.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+    return out
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ def create_app(lake_root: str | Path, config: ServeConfig | None = None) -> Fast
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        lake = Lake.init(lake_root)  # `lake serve` may create the lake it is pointed at
+        lake = Lake.init(lake_root, fsync=config.fsync)  # `lake serve` may create the lake it is pointed at
         app.state.ingest = await asyncio.to_thread(IngestState.load, lake, config)
         app.state.ingest.host_names = host_names(config.host, config.allowed_hosts)
         # a server commits a small file per group commit: merged in the background, so a lake fed for a day

@@ -69,6 +69,9 @@ class ServeConfig:
         "help": "Keep trying to bind a port still in use for this long (a standby that takes over when the "
                 "running server exits)."})
     compact_interval: float = field(default=10.0, metadata={"help": COMPACT_HELP})
+    fsync: bool = field(default=True, metadata={
+        "help": "fsync each commit before its 2xx (power-loss durability). --no-fsync keeps acks safe against a "
+                "killed server but not a power loss: for measuring what fsync costs (bench/bench_ingest.py)."})
 
     def __post_init__(self):
         if self.serve_mode not in SERVE_MODES:

@@ -38,6 +38,7 @@ def serve(
     serve_mode: str = option(ServeConfig, "serve_mode", "--serve-mode"),
     bind_retry_s: float = option(ServeConfig, "bind_retry_s", "--bind-retry-s"),
     compact_interval: float = option(ServeConfig, "compact_interval", "--compact-interval"),
+    fsync: bool = option(ServeConfig, "fsync", "--fsync/--no-fsync", hidden=True),
 ) -> None:
     """Serve the durable trajectory API: native /v1 routes and the Atropos run-api routes."""
     from ingest.app import serve as _serve
@@ -46,7 +47,7 @@ def serve(
     cfg = _config(ServeConfig, host=host, port=port, token=token, token_file=token_file, allowed_hosts=allowed_hosts,
                   max_body_mb=max_body_mb, max_inflated_mb=max_inflated_mb, max_inflate_ratio=max_inflate_ratio,
                   log_level=log_level, serve_mode=serve_mode, bind_retry_s=bind_retry_s,
-                  compact_interval=compact_interval)
+                  compact_interval=compact_interval, fsync=fsync)
     root = resolve_root(lake)
     source = ctx.get_parameter_source("token")  # typer's own click: compared by name
     if token and source is not None and source.name == "COMMANDLINE":

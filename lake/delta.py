@@ -62,8 +62,9 @@ def append(dt: DeltaTable, table_dir: Path, data: pa.Table, transactions: dict[s
     written = write_partitioned(table_dir, data, prepare=prepare, fsync=fsync)
     dt.create_write_transaction([w.action for w in written], mode="append", schema=dt.schema(),
                                 partition_by=["day"], commit_properties=props)
-    dt.update_incremental()
-    version = _version_adding(table_dir, written[0].action.path, before + 1, dt.version())
+    # `dt` stays at `before`: the caller advances it before its next commit anyway (one log replay a commit,
+    # not two; docs/ingest-profile.md), and the version is the first after `before` that adds our file
+    version = _version_adding(table_dir, written[0].action.path, before + 1)
     if fsync:
         sync_commit(table_dir, version)  # the data files were synced before the commit
     return version
@@ -79,12 +80,18 @@ def sync_commit(table_dir: Path, version: int, files: list[str | Path] = ()) -> 
     fsync_all([log, log.parent])
 
 
-def _version_adding(table_dir: Path, rel_path: str, first: int, last: int) -> int:
-    """The version in [first, last] whose commit adds `rel_path` (other writers may have committed too)."""
-    for version in range(first, last + 1):
-        if any((a.get("add") or {}).get("path") == rel_path for a in commit_actions(table_dir, version)):
+def _version_adding(table_dir: Path, rel_path: str, first: int) -> int:
+    """The version from `first` on whose commit adds `rel_path` (a compaction may have committed before it)."""
+    version = first
+    while True:
+        try:
+            actions = commit_actions(table_dir, version)
+        except FileNotFoundError:
+            raise RuntimeError(f"committed file {rel_path} is in no version {first}..{version - 1} of "
+                               f"{table_dir}") from None
+        if any((a.get("add") or {}).get("path") == rel_path for a in actions):
             return version
-    raise RuntimeError(f"committed file {rel_path} is in no version {first}..{last} of {table_dir}")
+        version += 1
 
 
 def commit_actions(path: Path, version: int) -> list[dict]:

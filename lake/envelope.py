@@ -93,7 +93,7 @@ def content_hashes(payload: pa.Table) -> pa.Array:
             _salt_hash = np.uint64(_hash_con.sql("SELECT hash('lachesis')").fetchall()[0][0])
         _hash_con.register("payload", data)
         try:
-            first = _hash_con.sql(f"SELECT hash({row}) AS h FROM payload").fetchnumpy()["h"]
+            first = _hash_con.execute(f"SELECT hash({row}) AS h FROM payload").fetchnumpy()["h"]  # no relation object
         finally:
             _hash_con.unregister("payload")
     first = np.asarray(first, dtype=np.uint64)

@@ -45,8 +45,10 @@ class ServerProcess(_Process):
     """`lake serve` on a loopback port; `start()` waits for /v1/health. Leaving the `with` block kills it (-9)."""
 
     def __init__(self, lake_root, *, port: int | None = None, token: str | None = None, extra=(),
-                 log_path: str | os.PathLike | None = None, python: str | None = None):
+                 log_path: str | os.PathLike | None = None, python: str | None = None,
+                 cwd: str | os.PathLike | None = None):
         self.python = python
+        self.cwd = cwd  # the source tree the server's code is imported from (bench: an older commit's)
         self.lake_root = str(lake_root)
         self.port = port or free_port()
         self.token = token
@@ -65,7 +67,7 @@ class ServerProcess(_Process):
         if bind_retry_s:
             cmd += ["--bind-retry-s", str(bind_retry_s)]
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=self.cwd)
         return self
 
     def start(self, timeout: float = 30.0) -> "ServerProcess":
