@@ -1,0 +1,162 @@
+"""The streaming trainer in one process (trainers/watch.py): increments consume exactly the appended rows, a
+compaction is no increment, vacuum spares what the watcher has not consumed, a commit wakes a resident watcher,
+status reports lag, --eval-every records an evaluation of the increment's weights."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from train_helpers import tiny_dir  # noqa: F401  (the session's tiny model)
+from views_helpers import seeded_trajectories
+
+from lake import Lake
+from lake.delta import added_files
+from lake.maintenance import compact, vacuum
+from trainers import checkpoint
+from trainers.models import load_model
+from trainers.watch import StreamTrainer
+from trainers.watch_config import WatchConfig
+from trainers.watch_feed import events_digest
+from trainers.watch_status import watcher_status
+
+FAST = dict(split="all", batch_size=8, max_steps=2, progress=False, threads=1)
+
+
+def good_batch(n: int, start: int) -> list[dict]:
+    """n trajectories the sft view keeps (successful, distinct chats)."""
+    rows = seeded_trajectories(n, seed=start, start=start)
+    for r in rows:
+        r["success"], r["reward"] = True, 1.0
+    return rows
+
+
+def runs_of(lake: Lake, serial: str) -> list[dict]:
+    """The watcher's runs events, metrics and manifest parsed (JSON text in the lake)."""
+    with lake.snapshot() as snap:
+        rows = snap.arrow(f"SELECT run_id, kind, adapter_path, metrics, manifest FROM runs "
+                          f"WHERE starts_with(run_id, '{serial}') ORDER BY run_id").to_pylist()
+    return [{**r, "metrics": json.loads(r["metrics"]), "manifest": json.loads(r["manifest"])} for r in rows]
+
+
+@pytest.fixture()
+def lake(tmp_path) -> Lake:
+    return Lake.init(tmp_path / "lake")
+
+
+def trainer(lake: Lake, tmp_path: Path, **kw) -> StreamTrainer:
+    return StreamTrainer(WatchConfig(lake_root=str(lake.root), output=str(tmp_path / "watch"), **{**FAST, **kw}))
+
+
+def test_three_batches_three_increments_and_a_compaction_is_none(lake, tmp_path, tiny_dir):
+    st = trainer(lake, tmp_path, replay=0.5)
+    sizes, events = [7, 5, 9], []
+    try:
+        for i, n in enumerate(sizes):
+            if i == 2:  # the first two batches' files merged: a new version without new data
+                assert compact(lake.table_set, "trajectories")["files_added"] == 1
+                assert st.step() is None
+            res = lake.append("trajectories", good_batch(n, 1000 * (i + 1)))
+            ev = st.step()
+            assert ev is not None and st.step() is None
+            got = lake.changes("trajectories", ev["manifest"]["after"]["trajectories"],
+                               ev["manifest"]["upto"]["trajectories"]).column("event_id").to_pylist()
+            assert ev["metrics"]["rows_consumed"] == n == len(got)
+            assert ev["manifest"]["events_sha256"] == events_digest(got)
+            assert ev["manifest"]["upto"]["trajectories"] >= res.version
+            events.append(ev)
+        assert compact(lake.table_set, "trajectories")["files_added"] == 1  # after the last increment: nothing new
+        assert st.step() is None
+    finally:
+        st.close()
+    recorded = runs_of(lake, st.meta["serial"])
+    assert [r["run_id"] for r in recorded] == [e["run_id"] for e in events]
+    assert sum(e["metrics"]["rows_consumed"] for e in events) == sum(sizes)
+    assert events[1]["metrics"]["replayed_examples"] > 0  # older rows replayed from the second increment on
+    assert len(checkpoint.complete(tmp_path / "watch")) == 3
+    assert lake.consumers()["watch-sft"] == events[-1]["manifest"]["upto"]
+
+
+def test_vacuum_keeps_what_the_watcher_has_not_consumed(lake, tmp_path, tiny_dir):
+    st = trainer(lake, tmp_path)
+    try:
+        lake.append("trajectories", good_batch(6, 1))
+        assert st.step()["metrics"]["rows_consumed"] == 6
+        v2 = lake.append("trajectories", good_batch(4, 2)).version
+        path = lake.table_path("trajectories")
+        unconsumed = [f for f, _ in added_files(path, v2)]
+        consumed = [f for f, _ in added_files(path, 1)]
+        compact(lake.table_set, "trajectories")
+        out = vacuum(lake.table_set, "trajectories", retention_hours=0)
+        assert out["kept_for_consumers"] == 1 and out["deleted"] == 1
+        assert all(Path(f).exists() for f in unconsumed)
+        assert not any(Path(f).exists() for f in consumed)
+        ev = st.step()  # reads the spared file through the change feed
+        assert ev["metrics"]["rows_consumed"] == 4
+    finally:
+        st.close()
+    assert vacuum(lake.table_set, "trajectories", retention_hours=0)["deleted"] == 1  # consumed now: it may go
+
+
+def test_a_commit_wakes_the_resident_watcher_and_status_reports_lag(lake, tmp_path, tiny_dir):
+    st = trainer(lake, tmp_path, max_increments=1, poll_interval=60.0, debounce=0.05)
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (st.run(), done.set()), daemon=True)
+    try:
+        thread.start()
+        time.sleep(0.5)  # waiting on the log folder now (the poll is a minute away)
+        committed = time.time()
+        lake.append("trajectories", good_batch(5, 3))
+        assert done.wait(60), "the commit did not wake the watcher"
+        metrics = runs_of(lake, st.meta["serial"])[0]["metrics"]
+        assert metrics["rows_consumed"] == 5
+        assert metrics["first_step_at"] - committed < 30  # woken by the file event, not by the minute's poll
+        status = watcher_status(tmp_path / "watch")
+        assert status["alive"] and status["increments"] == 1
+        assert status["lag_versions"] == {"trajectories": 0, "rewards": 0}
+        lake.append("trajectories", good_batch(3, 4))
+        status = watcher_status(tmp_path / "watch")
+        assert status["lag_versions"]["trajectories"] == 1 and status["lag_rows"]["trajectories"] == 3
+    finally:
+        st.close()
+    assert not watcher_status(tmp_path / "watch")["alive"]
+
+
+def test_restart_continues_from_the_last_increment_and_eval_every_records_it(lake, tmp_path, tiny_dir):
+    lake.append("trajectories", good_batch(5, 5))
+    st = trainer(lake, tmp_path, eval_every=1, eval_limit=1)
+    try:
+        ev = st.step()
+    finally:
+        st.close()
+    weights = ev["adapter_path"]
+    evals = [r for r in _all_runs(lake) if r["kind"] == "eval"]
+    assert len(evals) == 1 and evals[0]["adapter_path"] == weights
+    again = trainer(lake, tmp_path)
+    try:
+        assert again.counter.n == 1 and again.offsets == ev["manifest"]["upto"]
+        assert again.step() is None
+        lake.append("trajectories", good_batch(2, 6))
+        assert again.step()["metrics"]["increment"] == 2
+    finally:
+        again.close()
+    assert load_model(weights) is not None
+
+
+def _all_runs(lake: Lake) -> list[dict]:
+    with lake.snapshot() as snap:
+        return snap.arrow("SELECT run_id, kind, adapter_path FROM runs").to_pylist()
+
+
+def test_a_second_watcher_on_the_same_folder_is_refused(lake, tmp_path, tiny_dir):
+    from trainers.errors import TrainerInputError
+
+    st = trainer(lake, tmp_path)
+    try:
+        with pytest.raises(TrainerInputError, match="already runs"):
+            trainer(lake, tmp_path)
+    finally:
+        st.close()
