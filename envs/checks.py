@@ -20,17 +20,19 @@ from envs.programs import source
 from envs.sandbox import RunResult, Sandbox
 
 # The checker's environment: nothing of the agent's (no workspace HOME, no PATH entry it could plant a
-# binary in), and git told to run nothing a repository's own config or attributes name on the read paths
-# the checks use (hooks, fsmonitor, signature programs, pagers); replace refs and grafts are ignored.
-# Left: diff drivers (diff.external, textconv) of a check that runs `git diff` or `log -p` have no
-# config override; they would run as the sandbox's uid with every agent process gone and nothing to learn.
+# binary in), and git told to run nothing a repository's own config or attributes name (hooks, fsmonitor,
+# signature programs, pagers, an external diff: `diff.external` empty makes `git diff` fail, not run it);
+# replace refs and grafts are ignored. Drivers under names the repository chooses (diff.<name>.textconv and
+# .command, filter.<name>.clean/smudge/process, merge.<name>.driver) are found and emptied by the state
+# checker itself for each git command it runs (envs/programs/state_checker.py).
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 GIT = shutil.which("git", path=SYSTEM_PATH) or "git"
 _GIT_OVERRIDES = {
     "core.fsmonitor": "false", "core.hooksPath": "/dev/null", "safe.directory": "*", "core.pager": "cat",
     "core.attributesFile": "/dev/null", "log.showSignature": "false", "gpg.program": "/bin/false",
     "gpg.openpgp.program": "/bin/false", "gpg.x509.program": "/bin/false", "gpg.ssh.program": "/bin/false",
-    "core.sshCommand": "/bin/false", "credential.helper": "",
+    "core.sshCommand": "/bin/false", "credential.helper": "", "diff.external": "",
+    "advice.graftFileDeprecated": "false",
 }
 CHECKER_ENV = {
     "PATH": SYSTEM_PATH, "HOME": "/nonexistent", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TMPDIR": "/tmp",

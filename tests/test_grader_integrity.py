@@ -11,7 +11,10 @@ from __future__ import annotations
 import pytest
 
 import envs
+from envs.checks import GIT, run_state_checks
+from envs.git_repo import GIT_ENV
 from envs.probes import HiddenTestError, judge, split_suite
+from envs.sandbox import Sandbox
 from envs.toolcalls import format_tool_call
 
 pytestmark = pytest.mark.attack
@@ -204,3 +207,30 @@ def test_programs_a_repository_names_never_run_while_it_is_checked():
 def test_planted_programs_do_not_make_an_unsolved_task_pass():
     reward, ran = _git_episode(PLANT_PROGRAMS, solve=False)
     assert not ran and reward == 0.0
+
+
+# Programs a repository's config names under names of its own choosing (a diff driver's textconv and command
+# through .git/info/attributes, clean/smudge/process filters) and diff.external: `git log -p`, `git show`,
+# `git diff` and `git blame` run them unless the checker overrides them.
+PLANT_DRIVERS = (
+    f"printf '%s' '{EVIL}' > evil.sh && chmod +x evil.sh && W=$(pwd) && git init -q . && echo one > a.txt"
+    " && git add a.txt && git commit -qm one && echo two > a.txt && git commit -qam two && echo three > a.txt"
+    " && git config diff.external $W/evil.sh && git config diff.evil.textconv $W/evil.sh"
+    " && git config diff.evil.command $W/evil.sh && git config filter.evil.clean $W/evil.sh"
+    " && git config filter.evil.smudge $W/evil.sh && git config filter.evil.process $W/evil.sh"
+    " && echo '* diff=evil filter=evil' > .git/info/attributes && cp .git/info/attributes .gitattributes"
+)
+READ_COMMANDS = (["show", "HEAD"], ["log", "-p", "-1"], ["diff", "HEAD~1"], ["diff"], ["blame", "a.txt"],
+                 ["diff", "--stat"], ["-C", ".", "show", "HEAD"])
+
+
+@pytest.mark.parametrize("argv", READ_COMMANDS, ids=" ".join)
+def test_drivers_a_repository_names_never_run_in_the_checkers_git(argv):
+    """Issue 11, the git env: a check running a diff-family command never runs a program the repository's own
+    config names (before: textconv, diff.external and the filters ran for five of these)."""
+    with Sandbox(env=GIT_ENV) as box:
+        assert box.run(PLANT_DRIVERS, timeout_s=30).exit_code == 0
+        (box.workspace / "ran").unlink(missing_ok=True)
+        report = run_state_checks(box, [{"type": "command", "argv": [GIT, *argv], "returncode": None}])
+        assert not (box.workspace / "ran").exists(), (box.workspace / "ran").read_text()
+        assert report.total == 1

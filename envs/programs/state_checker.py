@@ -20,6 +20,32 @@ def read(path):
         return f.read(1 << 20).decode("utf-8", "replace")
 
 
+# Config keys that name a program git runs while it reads (diff drivers' textconv and command, clean/smudge/
+# process filters, merge drivers): the repository's config may set them under any driver name, so they are
+# found by pattern and overridden with an empty value (no program) for the check's own git.
+PLANTED = r"^(diff|filter|merge)\..+\.(textconv|command|clean|smudge|process|driver)$"
+
+
+def git_env(argv):
+    """The inherited environment plus an empty override of every driver program the repository configures
+    (GIT_CONFIG_COUNT entries outrank the repository's config; diff.external is overridden by the caller)."""
+    import subprocess
+
+    opts, i = [], 1  # git's own options before the subcommand (-C DIR, -c K=V, --git-dir=...): same repository
+    while i < len(argv) and argv[i].startswith("-"):
+        opts += argv[i:i + 2] if argv[i] in ("-C", "-c") else argv[i:i + 1]
+        i += 2 if argv[i] in ("-C", "-c") else 1
+    found = subprocess.run([argv[0], *opts, "config", "-z", "--name-only", "--get-regexp", PLANTED],
+                           capture_output=True, timeout=10).stdout
+    env = dict(os.environ)
+    n = int(env.get("GIT_CONFIG_COUNT", "0"))
+    for key in dict.fromkeys(k for k in found.decode("utf-8", "replace").split("\0") if k):
+        env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = key, ""
+        n += 1
+    env["GIT_CONFIG_COUNT"] = str(n)
+    return env
+
+
 def observe(c):
     kind = c["type"]
     path = c.get("path", "")
@@ -44,8 +70,10 @@ def observe(c):
     if kind == "command":
         import subprocess
 
+        argv = c["argv"]
+        env = git_env(argv) if argv and os.path.basename(argv[0]) == "git" else None
         try:  # the caller's clean environment (absolute git, system PATH, config overrides) is inherited
-            p = subprocess.run(c["argv"], capture_output=True, text=True, errors="replace", timeout=10)
+            p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=10, env=env)
         except (OSError, subprocess.SubprocessError) as exc:
             return {"error": exc.__class__.__name__}
         out = p.stdout.strip()
