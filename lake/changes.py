@@ -1,13 +1,14 @@
 """Change feed: rows added in versions (N, M] of a table, from the commit log, never from a directory listing.
 
-Compaction commits add files with dataChange=false; they re-package old rows and are skipped.
+Compaction commits add files with dataChange=false; they re-package old rows and are skipped. The log and
+the files are read through the table's filesystem (lake/store.py): a local disk or object storage alike.
 """
 from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lake import delta
+from lake import delta, store
 from lake.schemas import table_schema
 from lake.errors import LakeError
 from lake.tables import TableSet
@@ -23,7 +24,7 @@ def read_changes(tables: TableSet, table: str, after_version: int, upto_version:
     pieces = []
     for version in range(after_version + 1, upto + 1):
         for file, partitions in delta.added_files(path, version):
-            t = pq.read_table(file)
+            t = pq.read_table(store.to_fs_path(file), filesystem=store.filesystem_for(file))
             for key, value in partitions.items():
                 if key not in t.column_names:
                     t = t.append_column(key, pa.array([value] * t.num_rows, pa.string()))

@@ -8,7 +8,8 @@ the split into days 1.43, the content hash 0.72, UUIDv7 ids 0.29, fsync 0.14, st
 So the split is a filter of each column by a day mask, run by the thread that then writes that day (pyarrow
 releases the GIL: both cores encode), the content hash is computed in the same thread (`prepare`), and a
 batch that is all one day, the streaming case, is never copied at all. Files are fsynced before they are
-committed, which delta-rs does not do (lake/durable.py).
+committed, which delta-rs does not do (lake/durable.py). On object storage (lake/store.py) the files go
+through the root's pyarrow S3 filesystem and a finished upload is durable, so there is nothing to sync.
 """
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake.transaction import AddAction
 
+from lake import store
 from lake.durable import fsync_all, parents_up_to
+from lake.store import Location
 
 PARTITION = "day"
 ROW_GROUP_ROWS = 128 * 1024  # DuckDB reads row groups in parallel; one 1M-row group would use one core
@@ -51,7 +54,7 @@ def plain_columns(schema: pa.Schema) -> list[str]:
 
 @dataclass(frozen=True)
 class WrittenFile:
-    path: Path  # absolute
+    path: Path | str  # absolute: a local Path, or an object-store URI
     action: AddAction
 
 
@@ -75,7 +78,7 @@ def _filter(table: pa.Table, mask: pa.Array) -> pa.Table:
 Prepare = Callable[[pa.Table], pa.Table]
 
 
-def write_partitioned(table_dir: Path, data: pa.Table, *, prepare: Prepare | None = None, fsync: bool = True,
+def write_partitioned(table_dir: Location, data: pa.Table, *, prepare: Prepare | None = None, fsync: bool = True,
                       workers: int | None = None) -> list[WrittenFile]:
     """Write `data` under `table_dir/day=<d>/` as one file per day; with `fsync` the files and their directories
     (up to `table_dir`) are synced before this returns.
@@ -84,6 +87,9 @@ def write_partitioned(table_dir: Path, data: pa.Table, *, prepare: Prepare | Non
     lake adds the content hash there, so hashing one day overlaps with encoding another.
     """
     parts = _partitions(data)
+    remote = store.is_url(table_dir)
+    fs = store.filesystem_for(table_dir)
+    fsync = fsync and not remote
     workers = max(1, min(len(parts), workers or os.cpu_count() or 1))
 
     def write(part: tuple[str, pa.Table | tuple[pa.Table, pa.Array]]) -> WrittenFile:
@@ -93,11 +99,13 @@ def write_partitioned(table_dir: Path, data: pa.Table, *, prepare: Prepare | Non
         if prepare is not None:
             rows = prepare(rows)
         rel = f"{PARTITION}={day}/part-00000-{uuid.uuid4()}-c000.zstd.parquet"
-        path = table_dir / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = store.join(table_dir, rel)
+        if not remote:
+            path.parent.mkdir(parents=True, exist_ok=True)
         collector: list[pq.FileMetaData] = []
-        pq.write_table(rows, str(path), metadata_collector=collector, **parquet_options(rows.schema))
-        size = path.stat().st_size
+        pq.write_table(rows, store.to_fs_path(path), filesystem=fs, metadata_collector=collector,
+                       **parquet_options(rows.schema))
+        size = fs.get_file_info(store.to_fs_path(path)).size
         action = AddAction(rel, size, {PARTITION: day}, int(time.time() * 1000), True,  # dataChange: new rows
                            file_stats(collector[0], rows.schema))
         return WrittenFile(path, action)

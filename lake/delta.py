@@ -1,16 +1,23 @@
-"""Thin helpers over delta-rs: table creation, guarded appends, commit log reading."""
+"""Thin helpers over delta-rs: table creation, guarded appends, commit log reading.
+
+A table's location is a local Path or an object-store URI (lake/store.py); the log is read through the
+store's pyarrow filesystem, never with open(), and fsync applies to local tables only.
+"""
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Mapping
 from urllib.parse import unquote
 
 import pyarrow as pa
 from deltalake import ColumnProperties, CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 
 from lake.data_files import ROW_GROUP_ROWS, Prepare, plain_columns, write_partitioned
+from lake import store
 from lake.durable import fsync_all, parents_up_to
 from lake.schemas import table_schema
+from lake.store import Location
 
 # write_deltalake defaults to snappy (2x the disk of zstd, measured in lake-design.md). Compaction writes
 # the long-lived files, so it takes a higher level than the hot path's (lake.data_files.ZSTD_LEVEL).
@@ -32,12 +39,13 @@ def compact_properties(table: str) -> WriterProperties:
 CHECKPOINT_INTERVAL = 10
 
 
-def create_table(path: Path, table: str) -> DeltaTable:
+def create_table(path: Location, table: str, storage_options: Mapping[str, str] | None = None) -> DeltaTable:
     return DeltaTable.create(str(path), table_schema(table), mode="ignore", partition_by=["day"], name=table,
-                             configuration={"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)})
+                             configuration={"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)},
+                             storage_options=storage_options)
 
 
-def append(dt: DeltaTable, table_dir: Path, data: pa.Table, transactions: dict[str, int], *,
+def append(dt: DeltaTable, table_dir: Location, data: pa.Table, transactions: dict[str, int], *,
            prepare: Prepare | None = None, fsync: bool = True) -> int:
     """Append `data` as one Delta version that also records each writer's batch sequence; returns the version.
 
@@ -49,6 +57,7 @@ def append(dt: DeltaTable, table_dir: Path, data: pa.Table, transactions: dict[s
     written (lake.data_files.write_partitioned: per partition, in the writing threads).
     """
     props = CommitProperties(app_transactions=[Transaction(app, seq) for app, seq in transactions.items()])
+    fsync = fsync and not store.is_url(table_dir)  # object storage: a PUT is durable when it returns
     before = dt.version()
     columns = (prepare(data.slice(0, 0)) if prepare else data).column_names
     if data.num_rows == 0 or set(columns) - {f.name for f in dt.schema().fields}:
@@ -70,9 +79,13 @@ def append(dt: DeltaTable, table_dir: Path, data: pa.Table, transactions: dict[s
     return version
 
 
-def sync_commit(table_dir: Path, version: int, files: list[str | Path] = ()) -> None:
+def sync_commit(table_dir: Location, version: int, files: list[str | Path] = ()) -> None:
     """fsync a commit: `files` (data it added that is not synced yet) and their directories, then the log
-    entry and `_delta_log`; data first, so a durable log entry never points at data that is not."""
+    entry and `_delta_log`; data first, so a durable log entry never points at data that is not. Nothing to
+    do on object storage."""
+    if store.is_url(table_dir):
+        return
+    table_dir = Path(table_dir)
     files = [Path(f) for f in files]
     if files:
         fsync_all(files + parents_up_to(files, table_dir))
@@ -80,7 +93,7 @@ def sync_commit(table_dir: Path, version: int, files: list[str | Path] = ()) -> 
     fsync_all([log, log.parent])
 
 
-def _version_adding(table_dir: Path, rel_path: str, first: int) -> int:
+def _version_adding(table_dir: Location, rel_path: str, first: int) -> int:
     """The version from `first` on whose commit adds `rel_path` (a compaction may have committed before it)."""
     version = first
     while True:
@@ -94,19 +107,18 @@ def _version_adding(table_dir: Path, rel_path: str, first: int) -> int:
         version += 1
 
 
-def commit_actions(path: Path, version: int) -> list[dict]:
-    """The actions of one commit, read from `_delta_log/<version>.json`."""
-    log = path / "_delta_log" / f"{version:020d}.json"
-    with open(log, "rb") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+def commit_actions(path: Location, version: int) -> list[dict]:
+    """The actions of one commit, read from `_delta_log/<version>.json` through the table's filesystem."""
+    data = store.read_bytes(store.join(path, "_delta_log", f"{version:020d}.json"))
+    return [json.loads(line) for line in data.splitlines() if line.strip()]
 
 
-def added_files(path: Path, version: int, new_data_only: bool = True) -> list[tuple[str, dict[str, str]]]:
+def added_files(path: Location, version: int, new_data_only: bool = True) -> list[tuple[str, dict[str, str]]]:
     """Files a commit adds: by default only new data, `add` actions with dataChange=true (compaction adds are
     dataChange=false); every add with `new_data_only=False`."""
     out = []
     for action in commit_actions(path, version):
         add = action.get("add")
         if add and (add.get("dataChange", True) or not new_data_only):
-            out.append((str(path / unquote(add["path"])), add.get("partitionValues") or {}))
+            out.append((str(store.join(path, unquote(add["path"]))), add.get("partitionValues") or {}))
     return out

@@ -6,20 +6,31 @@ cursor, so snapshots on one database do not see each other's tables, views or va
 caches Parquet footers (`parquet_metadata_cache`), safe because a lake never rewrites a data file in place:
 a snapshot opened after another reads no footer twice. The schema goes when its cursor is closed or
 garbage-collected (a relation keeps its cursor alive, so `lake.snapshot().sql(q).fetchall()` is safe).
+
+Object storage: DuckDB reads s3:// through its httpfs extension, which is downloaded at run time (`INSTALL
+httpfs` fails offline: docs/lake-design.md, section 1) and is not shipped for DuckDB 2.x on PyPI. So each
+object-store root is registered as an fsspec filesystem (pyarrow's S3FileSystem with the lake's credentials,
+wrapped by fsspec's ArrowFSWrapper) under a protocol of its own, and a snapshot names its files with that
+protocol (`lake3x1f2e...://bucket/key`): two roots with different credentials coexist in one process.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import threading
 import weakref
 
 import duckdb
+from fsspec.implementations.arrow import ArrowFSWrapper
+
+from lake.store import Store
 
 _lock = threading.Lock()
 _db: duckdb.DuckDBPyConnection | None = None
 _db_pid = -1
 _names = itertools.count()
+_protocols: dict[str, str] = {}  # object-store root -> the protocol registered for it on `_db`
 
 
 def database() -> duckdb.DuckDBPyConnection:
@@ -30,6 +41,7 @@ def database() -> duckdb.DuckDBPyConnection:
             _db = duckdb.connect()
             _db.execute("SET GLOBAL parquet_metadata_cache = true")  # a config key at connect needs parquet loaded
             _db_pid = os.getpid()
+            _protocols.clear()
         return _db
 
 
@@ -50,3 +62,36 @@ def _drop_schema(db: duckdb.DuckDBPyConnection, name: str) -> None:
             cur.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
     except duckdb.ConnectionException:  # the database closed first (interpreter exit)
         pass
+
+
+class _StoreFS(ArrowFSWrapper):
+    """An object-store root's pyarrow filesystem as DuckDB sees it: `<protocol>://bucket/key` -> `bucket/key`.
+    Subclassed per root (`_store_fs`): fsspec reads `protocol` from the class."""
+
+    protocol = "lake"
+    root_marker = ""
+
+    @classmethod
+    def _strip_protocol(cls, path: str) -> str:
+        prefix = f"{cls.protocol}://"
+        return (path[len(prefix):] if path.startswith(prefix) else path).rstrip("/")
+
+
+def _store_fs(store: Store, protocol: str) -> _StoreFS:
+    return type(f"StoreFS_{protocol}", (_StoreFS,), {"protocol": protocol})(store.fs)
+
+
+def file_names(store: Store, uris: list[str]) -> list[str]:
+    """The names under which DuckDB reads `uris` (data files of `store`): local paths as they are; object-store
+    URIs under the protocol registered for their root on the process's database."""
+    if store.local:
+        return list(uris)
+    db = database()
+    with _lock:
+        root = str(store.root)
+        protocol = _protocols.get(root)
+        if protocol is None:
+            protocol = _protocols[root] = f"lake{hashlib.sha256(root.encode()).hexdigest()[:12]}"
+            db.register_filesystem(_store_fs(store, protocol))
+    scheme = root.split("://", 1)[0] + "://"
+    return [f"{protocol}://{u[len(scheme):]}" for u in uris]

@@ -23,14 +23,16 @@ from lake.locks import CommitGuard, TableLocks
 from lake.records import validate_records
 from lake.schemas import DEFAULT_EVENT_TYPES, SCHEMA_VERSIONS, TABLES, payload_schema
 from lake.snapshot import Snapshot
-from lake.tables import MARKER, TableSet
+from lake.store import Store, is_url
+from lake.tables import TableSet, init_layout
 
 DEFAULT_ROOT = "data/lake"
 
 
-def resolve_root(path: str | os.PathLike | None) -> Path:
-    """--lake PATH, else $LAKE_ROOT, else ./data/lake."""
-    return Path(path or os.environ.get("LAKE_ROOT") or DEFAULT_ROOT)
+def resolve_root(path: str | os.PathLike | None) -> Path | str:
+    """--lake PATH, else $LAKE_ROOT, else ./data/lake; an object-store URL (s3://bucket/prefix) stays a str."""
+    root = path or os.environ.get("LAKE_ROOT") or DEFAULT_ROOT
+    return os.fspath(root) if is_url(root) else Path(root)
 
 
 def process_writer_id(name: str = "lake") -> str:
@@ -45,8 +47,10 @@ class Lake:
     both resolve a None path with `resolve_root`. `Lake(root)` is `open` without the resolution.
     """
 
-    def __init__(self, root: str | os.PathLike, views_dir: str | os.PathLike | None = None, *, fsync: bool = True):
-        self.table_set = TableSet(root)  # raises LakeError when root holds no lake
+    def __init__(self, root: str | os.PathLike, views_dir: str | os.PathLike | None = None, *, fsync: bool = True,
+                 storage_options: Mapping[str, str] | None = None):
+        # root: a directory or an s3:// URL, whose credentials come from storage_options or AWS_* (lake/store.py)
+        self.table_set = TableSet(root, storage_options)  # raises LakeError when root holds no lake
         # fsync every commit's files, log entry and directories before acknowledging (lake/durable.py);
         # False keeps commits safe against a killed process but not against a power loss (benchmarks only)
         self.fsync = fsync
@@ -58,28 +62,28 @@ class Lake:
         self._seqs: dict[str, tuple[int, dict[str, int]]] = {}  # table -> (version, writer -> last seq at it)
         self._writers: dict[str, Writer] = {}
         self._default_writer: Writer | None = None
-        self._locks = TableLocks(self.root)
+        self._locks = TableLocks(self.root, self.table_set.store.lock_dir())
         # table -> the guard that drops rows whose key is in the lake already, at commit time (lake/locks.py)
         self.guards: dict[str, CommitGuard] = {}
 
     # -- layout -----------------------------------------------------------------------------------------
     @classmethod
     def open(cls, root: str | os.PathLike | None = None, views_dir: str | os.PathLike | None = None, *,
-             fsync: bool = True) -> "Lake":
+             fsync: bool = True, storage_options: Mapping[str, str] | None = None) -> "Lake":
         """The existing lake at `root` (None: $LAKE_ROOT, else ./data/lake); LakeError if there is none."""
-        return cls(resolve_root(root), views_dir, fsync=fsync)
+        return cls(resolve_root(root), views_dir, fsync=fsync, storage_options=storage_options)
 
     @classmethod
     def init(cls, root: str | os.PathLike | None = None, views_dir: str | os.PathLike | None = None, *,
-             fsync: bool = True) -> "Lake":
+             fsync: bool = True, storage_options: Mapping[str, str] | None = None) -> "Lake":
         """Create the lake at `root` (None: $LAKE_ROOT, else ./data/lake) with every table; safe to run again."""
-        root = resolve_root(root)
-        (root / MARKER / "consumers").mkdir(parents=True, exist_ok=True)
+        store = Store(resolve_root(root), storage_options)
         for table in TABLES:
-            delta.create_table(root / table, table)
+            delta.create_table(store.uri(table), table, store.storage_options)
             if fsync:
-                delta.sync_commit(root / table, 0)
-        return cls(root, views_dir, fsync=fsync)
+                delta.sync_commit(store.uri(table), 0)
+        init_layout(store)  # the marker last: a lake whose init was cut short is no lake yet
+        return cls(store.root, views_dir, fsync=fsync, storage_options=storage_options)
 
     def tables(self) -> list[str]:
         return self.table_set.tables()

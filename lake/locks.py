@@ -37,8 +37,9 @@ class CommitGuard(Protocol):
 class TableLocks:
     """The commit locks of one lake (a lock file per table, opened once, kept open)."""
 
-    def __init__(self, root: Path):
-        self.dir = Path(root) / MARKER / "locks"
+    def __init__(self, root: Path, directory: Path | None = None):
+        # `directory`: where an object-store lake keeps its lock files (lake.store.Store.lock_dir)
+        self.dir = Path(directory) if directory else Path(root) / MARKER / "locks"
         self._fds: dict[str, int] = {}
         self._mutex = threading.Lock()
 

@@ -1,10 +1,11 @@
 """Compaction, consumer-aware vacuum and history.
 
-Compactions of one table are serialised across processes by an flock on `_lachesis/locks/compact-<table>`,
-and each loads the table only once it holds the lock. Measured with delta-rs 1.6.6: two `optimize.compact`
+Compactions of one table are serialised across processes by an flock on `<lock dir>/compact-<table>` (the
+lake's `_lachesis/locks`, or a local directory per object-store root: lake/store.py), and each loads the table only once it holds the lock. Measured with delta-rs 1.6.6: two `optimize.compact`
 calls whose tables were loaded at the same version both commit (no conflict is raised), and the rows of the
 partition are then in the table twice. Writers never take this lock. The kernel drops an flock when its
-process dies, so a killed compactor leaves nothing stale.
+process dies, so a killed compactor leaves nothing stale. On object storage the lock covers one machine:
+run compaction from one place (docs/scale-out.md).
 """
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 from urllib.parse import unquote
 
-from lake import delta
-from lake.tables import MARKER, TableSet
+from lake import delta, store
+from lake.tables import TableSet
 
 DEFAULT_RETENTION_HOURS = 168  # Delta's default: readers pinned to a week-old snapshot keep working
 
@@ -44,7 +45,7 @@ def compact(tables: TableSet, table: str, day: str | None = None, target_size: i
 @contextmanager
 def compaction_lock(tables: TableSet, table: str) -> Iterator[None]:
     """Hold the table's compaction lock (blocking) for the duration of the block."""
-    path = tables.root / MARKER / "locks" / f"compact-{tables.table_path(table).name}"
+    path = tables.store.lock_dir() / f"compact-{table}"
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -63,7 +64,7 @@ def protected_files(tables: TableSet, table: str) -> set[str]:
     keep = set()
     for version in range(min(offsets) + 1, tables.version(table) + 1):
         for file, _ in delta.added_files(path, version):
-            keep.add(os.path.normpath(file))
+            keep.add(_normal(file))
     return keep
 
 
@@ -76,17 +77,22 @@ def vacuum(tables: TableSet, table: str, retention_hours: int = DEFAULT_RETENTIO
     keep = protected_files(tables, table)
     deleted, kept = [], []
     for rel in candidates:
-        full = os.path.normpath(str(root / unquote(rel)))
-        if not os.path.exists(full):  # deleted by an earlier vacuum; Delta still lists its tombstone
+        full = _normal(store.join(root, unquote(rel)))
+        if not store.exists(full):  # deleted by an earlier vacuum; Delta still lists its tombstone
             continue
         if full in keep:
             kept.append(rel)
             continue
         if not dry_run:
-            os.unlink(full)
+            store.delete_file(full)
         deleted.append(rel)
     return {"table": table, "deleted": len(deleted), "kept_for_consumers": len(kept), "dry_run": dry_run,
             "files": deleted}
+
+
+def _normal(location) -> str:
+    """One spelling per file: a normalised local path, or the URI as the log names it."""
+    return str(location) if store.is_url(location) else os.path.normpath(str(location))
 
 
 def history(tables: TableSet, table: str, limit: int | None = None) -> list[dict[str, Any]]:

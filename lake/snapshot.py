@@ -1,7 +1,7 @@
 """A pinned, read-only view of the lake in DuckDB (a cursor with a schema of its own, lake/duck.py).
 
 Each table is a view over the data files of its pinned Delta version (the snapshot's file list, never a
-glob: a glob sees duplicates during compaction). Then every `views/*.sql` file becomes a view; a file holds
+glob: a glob sees duplicates during compaction), on a local disk or object storage (lake/duck.py). Then every `views/*.sql` file becomes a view; a file holds
 one SELECT and its name is the view's name.
 """
 from __future__ import annotations
@@ -99,7 +99,8 @@ class Snapshot:
         per_file = self.table_set.file_columns(files)
         present = frozenset().union(*per_file) | {"day"}
         union = ", union_by_name=true" if any(cols != per_file[0] for cols in per_file) else ""
-        source = (f"read_parquet([{', '.join(_quote(f) for f in files)}], hive_partitioning=true, "
+        names = duck.file_names(self.table_set.store, files)  # object storage: through lake.duck's bridge
+        source = (f"read_parquet([{', '.join(_quote(f) for f in names)}], hive_partitioning=true, "
                   f"hive_types_autocast=false{union})")
         cols = []
         for field in fields:

@@ -171,7 +171,8 @@ def export_snapshot(snap: Snapshot, view: str, output: str | os.PathLike, *, for
                     rows_per_file: int = ROWS_PER_FILE, allow_empty: bool = True, license: str | None = None) -> dict:
     """Export `view` of an open snapshot (see export_view); nothing is written when it raises. `license` is the
     dataset card's, for format hf."""
-    check_outside_lake(Path(output), snap.table_set.root)
+    if snap.table_set.store.local:  # a lake on object storage holds no local folder
+        check_outside_lake(Path(output), snap.table_set.root)
     if format == "hf":  # datasets is an optional, slow import: only this format loads it
         from views.export_hf import export_snapshot_hf
         return export_snapshot_hf(snap, view, output, where=where, overwrite=overwrite, variables=variables,
