@@ -74,7 +74,8 @@ def _both(name: str, *extra: str) -> tuple[str, ...]:
 ONLINE_OPTIONS = [
     ("env", "--env"), ("steps", "--steps"), _both("eval_interval"), ("model", "--model"), ("init", "--init"),
     ("config", "--config"), ("tasks_file", "--tasks"), ("output", "--output"), ("resume", "--resume"),
-    ("lake_root", "--lake"), ("seed", "--seed"), _both("micro_batch"), _both("max_context"), ("threads", "--threads"),
+    ("lake_root", "--lake"), ("seed", "--seed"), _both("micro_batch"), _both("max_context"), ("actors", "--actors"),
+    ("threads", "--threads"),
     ("device", "--device"), ("report_to", "--report-to", "--report_to"), ("plot", "--plot/--no-plot"),
 ]
 TRANSFER_INIT_OPTIONS = [
@@ -84,7 +85,7 @@ TRANSFER_INIT_OPTIONS = [
 TRANSFER_TRAIN_OPTIONS = [
     _both("max_steps"), ("method", "--method"), ("spec", "--spec"), _both("eval_interval"), ("data", "--data"),
     _both("batch_size"), ("config", "--config"), ("lake_root", "--lake"), ("output", "--output"),
-    ("resume", "--resume"), ("seed", "--seed"), ("threads", "--threads"), ("device", "--device"),
+    ("resume", "--resume"), ("seed", "--seed"), ("actors", "--actors"), ("threads", "--threads"), ("device", "--device"),
     ("report_to", "--report-to", "--report_to"), ("plot", "--plot/--no-plot"),
 ]
 
@@ -121,11 +122,11 @@ RUN_KEYS = ("env", "steps", "rollouts", "success_before", "success_after", "rewa
 
 
 def _online(values: dict, as_json: bool, quiet: bool) -> None:
-    from trainers.online import run_online
+    from trainers.learner import train_online
     from trainers.rl_config import OnlineConfig
 
     cfg = _guarded(lambda: OnlineConfig(**values, progress=not (quiet or as_json)))
-    _report(_guarded(run_online, cfg, _stderr_console(quiet or as_json)), as_json, RUN_KEYS)
+    _report(_guarded(train_online, cfg, _stderr_console(quiet or as_json)), as_json, RUN_KEYS)
 
 
 def _transfer_init(values: dict, as_json: bool, quiet: bool) -> None:

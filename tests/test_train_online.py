@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from train_helpers import REPO, tiny_dir  # noqa: F401  (session fixture)
+from tests.fault_figures import record
 
 B, G, STEPS = 2, 2, 6  # tasks per step, rollouts per task, steps of the killed run
 
@@ -64,10 +65,19 @@ def test_online_rollouts_in_the_lake_with_versions_and_scaled_step_rewards(tiny_
 
     cfg = OnlineConfig(env="shell", steps=3, eval_interval=2, config=str(write_project(tmp_path / "l.toml",
                        reward_scale=2.5)), tasks_file=str(write_tasks(tmp_path / "tasks.jsonl")),
-                       output=str(tmp_path / "run"), lake_root=str(lake_root), progress=False)
+                       output=str(tmp_path / "run"), lake_root=str(lake_root), progress=False, device="cpu",
+                       report_to="tensorboard")
     summary = run_online(cfg)
     run_id = summary["run_id"]
     assert summary["steps"] == 3 and summary["rollouts"] == 3 * B * G
+    recorded = _recorded_config(lake_root, tmp_path / "run", run_id)
+    assert (recorded["device"], recorded["report_to"], recorded["actors"]) == ("cpu", "tensorboard", 1)
+    assert recorded["project"]["reward_scale"] == 2.5 and recorded["policy"]["full"] is True
+    events = _tb_scalars(tmp_path / "run")  # TensorBoard got what train_log.jsonl holds
+    logged = [json.loads(x) for x in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
+    assert [v for _, v in events["train/reward_mean"]] == pytest.approx([r["reward_mean"] for r in logged
+                                                                         if "reward_mean" in r and not r.get("summary")])
+    assert [s for s, _ in events["eval/success_rate"]] == [0, 2, 3]
 
     rows = sql(lake_root, f"""SELECT policy_version, split, reward, success, steps,
                                      json_extract(metadata, '$.step')::INT AS step FROM trajectories
@@ -97,15 +107,41 @@ def test_online_rollouts_in_the_lake_with_versions_and_scaled_step_rewards(tiny_
     assert (tmp_path / "run" / "eval_curve.png").stat().st_size > 0
 
 
+def _recorded_config(lake_root: Path, run_dir: Path, run_id: str) -> dict:
+    """The config the run folder recorded, checked to be the one its `runs` train event holds."""
+    folder = json.loads((run_dir / "config.json").read_text())
+    event = sql(lake_root, f"SELECT config FROM runs WHERE run_id = '{run_id}' AND kind = 'train'")
+    assert len(event) == 1
+    in_lake = event[0]["config"] if isinstance(event[0]["config"], dict) else json.loads(event[0]["config"])
+    assert in_lake == {k: v for k, v in folder.items() if k not in ("command", "method", "model_path")}
+    return folder
+
+
+def _tb_scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir / "tb"))
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
 def test_bad_input_is_one_line_before_any_work(tmp_path, lake_root):
     from trainers.errors import TrainerInputError
     from trainers.online import run_online
-    from trainers.rl_config import OnlineConfig
+    from trainers.rl_config import OnlineConfig, TransferTrainConfig
 
     with pytest.raises(TrainerInputError, match="unknown task/environment 'nope'"):
         OnlineConfig(env="nope")
     with pytest.raises(TrainerInputError, match="--eval-interval must be at least 1"):
         OnlineConfig(eval_interval=0)
+    with pytest.raises(TrainerInputError, match="--actors must be at least 1"):
+        OnlineConfig(actors=0)
+    with pytest.raises(TrainerInputError, match="unknown --report-to 'tb'"):
+        OnlineConfig(report_to="tb")
+    with pytest.raises(TrainerInputError, match="unknown --device 'tpu'"):
+        TransferTrainConfig(device="tpu")
+    with pytest.raises(TrainerInputError, match="unknown --report-to 'csv'"):
+        TransferTrainConfig(report_to="csv")
     with pytest.raises(TrainerInputError, match="--device cuda"):  # this machine has no CUDA
         run_online(OnlineConfig(env="shell", device="cuda", lake_root=str(lake_root), output=str(tmp_path / "r")))
     with pytest.raises(TrainerInputError, match="no run folder there"):
@@ -151,6 +187,9 @@ def test_kill_9_then_resume_neither_repeats_nor_skips_a_step(tiny_dir, tmp_path,
                          capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stderr[-2000:]
     steps = _log_steps(run_dir / "train_log.jsonl")
+    logged = [r["step"] for r in steps]
+    record(f"rl_train_online kill -9 at step {kill_at}, then --resume", tried=STEPS, unit="training steps",
+           repeated=len(logged) - len(set(logged)), skipped=len(set(range(1, STEPS + 1)) - set(logged)))
     assert [r["step"] for r in steps] == list(range(1, STEPS + 1))  # each step once, in order
     assert [r["data_position"] for r in steps] == [B * s for s in range(1, STEPS + 1)]
     resumed_from = max(s for s in range(0, STEPS + 1, 2) if s < min(kill_at + 1, max(before) + 1))
@@ -218,8 +257,14 @@ def test_train_transfer_keeps_frozen_layers_bit_identical(source_lake, tmp_path,
                                          output=str(tmp_path / "spec.json")))
     summary = run_train_transfer(TransferTrainConfig(method=method, max_steps=2, eval_interval=5, batch_size=4,
                                                      spec=str(tmp_path / "spec.json"), lake_root=str(source_lake),
-                                                     config=str(project),
+                                                     config=str(project), device="cpu", report_to="tensorboard",
                                                      output=str(tmp_path / "target"), progress=False))
+    # the run folder and the runs event record the whole config: the transfer spec and lachesis.toml's values too
+    recorded = _recorded_config(source_lake, tmp_path / "target", summary["run_id"])
+    assert (recorded["device"], recorded["report_to"], recorded["command"]) == ("cpu", "tensorboard",
+                                                                               "rl_train_transfer")
+    assert recorded["transfer"]["freeze_layers"] == [0] and recorded["project"]["learning_rate"] == 3e-3
+    assert "train/loss" in _tb_scalars(tmp_path / "target")
     report = json.loads((tmp_path / "target" / "frozen_checksums.json").read_text())
     assert report["frozen_identical"] and report["before"] == report["after"]
     assert report["layers"] == [0] and report["frozen_tensors"] == 10  # embeddings + layer 0's 9 tensors

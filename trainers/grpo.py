@@ -53,6 +53,24 @@ class Rollout(Episode):
         return sum(b - a for a, b in self.spans)
 
 
+@dataclass
+class SampledSequence:
+    """A rollout as a learner reads it back from the lake (`tokens`, and `masks` marking what the policy sampled):
+    trained exactly as the Rollout an actor played."""
+
+    ids: list[int]
+    mask: list[int]  # 1 where the policy sampled the token
+    advantage: float = 0.0
+    tail: tuple = ()  # a Rollout's final turn is already in the lake's tokens
+
+    def sequence(self) -> tuple[list[int], list[int]]:
+        return list(self.ids), list(self.mask)
+
+    @property
+    def generated_tokens(self) -> int:
+        return sum(self.mask)
+
+
 def group_advantages(returns: list[float], groups: list[int]) -> list[float]:
     """(R - group mean) / (group std + eps); 0 for every member of a group with equal returns."""
     by: dict[int, list[float]] = {}

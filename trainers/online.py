@@ -55,6 +55,7 @@ SOURCE = "rl_train_online"
 METHOD = "online"
 GENERATE_BATCH = 64  # episodes generated together (all of a step's episodes for the usual batch x group sizes)
 EVAL_BATCH = 64
+MASKED = -100  # a token of `masks` the policy did not sample (Atropos' convention)
 
 
 def settle_project(cfg: OnlineConfig) -> ProjectConfig:
@@ -81,7 +82,7 @@ class TaskStream:
         return self.tasks[self._orders[epoch][i]]
 
 
-# ----------------------------------------------------------------------------------------------- the trainer
+# ----------------------------------------------------------------------------------------------- rollouts
 @dataclass
 class StepResult:
     rollouts: list[Rollout]
@@ -89,6 +90,52 @@ class StepResult:
     generate_s: float
 
 
+def play_groups(model, tok, cfg: OnlineConfig, hp: ProjectConfig, stream: TaskStream, position: int,
+                seed_key: int) -> StepResult:
+    """`batch_size` tasks from `position` of the stream, each played `group_size` times with the policy's samples
+    (group b = the task at position + b); episode seeds come from the project seed and `seed_key` (the step, or
+    an actor's batch), so the same key replays the same episodes."""
+    t0 = time.perf_counter()
+    env_kw = {"tasks": cfg.tasks_file} if cfg.tasks_file else {"split": "train"}
+    eps = []
+    for b in range(hp.batch_size):
+        task = stream.at(position + b)
+        for g in range(hp.group_size):
+            seed = (hp.seed * 1_000_003 + seed_key) * 10_007 + b * hp.group_size + g
+            env = envs.make(cfg.env, max_steps=hp.max_turns, reward_weights=reward_weights(hp), **env_kw)
+            eps.append(Rollout(env, task.task_id, seed, tok, group=b))
+    s = EvalSettings(task=cfg.env, batch_size=GENERATE_BATCH, max_context=cfg.max_context,
+                     max_turns=hp.max_turns, tasks_file=cfg.tasks_file)
+    model.eval()
+    try:
+        gen_s = play(eps, lambda prompts, _e: generate_batch(model, tok, prompts, hp.max_completion_length,
+                                                             hp.temperature), tok, s)
+    finally:
+        for e in eps:
+            e.env.close()
+    returns = [e.recorder.reward for e in eps]
+    for e, a in zip(eps, group_advantages(returns, [e.group for e in eps])):
+        e.advantage = a
+    return StepResult(eps, time.perf_counter() - t0, gen_s)
+
+
+def rollout_rows(res: StepResult, label: str, hp: ProjectConfig, source: str, version: str, group_prefix: str,
+                 position: int, metadata: dict) -> list[dict]:
+    """The lake rows of a step's rollouts: policy_version, per-step rewards, the group, and the token ids with
+    the sampled ones marked (`tokens`, `masks` as Atropos writes them: -100 where the policy did not sample),
+    so a learner in another process trains on exactly what the actor sampled."""
+    rows = []
+    for e in res.rollouts:
+        ids, sampled = e.sequence()
+        rec = e.recorder.record(
+            model=label, policy_version=version, source=source, group_id=f"{group_prefix}/{e.group}", seed=e.seed,
+            metadata={**metadata, "advantage": e.advantage, "temperature": hp.temperature,
+                      "reward_scale": hp.reward_scale, "data_position": position + e.group})
+        rows.append({**rec, "tokens": ids, "masks": [t if m else MASKED for t, m in zip(ids, sampled)]})
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------- the trainer
 class OnlineTrainer:
     """One run: its folder, policy, optimizer, task stream and lake writer. `run_all()` trains to the last step."""
 
@@ -110,13 +157,13 @@ class OnlineTrainer:
         self.opt = torch.optim.AdamW(self.params, lr=hp.learning_rate, betas=(0.9, 0.99), weight_decay=0.0)
         warm = min(10, cfg.steps // 10)
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
-        self.env_kw = {"tasks": cfg.tasks_file} if cfg.tasks_file else {"split": "train"}
         self.stream = TaskStream(load_eval_tasks(cfg.env, "train", cfg.tasks_file), hp.seed)
         self.test_tasks = load_eval_tasks(cfg.env, "test", cfg.tasks_file)[: hp.eval_episodes]
         self.writer = run.lake.writer(f"{SOURCE}:{self.run_id}")
         self._pending = None
         self.log_lines = 0
         self.step, self.position = 0, 0
+        self.checkpoint_every, self.keep_checkpoints = hp.checkpoint_every, 2
         self.evals: list[dict] = []
         self.train_returns: list[tuple[int, float]] = []
         self.totals = {"rollouts": 0, "rollout_s": 0.0, "update_s": 0.0, "train_tokens": 0, "sampled_tokens": 0,
@@ -173,34 +220,11 @@ class OnlineTrainer:
 
     # -------------------------------------------------------------------------------- one step
     def rollouts(self, step: int) -> StepResult:
-        hp = self.hp
-        t0 = time.perf_counter()
-        eps = []
-        for b in range(hp.batch_size):
-            task = self.stream.at(self.position + b)
-            for g in range(hp.group_size):
-                seed = (hp.seed * 1_000_003 + step) * 10_007 + b * hp.group_size + g
-                env = envs.make(self.cfg.env, max_steps=hp.max_turns, reward_weights=reward_weights(hp), **self.env_kw)
-                eps.append(Rollout(env, task.task_id, seed, self.tok, group=b))
-        s = EvalSettings(task=self.cfg.env, batch_size=GENERATE_BATCH, max_context=self.cfg.max_context,
-                         max_turns=hp.max_turns, tasks_file=self.cfg.tasks_file)
-        self.model.eval()
-        try:
-            gen_s = play(eps, lambda prompts, _e: generate_batch(self.model, self.tok, prompts, hp.max_completion_length,
-                                                                 hp.temperature), self.tok, s)
-        finally:
-            for e in eps:
-                e.env.close()
-        return StepResult(eps, time.perf_counter() - t0, gen_s)
+        return play_groups(self.model, self.tok, self.cfg, self.hp, self.stream, self.position, step)
 
     def rollout_records(self, step: int, res: StepResult) -> list[dict]:
-        version = step - 1
-        return [e.recorder.record(
-            model=self.label, policy_version=str(version), source=SOURCE, group_id=f"{self.run_id}/{step}/{e.group}",
-            seed=e.seed, metadata={"train_run_id": self.run_id, "step": step, "advantage": e.advantage,
-                                   "temperature": self.hp.temperature, "reward_scale": self.hp.reward_scale,
-                                   "data_position": self.position + e.group})
-            for e in res.rollouts]
+        return rollout_rows(res, self.label, self.hp, SOURCE, str(step - 1), f"{self.run_id}/{step}",
+                            self.position, {"train_run_id": self.run_id, "step": step})
 
     def update(self, rollouts: list[Rollout]):
         """One optimizer step on the batch's GRPO loss (none when no group had a signal); the schedule advances."""
@@ -225,8 +249,6 @@ class OnlineTrainer:
     def train_step(self, step: int) -> dict:
         res = self.rollouts(step)
         returns = [e.recorder.reward for e in res.rollouts]
-        for e, a in zip(res.rollouts, group_advantages(returns, [e.group for e in res.rollouts])):
-            e.advantage = a
         self._write("trajectories", self.rollout_records(step, res), seq=2 * step)
         stats, grad_norm, lr, update_s = self.update(res.rollouts)
         self.position += self.hp.batch_size
@@ -282,10 +304,15 @@ class OnlineTrainer:
         self.log(point)
         return point
 
-    def save_checkpoint(self, step: int) -> Path:
+    def save_checkpoint(self, step: int, record: bool = True) -> Path:
+        """The atomic checkpoint of `step`, then (`record`) its `runs` event."""
         self.flush()  # the lake holds every rollout up to this step before the checkpoint says so
-        state = {"run_id": self.run_id, "position": self.position, "log_lines": self.log_lines, "totals": self.totals}
-        path = checkpoint.save(self.run.path, step, self.model.save_pretrained, self.opt, self.sched, state)
+        state = {"run_id": self.run_id, "position": self.position, "log_lines": self.log_lines, "totals": self.totals,
+                 **self.checkpoint_state()}
+        path = checkpoint.save(self.run.path, step, self.model.save_pretrained, self.opt, self.sched, state,
+                               keep=self.keep_checkpoints)
+        if not record:
+            return path
         self._write("runs", [{"run_id": self.run_id, "kind": "checkpoint", "status": "completed", "model": self.label,
                               "adapter_path": str(checkpoint.weights(path).resolve()), "config": asdict(self.cfg),
                               "metrics": {"step": step}, "metadata": {"env": self.cfg.env, "step": step,
@@ -295,9 +322,20 @@ class OnlineTrainer:
         self.flush()
         return path
 
+    def rollout_plan(self) -> str:
+        return f"{self.hp.batch_size} tasks x {self.hp.group_size} rollouts per step"
+
+    def before_steps(self) -> None:
+        """Called once before this process's first evaluation and step (the learner starts its actors here)."""
+
+    def checkpoint_state(self) -> dict:
+        """What a subclass adds to a checkpoint's state.json (the learner: its lake offset)."""
+        return {}
+
     # -------------------------------------------------------------------------------- the run
     def run_all(self, progress=None) -> dict:
         cfg, hp = self.cfg, self.hp
+        self.before_steps()
         if self.step == 0:
             self.evaluate(0)
         for step in range(self.step + 1, cfg.steps + 1):
@@ -305,7 +343,7 @@ class OnlineTrainer:
             self.step = step
             if step % cfg.eval_interval == 0 or step == cfg.steps:
                 self.evaluate(step)
-            if step % hp.checkpoint_every == 0 or step == cfg.steps:
+            if step % self.checkpoint_every == 0 or step == cfg.steps:
                 self.save_checkpoint(step)
             if progress:
                 progress(step, rec)
@@ -354,7 +392,7 @@ def find_run_folder(ref: str, option: str) -> Path:
     raise TrainerInputError(f"{option} {ref}: no run folder there (neither {p} nor runs/{ref} has a config.json)")
 
 
-def _read_config(folder: Path) -> OnlineConfig:
+def read_run_config(folder: Path) -> OnlineConfig:
     """The config a stopped run recorded (rl_train_online's or rl_train_transfer's online one)."""
     raw = json.loads((folder / "config.json").read_text())
     cls = TransferOnlineConfig if raw.get("command") == TransferOnlineConfig.COMMAND else OnlineConfig
@@ -362,13 +400,15 @@ def _read_config(folder: Path) -> OnlineConfig:
     return cls(**{k: v for k, v in raw.items() if k in names and k != "resume"}, resume=str(folder))
 
 
-def start(cfg: OnlineConfig, method: str = METHOD) -> OnlineTrainer:
-    """A new run (folder, settled config, policy) or, with cfg.resume, the stopped run at its latest checkpoint."""
+def start(cfg: OnlineConfig, method: str = METHOD, make_trainer=OnlineTrainer) -> OnlineTrainer:
+    """A new run (folder, settled config, policy) or, with cfg.resume, the stopped run at its latest checkpoint.
+    `make_trainer(cfg, hp, spec, run, resume_from=None)` builds the trainer (trainers/learner.py: the learner of
+    actor processes when cfg.actors > 1)."""
     setup_env()
     pick_device(cfg.device)  # --device cuda where there is none: the one-line error before any work
     if cfg.resume:
         folder = find_run_folder(cfg.resume, "--resume")
-        rec = _read_config(folder)
+        rec = read_run_config(folder)
         if (folder / "summary.json").is_file():
             raise TrainerInputError(f"{folder} is a completed run (summary.json): nothing to resume; start a new run "
                                     "with --init to train on from it")
@@ -383,7 +423,7 @@ def start(cfg: OnlineConfig, method: str = METHOD) -> OnlineTrainer:
         run = RunFolder.reopen(folder, state["run_id"], rec, method, SOURCE, state["log_lines"])
         run.write_config(rec, spec.base)
         run.start_reporting(rec.report_to)
-        return OnlineTrainer(rec, hp, spec, run, resume_from=ckpt)
+        return make_trainer(rec, hp, spec, run, resume_from=ckpt)
     hp = settle_project(cfg)
     run = RunFolder.create(cfg, method, SOURCE)
     with run.setting_up():
@@ -393,17 +433,18 @@ def start(cfg: OnlineConfig, method: str = METHOD) -> OnlineTrainer:
                             "train_tasks": len(load_eval_tasks(cfg.env, "train", cfg.tasks_file))})
         run.write_config(cfg, spec.base)
         run.start_reporting(cfg.report_to)
-        trainer = OnlineTrainer(cfg, hp, spec, run)
+        trainer = make_trainer(cfg, hp, spec, run)
     return trainer
 
 
-def run_online(cfg: OnlineConfig, console=None, method: str = METHOD) -> dict:
-    """rl_train_online (and rl_train_transfer's online method): train, evaluate, checkpoint; returns the summary."""
-    trainer = start(cfg, method)
+def run_online(cfg: OnlineConfig, console=None, method: str = METHOD, make_trainer=OnlineTrainer) -> dict:
+    """rl_train_online (and rl_train_transfer's online method): train, evaluate, checkpoint; returns the summary.
+    Rollouts in this process; trainers/learner.py's `train_online` also runs them in actor processes."""
+    trainer = start(cfg, method, make_trainer)
     if console is not None:
         hp = trainer.hp
         console.print(f"[bold]{trainer.cfg.COMMAND}[/] {trainer.run_id} on {trainer.cfg.env}: step {trainer.step} -> "
-                      f"{trainer.cfg.steps}, {hp.batch_size} tasks x {hp.group_size} rollouts per step, "
+                      f"{trainer.cfg.steps}, {trainer.rollout_plan()}, "
                       f"{'full' if trainer.spec.full else 'LoRA'} ({sum(p.numel() for p in trainer.params):,} trainable), "
                       f"lr {hp.learning_rate:g}, run folder {trainer.run.path}", highlight=False)
     if not trainer.cfg.progress:

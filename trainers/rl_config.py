@@ -44,6 +44,10 @@ class OnlineConfig:
         "an existing lake for the rollouts, evaluations and runs events (default $LAKE_ROOT or ./data/lake)"))
     seed: int | None = field(default=None, **helped("seed of the task order, sampling and init (default: the config's)"))
     micro_batch: int = field(default=8, **helped("episodes per forward/backward pass in an update"))
+    actors: int = field(default=1, **helped(
+        "1: rollouts are played in the training process; N > 1: N actor processes play them with the latest "
+        "policy checkpoint and append them to the lake, and the trainer (the learner) consumes them from the "
+        "lake's change feed"))
     max_context: int = field(default=2048, **helped("an episode ends once its prompt reaches this many tokens"))
     threads: int | None = field(default=None, **helped("torch threads (default 1 or $LACHESIS_THREADS)"))
     device: str = field(default="auto", **helped("auto (cuda when available) | cpu | cuda | cuda:N; bf16 only on a GPU"))
@@ -64,7 +68,7 @@ class OnlineConfig:
     def __post_init__(self):
         if not self.resume:
             self.env = resolve_env_name(self.env)
-        at_least(self, 1, "steps", "eval_interval", "micro_batch", "threads")
+        at_least(self, 1, "steps", "eval_interval", "micro_batch", "threads", "actors")
         self.device = check_device(self.device)
         self.report_to = check_report_to(self.report_to)
         at_least(self, 64, "max_context")
@@ -117,6 +121,8 @@ class TransferTrainConfig:
     resume: str | None = field(default=None, **helped(
         "online: continue a stopped transfer run (its folder or run id) from its latest checkpoint"))
     seed: int | None = field(default=None, **helped("seed (default: the config's)"))
+    actors: int = field(default=1, **helped("online: actor processes playing the rollouts (as rl_train_online "
+                                            "--actors)"))
     threads: int | None = field(default=None, **helped("torch threads (default 1 or $LACHESIS_THREADS)"))
     device: str = field(default="auto", **helped("auto (cuda when available) | cpu | cuda | cuda:N; bf16 only on a GPU"))
     report_to: str = field(default="none", **helped(REPORT_TO_HELP))
@@ -129,20 +135,26 @@ class TransferTrainConfig:
         self.method = str(self.method).lower()
         if self.method not in METHODS:
             raise TrainerInputError(f"unknown --method {self.method!r}: use online or sft")
-        at_least(self, 1, "max_steps", "eval_interval", "batch_size", "threads")
+        at_least(self, 1, "max_steps", "eval_interval", "batch_size", "threads", "actors")
         self.device = check_device(self.device)
         self.report_to = check_report_to(self.report_to)
 
 
 @dataclass(kw_only=True)
 class TransferOnlineConfig(OnlineConfig):
-    """The online RL run of rl_train_transfer (recorded under that command)."""
+    """The online RL run of rl_train_transfer (recorded under that command, with the transfer spec it ran)."""
+
+    transfer: dict | None = field(default=None, **helped("the transfer spec of rl_transfer_init (settled)"))
 
     COMMAND: ClassVar[str] = "rl_train_transfer"
 
 
 @dataclass(kw_only=True)
 class TransferSFTConfig(SFTConfig):
-    """The SFT run of rl_train_transfer --method sft (recorded under that command)."""
+    """The SFT run of rl_train_transfer --method sft (recorded under that command, with the transfer spec and the
+    project config it ran with: the frozen layers and the learning rate come from them)."""
+
+    transfer: dict | None = field(default=None, **helped("the transfer spec of rl_transfer_init (settled)"))
+    project: dict | None = field(default=None, **helped("the project config the run trains with (settled)"))
 
     COMMAND: ClassVar[str] = "rl_train_transfer"

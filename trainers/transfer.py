@@ -26,6 +26,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from dataclasses import asdict
 from pathlib import Path
 
 from lake import Lake
@@ -33,7 +34,8 @@ from lake import Lake
 from .config import device as pick_device, setup_env
 from .errors import TrainerInputError
 from .freeze import check_layers, checksums, freeze_report, model_depth, trainable_names
-from .online import find_run_folder, run_online
+from .learner import train_online
+from .online import find_run_folder
 from .policy import build_policy, resolve_spec, spec_depth
 from .project_config import load_config, parse_layer_spec
 from .rl_config import TransferInitConfig, TransferOnlineConfig, TransferSFTConfig, TransferTrainConfig
@@ -147,9 +149,8 @@ def load_spec(cfg: TransferTrainConfig) -> dict:
 def run_train_transfer(cfg: TransferTrainConfig, console=None) -> dict:
     setup_env()
     if cfg.resume:  # a stopped online transfer run: its folder has everything, the spec included
-        return run_online(TransferOnlineConfig(resume=cfg.resume, threads=cfg.threads, device=cfg.device,
-                                               progress=cfg.progress), console,
-                          method=ONLINE_METHOD)
+        return train_online(TransferOnlineConfig(resume=cfg.resume, threads=cfg.threads, device=cfg.device,
+                                                 progress=cfg.progress), console, method=ONLINE_METHOD)
     spec = load_spec(cfg)
     if not Path(spec["source_run_dir"]).is_dir():
         raise TrainerInputError(f"the spec's source run {spec['source_run_dir']} does not exist any more: run "
@@ -164,8 +165,8 @@ def _train_online(cfg: TransferTrainConfig, spec: dict, console) -> dict:
         env=spec["target_env"], steps=cfg.max_steps, eval_interval=cfg.eval_interval, model=spec["model"],
         init=spec["source_run_dir"], config=cfg.config, output=cfg.output, lake_root=cfg.lake_root, seed=cfg.seed,
         threads=cfg.threads, device=cfg.device, report_to=cfg.report_to, progress=cfg.progress, plot=cfg.plot,
-        freeze_layers=list(spec["freeze_layers"]))
-    return run_online(online, console, method=ONLINE_METHOD)
+        freeze_layers=list(spec["freeze_layers"]), actors=cfg.actors, transfer=spec)
+    return train_online(online, console, method=ONLINE_METHOD)
 
 
 def _target_data(cfg: TransferTrainConfig, target: str, work: Path) -> str:
@@ -202,7 +203,8 @@ def _train_sft(cfg: TransferTrainConfig, spec: dict, console) -> dict:
                                 lr=hp.learning_rate, full=policy.full, lora_r=hp.lora_rank, lora_alpha=hp.lora_alpha,
                                 batch_size=cfg.batch_size, seed=hp.seed if cfg.seed is None else cfg.seed,
                                 lake_root=cfg.lake_root, threads=cfg.threads, device=cfg.device,
-                                report_to=cfg.report_to, progress=cfg.progress, plot=cfg.plot)
+                                report_to=cfg.report_to, progress=cfg.progress, plot=cfg.plot, transfer=spec,
+                                project=asdict(hp))
         summary = run_sft(sft, console, build_model=build)
         if exported:  # keep the exported target rows with the run
             shutil.copytree(data, Path(summary["run_dir"]) / "dataset")

@@ -1,0 +1,57 @@
+"""Online RL with actor processes (issue 15 item 3): `rl_train_online --actors 2` runs two real actor subprocesses
+that append their rollouts to the lake and one learner that consumes them from the change feed. Every actor
+rollout in the lake is consumed exactly once (the lake's trajectory ids against the ids the learner's steps name),
+each at a step after the policy version that played it; the learner's checkpoint holds the feed offset and the
+lake's consumer registry has it.
+
+Tiny model, a few steps, 1 torch thread."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from test_train_online import B, G, sql, write_project, write_tasks
+from test_train_online import lake_root  # noqa: F401  (fixture)
+from train_helpers import tiny_dir  # noqa: F401  (session fixture)
+
+STEPS = 3
+
+
+def test_two_actors_one_learner_consume_every_rollout_exactly_once(tiny_dir, tmp_path, lake_root):
+    from lake import Lake
+    from trainers import checkpoint
+    from trainers.learner import train_online
+    from trainers.rl_config import OnlineConfig
+
+    cfg = OnlineConfig(env="shell", steps=STEPS, eval_interval=100, actors=2,
+                       config=str(write_project(tmp_path / "l.toml", max_turns=1, eval_episodes=1)),
+                       tasks_file=str(write_tasks(tmp_path / "tasks.jsonl")), output=str(tmp_path / "run"),
+                       lake_root=str(lake_root), progress=False, plot=False)
+    summary = train_online(cfg)
+    run_id, run_dir = summary["run_id"], tmp_path / "run"
+    assert summary["steps"] == STEPS
+
+    lines = [json.loads(x) for x in (run_dir / "train_log.jsonl").read_text().splitlines()]
+    steps = [r for r in lines if "consumed_ids" in r]
+    assert [r["step"] for r in steps] == list(range(1, STEPS + 1))
+    consumed = Counter(i for r in steps for i in r["consumed_ids"])
+    step_of = {i: r["step"] for r in steps for i in r["consumed_ids"]}
+
+    rows = sql(lake_root, f"""SELECT trajectory_id, policy_version, json_extract(metadata, '$.actor')::INT AS actor,
+                                     len(tokens) AS n_tokens, len(masks) AS n_masks FROM trajectories
+                              WHERE json_extract_string(metadata, '$.train_run_id') = '{run_id}' AND split = 'train'""")
+    assert rows and len(rows) % (B * G) == 0  # whole batches of batch_size tasks x group_size rollouts
+    assert {r["actor"] for r in rows} == {0, 1}  # both actors wrote
+    assert Counter(r["trajectory_id"] for r in rows) == consumed  # every rollout consumed, exactly once
+    assert set(consumed.values()) == {1}
+    for r in rows:  # played with a policy version older than the step that trained on it
+        assert int(r["policy_version"]) < step_of[r["trajectory_id"]]
+        assert r["n_tokens"] == r["n_masks"] > 0
+    per_actor_version = Counter((r["actor"], r["policy_version"]) for r in rows)
+    assert set(per_actor_version.values()) == {B * G}  # one batch per actor and policy version
+
+    state = checkpoint.read_state(checkpoint.latest(run_dir))
+    assert state["step"] == STEPS and state["lake_offset"] == steps[-1]["lake_offset"]
+    assert Lake.open(lake_root).consumers()[f"rl_learner:{run_id}"]["trajectories"] == state["lake_offset"]
+    assert json.loads((run_dir / "config.json").read_text())["actors"] == 2
