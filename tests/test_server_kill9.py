@@ -6,6 +6,7 @@ import time
 
 import httpx
 
+from tests.fault_figures import record
 from tests.ingest_helpers import ServerProcess
 from ingest.util import text_hash
 from lake import Lake
@@ -83,6 +84,8 @@ def test_kill9_many_clients_exactly_once(tmp_path):
         counts = dict(snap.sql("SELECT trajectory_id, count(*) FROM trajectories GROUP BY 1").fetchall())
     missing = [t for t in acked if t not in counts]
     dups = {t: n for t, n in counts.items() if n > 1}
+    record(f"lake serve kill -9 under load ({KILLS} kills, {len(kinds)} retrying clients)", tried=len(acked),
+           unit="acknowledged trajectories", lost=len(missing), duplicated=len(dups))
     assert not missing, missing[:5]
     assert not dups, list(dups.items())[:5]
     assert len(set(acked)) == len(acked)

@@ -1,0 +1,132 @@
+"""Figures of the fault-injection tests, and `just faults` (`python -m tests.fault_figures`), which prints them.
+
+A test that injects a fault (kill -9 of the server under load, of the online trainer or of a consumer; writers
+racing a compactor) counts what happened and calls `record(...)` before asserting: how many things it tried
+(acknowledged rows, steps, reads) and each kind of loss it looks for (lost, duplicated, repeated, skipped ...),
+all of which must be 0. The attack cases (tests marked `attack`) are tallied per module by conftest.py, the
+same tally that prints "attack cases: N tried, N contained" after every run, and written here too.
+
+Nothing is written unless LACHESIS_FAULTS_OUT names a file (JSON lines), so the ordinary test run is unchanged.
+`python -m tests.fault_figures [pytest args]` runs the fault tests with it set, prints one line per figure and
+exits non-zero on any loss, any breached attack, a figure that was never recorded, or a failing test.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ENV = "LACHESIS_FAULTS_OUT"
+ROOT = Path(__file__).resolve().parent.parent
+
+# test -> what it must record (a failing test records nothing before its failing assert: reported as missing)
+FAULT_TESTS = {
+    "tests/test_server_kill9.py": ["lake serve kill -9"],
+    "tests/test_lake_concurrency.py": ["snapshot reads during 2 writers + compaction",
+                                       "rows after 2 writers + compaction", "consumer killed at random"],
+    "tests/test_train_online.py::test_kill_9_then_resume_neither_repeats_nor_skips_a_step": ["rl_train_online kill -9"],
+}
+# tests other sessions are adding: run when present, with what they must record
+OPTIONAL = {"tests/test_lake_s3.py": [], "tests/test_train_watch_kill.py": ["lake train watch kill -9"]}
+# attack modules by what they attack; every case asserts a clean rejection with nothing written (or containment)
+ATTACKS = {
+    "bad inputs": ["test_server_badinput", "test_cli_badinput", "test_watch_attacks", "test_memory_bounds",
+                   "test_server_browser", "test_idempotency_attacks", "test_lake_locks"],
+    "sandbox escapes": ["test_sandbox_escape", "test_sandbox_limits"],
+    "grader attacks": ["test_grader_integrity"],
+}
+
+
+def record(figure: str, *, tried: int, unit: str, **faults: int) -> None:
+    """One figure of a fault test: `tried` things of `unit`, and counts of each loss (all must be 0)."""
+    path = os.environ.get(ENV)
+    if not path:
+        return
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+    line = json.dumps({"figure": figure, "test": test, "tried": tried, "unit": unit, "faults": faults})
+    with open(path, "a") as f:  # one short O_APPEND write per figure: whole lines even from several processes
+        f.write(line + "\n")
+
+
+def record_attacks(per_module: dict[str, dict[str, int]]) -> None:
+    """The attack tally of a test session, per module (contained / breached / skipped)."""
+    path = os.environ.get(ENV)
+    if not path:
+        return
+    with open(path, "a") as f:
+        for module, counts in sorted(per_module.items()):
+            f.write(json.dumps({"attacks": module, **counts}) + "\n")
+
+
+# ----------------------------------------------------------------------------------------------- the report
+def read(path: Path) -> tuple[list[dict], dict[str, dict[str, int]]]:
+    figures, attacks = [], {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        rec = json.loads(line)
+        if "attacks" in rec:
+            a = attacks.setdefault(rec.pop("attacks"), {"contained": 0, "breached": 0, "skipped": 0})
+            for k in a:
+                a[k] += rec.get(k, 0)
+        else:
+            figures.append(rec)
+    return figures, attacks
+
+
+def figure_line(rec: dict) -> str:
+    param = rec["test"].partition("[")[2].rstrip("]")
+    losses = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in rec["faults"].items())
+    return f"{rec['figure']}{f' [{param}]' if param else ''}: {rec['tried']} {rec['unit']}; {losses}"
+
+
+def attack_lines(attacks: dict[str, dict[str, int]]) -> list[str]:
+    lines = []
+    for category, modules in ATTACKS.items():
+        got = {m: attacks[m] for m in modules if m in attacks}
+        if not got:
+            continue
+        c = sum(a["contained"] for a in got.values())
+        b = sum(a["breached"] for a in got.values())
+        s = sum(a["skipped"] for a in got.values())
+        parts = ", ".join(f"{m.removeprefix('test_')} {a['contained'] + a['breached']}" for m, a in got.items())
+        verb = "rejected cleanly, nothing written" if category == "bad inputs" else "contained"
+        lines.append(f"{category}: {c + b} tried, {c} {verb}, {b} breached"
+                     f"{f', {s} skipped (kernel feature absent)' if s else ''} ({parts})")
+    return lines
+
+
+def summarize(figures: list[dict], attacks: dict, expected: list[str]) -> tuple[list[str], bool]:
+    """The printed lines and whether everything held: no loss, no breach, every expected figure recorded."""
+    lines = [figure_line(r) for r in figures] + attack_lines(attacks)
+    ok = all(v == 0 for r in figures for v in r["faults"].values())
+    ok &= all(a["breached"] == 0 for a in attacks.values())
+    missing = [e for e in expected if not any(r["figure"].startswith(e) for r in figures)]
+    lines += [f"{e}: NOT RECORDED (its test failed or did not run)" for e in missing]
+    return lines, ok and not missing
+
+
+def main(argv: list[str]) -> int:
+    wanted = {**FAULT_TESTS, **OPTIONAL}
+    tests = [t for t in wanted if (ROOT / t.split("::")[0]).exists()]
+    tests += [f"tests/{m}.py" for ms in ATTACKS.values() for m in ms if (ROOT / "tests" / f"{m}.py").exists()]
+    expected = [e for t in tests for e in wanted.get(t, [])]
+    with tempfile.TemporaryDirectory(prefix="faults-") as tmp:
+        out = Path(tmp) / "figures.jsonl"
+        env = {**os.environ, ENV: str(out), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        code = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests, *argv],
+                              cwd=ROOT, env=env).returncode
+        figures, attacks = read(out)
+    lines, ok = summarize(figures, attacks, expected)
+    print("\nfault injection:")
+    for line in lines:
+        print("  " + line)
+    if code:
+        print(f"  pytest exited with {code}: a fault test failed")
+    print("  result: " + ("no loss" if ok and not code else "LOSS OR FAILURE (see above)"))
+    return 0 if ok and not code else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
