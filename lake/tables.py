@@ -72,9 +72,13 @@ class TableSet:
         self._latest: dict[str, DeltaTable] = {}
         self._states: OrderedDict[tuple[str, int], TableState] = OrderedDict()
         self._file_columns: dict[str, frozenset[str]] = {}
+        self._present: set[str] = set()  # tables seen to exist
 
     def tables(self) -> list[str]:
-        return [t for t in TABLES if self.store.exists(t, "_delta_log")]
+        missing = [t for t in TABLES if t not in self._present]
+        if missing:  # a table, once there, stays: only the absent ones are looked for again (a LIST on S3)
+            self._present.update(t for t in missing if self.store.exists(t, "_delta_log"))
+        return [t for t in TABLES if t in self._present]
 
     def table_path(self, table: str) -> Path | str:
         """The table's directory: a Path for a local lake, an s3://... URI otherwise (lake.store.join)."""
@@ -84,7 +88,7 @@ class TableSet:
 
     def delta_table(self, table: str, version: int | None = None) -> DeltaTable:
         path = str(self.table_path(table))
-        if not self.store.exists(table, "_delta_log"):
+        if table not in self.tables():
             raise LakeError(f"table '{table}' does not exist in {self.root}; run `lake init`")
         if version is None:
             return DeltaTable(path, storage_options=self.store.storage_options)

@@ -69,8 +69,58 @@ def run_workload(root, tmp_path) -> dict:
     return seen
 
 
-def test_every_lake_operation_on_a_local_and_an_s3_root(lake_root, tmp_path):
-    seen = run_workload(lake_root, tmp_path)
+# -- no lake module opens a path under the root: a real audit hook on every open() of this process -------------
+_opens: list[tuple[str, str]] | None = None  # (path, the lake function that opened it) while a workload runs
+
+
+def _lake_caller() -> str:
+    frame = sys._getframe(2)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("lake."):
+            return f"{module}.{frame.f_code.co_qualname}"
+        frame = frame.f_back
+    return "outside the lake"
+
+
+def _audit(event, args):
+    if event == "open" and _opens is not None and isinstance(args[0], (str, bytes, os.PathLike)):
+        _opens.append((os.fsdecode(args[0]), _lake_caller()))
+
+
+sys.addaudithook(_audit)  # hooks cannot be removed: it records only while `_opens` is a list
+
+# A local disk's durability and locking need file descriptors: fsync of written files and directories, the
+# temp file of an atomic replace, the flock files. None of them reads the log or data.
+LOCAL_ONLY = ("lake.durable.fsync_path", "lake.atomic.write_bytes_atomic", "lake.locks.TableLocks._fd",
+              "lake.maintenance.compaction_lock")
+
+
+def check_opens(lake_root, opened):
+    """No lake module opened a path under the root, except a local disk's fsync, atomic-replace and lock files,
+    and none of those read the Delta log or a data file."""
+    assert opened, "the audit hook saw no open() at all"  # the checkpoint and the export open files
+    if lake_root.startswith("s3://"):
+        where = lake_root.split("://", 1)[1]
+        assert [o for o in opened if where in o[0]] == []  # nothing names the bucket: everything went to S3
+        return
+    root = os.path.abspath(lake_root)
+    under = [(p, who) for p, who in opened if os.path.abspath(p).startswith(root + os.sep)]
+    assert under, "a local lake fsyncs its commits: the hook must see those opens"
+    assert {who for _, who in under} <= set(LOCAL_ONLY), under
+    reads = [(p, who) for p, who in under if ("_delta_log" in p or p.endswith(".parquet"))
+             and who != "lake.durable.fsync_path"]
+    assert reads == []
+
+
+def test_every_lake_operation_on_a_local_and_an_s3_root_without_open(lake_root, tmp_path):
+    global _opens
+    _opens = []
+    try:
+        seen = run_workload(lake_root, tmp_path)
+    finally:
+        opened, _opens = _opens, None
+    check_opens(lake_root, opened)
     assert seen["init_versions"] == [0] * len(TABLES)
     assert seen["time_travel"] == [0, 1, 3, 6]
     assert seen["count"] == 14 and 1 <= seen["group_versions"] < 8  # 8 callers, fewer versions
