@@ -4,16 +4,23 @@ rollout in the lake is consumed exactly once (the lake's trajectory ids against 
 each at a step after the policy version that played it; the learner's checkpoint holds the feed offset and the
 lake's consumer registry has it.
 
-Tiny model, a few steps, 1 torch thread."""
+Tiny model, a few steps, 1 torch thread; the slow test kills the learner (kill -9) and resumes it."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from test_train_online import B, G, sql, write_project, write_tasks
 from test_train_online import lake_root  # noqa: F401  (fixture)
-from train_helpers import tiny_dir  # noqa: F401  (session fixture)
+from train_helpers import REPO, tiny_dir  # noqa: F401  (session fixture)
 
 STEPS = 3
 
@@ -55,3 +62,61 @@ def test_two_actors_one_learner_consume_every_rollout_exactly_once(tiny_dir, tmp
     assert state["step"] == STEPS and state["lake_offset"] == steps[-1]["lake_offset"]
     assert Lake.open(lake_root).consumers()[f"rl_learner:{run_id}"]["trajectories"] == state["lake_offset"]
     assert json.loads((run_dir / "config.json").read_text())["actors"] == 2
+
+
+@pytest.mark.slow
+def test_a_killed_learner_leaves_no_actors_and_resumes_exactly_once(tiny_dir, tmp_path, lake_root):
+    """kill -9 of the learner mid-run: its actors notice and exit; --resume starts new ones, and the finished run
+    has consumed every actor rollout in the lake exactly once (the killed steps' rows included)."""
+    run_dir = tmp_path / "run"
+    args = ["--env", "shell", "--steps", "6", "--eval_interval", "100", "--actors", "2", "--config",
+            str(write_project(tmp_path / "l.toml", max_turns=1, eval_episodes=1)), "--tasks",
+            str(write_tasks(tmp_path / "tasks.jsonl")), "--output", str(run_dir), "--lake", str(lake_root), "--quiet"]
+    code = "from lachesis.rl_cli import rl_train_online_main as m; m()"
+    env = {**os.environ, "LACHESIS_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", code, *args], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None and len(_consumed_steps(run_dir)) < 3:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read()[-2000:]
+    children = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(proc.pid)], capture_output=True, text=True)
+    actors = [int(line.split()[0]) for line in children.stdout.splitlines() if "trainers.actors" in line]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    end = time.time() + 60
+    while time.time() < end and any(_alive(p) for p in actors):
+        time.sleep(0.2)
+    assert len(actors) == 2 and not any(_alive(p) for p in actors)  # each finished its batch and saw its learner gone
+
+    res = subprocess.run([sys.executable, "-c", code, "--resume", str(run_dir), "--quiet"], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    steps = _consumed_steps(run_dir)
+    assert [r["step"] for r in steps] == list(range(1, 7))
+    run_id = json.loads((run_dir / "summary.json").read_text())["run_id"]
+    rows = sql(lake_root, f"""SELECT trajectory_id FROM trajectories WHERE split = 'train'
+                              AND json_extract_string(metadata, '$.train_run_id') = '{run_id}'""")
+    assert Counter(r["trajectory_id"] for r in rows) == Counter(i for r in steps for i in r["consumed_ids"])
+    assert max(Counter(i for r in steps for i in r["consumed_ids"]).values()) == 1
+
+
+def _consumed_steps(run_dir: Path) -> list[dict]:
+    log = run_dir / "train_log.jsonl"
+    out = []
+    for line in log.read_text().splitlines() if log.exists() else []:
+        try:
+            rec = json.loads(line)
+        except ValueError:  # a line cut by the kill
+            continue
+        if "consumed_ids" in rec:
+            out.append(rec)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
