@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from test_train_online import B, G, sql, write_project, write_tasks
+from test_train_online import B, G, _log_steps, sql, write_project, write_tasks
 from test_train_online import lake_root  # noqa: F401  (fixture)
 from train_helpers import REPO, tiny_dir  # noqa: F401  (session fixture)
 
@@ -102,16 +102,7 @@ def test_a_killed_learner_leaves_no_actors_and_resumes_exactly_once(tiny_dir, tm
 
 
 def _consumed_steps(run_dir: Path) -> list[dict]:
-    log = run_dir / "train_log.jsonl"
-    out = []
-    for line in log.read_text().splitlines() if log.exists() else []:
-        try:
-            rec = json.loads(line)
-        except ValueError:  # a line cut by the kill
-            continue
-        if "consumed_ids" in rec:
-            out.append(rec)
-    return out
+    return _log_steps(run_dir / "train_log.jsonl", "consumed_ids")
 
 
 def _alive(pid: int) -> bool:

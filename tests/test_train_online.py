@@ -149,7 +149,8 @@ def test_bad_input_is_one_line_before_any_work(tmp_path, lake_root):
     assert not (tmp_path / "r").exists()
 
 
-def _log_steps(log: Path) -> list[dict]:
+def _log_steps(log: Path, key: str = "policy_version") -> list[dict]:
+    """The step records (those with `key`) of a train_log.jsonl that a kill may have cut mid-line."""
     if not log.exists():
         return []
     out = []
@@ -158,7 +159,7 @@ def _log_steps(log: Path) -> list[dict]:
             rec = json.loads(line)
         except ValueError:  # a line cut by the kill
             continue
-        if "policy_version" in rec:
+        if key in rec:
             out.append(rec)
     return out
 
