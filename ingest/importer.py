@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Iterator
 
 from ingest.errors import BadInput
 from ingest.formats import TRAJECTORY_SUFFIXES, parse_file
 from ingest.dedupe import trajectory_guard
 from ingest.records import append_records
+from ingest.safe_files import open_file, open_named
 from lake import Lake
 from lake.lake import process_writer_id
 
@@ -54,17 +56,33 @@ def is_trajectory_file(p: Path) -> bool:
 
 
 def list_files(path: Path) -> list[Path]:
+    """The trajectory files of a folder, sorted, dot-files and dot-folders left out; links to folders are
+    listed, not entered (`run_import` refuses every link: nothing outside the folder is read). A path that is
+    not a folder is itself the one file."""
     path = Path(path)
-    if path.is_file():
+    if not path.is_dir():
         return [path]
     out = []
     for dirpath, dirnames, filenames in os.walk(path):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for f in sorted(filenames):
+        links = {d for d in dirnames if os.path.islink(os.path.join(dirpath, d))}
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in links)
+        for f in sorted(filenames + [d for d in links if not d.startswith(".")]):
             p = Path(dirpath) / f
-            if is_trajectory_file(p):
+            if is_trajectory_file(p) or f in links:
                 out.append(p)
     return out
+
+
+@contextmanager
+def open_input(root: Path, p: Path) -> Iterator[BinaryIO]:
+    """`p` opened for reading: inside a folder `root` without following any link, a file named alone as named;
+    a regular file either way (ingest.safe_files: a link, FIFO or device is Refused, a rejected input)."""
+    if root.is_dir():
+        with open_file(root, p.relative_to(root).as_posix()) as (fh, _):
+            yield fh
+    else:
+        with open_named(p) as fh:
+            yield fh
 
 
 def ingest_file(writer, path: Path, fmt: str = "auto", *, ids: set[str] | None = None,
@@ -103,7 +121,7 @@ def ingest_file(writer, path: Path, fmt: str = "auto", *, ids: set[str] | None =
 
 def run_import(lake: Lake, path: Path, fmt: str = "auto", *, on_file_start=None, progress=None,
                writer_name: str = "ingest-import") -> ImportSummary:
-    t0 = time.perf_counter()
+    t0, path = time.perf_counter(), Path(path)
     writer = lake.writer(process_writer_id(writer_name))
     ids = trajectory_guard(lake).keys  # also checked at commit time, against what other processes committed
     summary = ImportSummary()
@@ -111,7 +129,8 @@ def run_import(lake: Lake, path: Path, fmt: str = "auto", *, on_file_start=None,
         if on_file_start:
             on_file_start(p)
         try:
-            fr = ingest_file(writer, p, fmt, ids=ids, progress=progress)
+            with open_input(path, p) as fh:
+                fr = ingest_file(writer, p, fmt, ids=ids, progress=progress, fileobj=fh)
         except BadInput as exc:
             fr = FileResult(str(p), error=exc.reason, line=exc.line, field=exc.field_str())
             summary.rejected += 1

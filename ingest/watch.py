@@ -33,7 +33,7 @@ from ingest.util import canonical, text_hash
 from lake import Lake
 from lake.lake import process_writer_id
 from lake.records import RecordError, validate_records
-from lake.skill_files import (MAX_SKILL_BYTES, USAGE_FILE, category_description, category_key, duplicate_name,
+from lake.skill_files import (MAX_SKILL_BYTES, SIDECAR_BYTES, USAGE_FILE, category_description, category_key, duplicate_name,
                               iter_skill_files, parse_bundled_manifest, parse_hub_lock, provenance, usage_payload,
                               usage_problem)
 
@@ -42,7 +42,6 @@ log = logging.getLogger("lachesis.ingest.watch")
 TEMP_SUFFIXES = ("~", ".tmp", ".temp", ".part", ".partial", ".swp", ".swx", ".swo", ".crdownload", ".lock",
                  ".download")
 INBOX_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
-SIDECAR_BYTES = 16 << 20  # .usage.json, .hub/lock.json, .bundled_manifest, DESCRIPTION.md: far beyond Hermes'
 
 
 def is_temp(name: str) -> bool:

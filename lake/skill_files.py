@@ -26,6 +26,8 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
+from lake.folder_files import Refusal, read_regular
+
 # Hermes' scanners skip these folders (tools/skills_tool.py), and any dot-folder.
 SKIP_DIRS = frozenset({".git", ".github", ".hub", ".archive", ".venv", "venv", "node_modules", "site-packages",
                        "__pycache__", ".tox", ".nox"})
@@ -39,6 +41,9 @@ USAGE_DEFAULTS = {"archived_at": None, "created_at": None, "created_by": None, "
                   "last_used_at": None, "last_viewed_at": None, "patch_count": 0, "pinned": False,
                   "state": "active", "use_count": 0, "view_count": 0}
 USAGE_FILE = ".usage.json"
+SIDECAR_BYTES = 16 << 20  # .usage.json, .hub/lock.json, .bundled_manifest, DESCRIPTION.md: far beyond Hermes'
+#                            (the watcher reads them with the same limit)
+MAX_DIGEST_BYTES = 256 << 20  # a file hashed for the folder digest (an oversized SKILL.md counts too)
 
 
 class SkillFileError(ValueError):
@@ -204,6 +209,31 @@ def iter_skill_files(root: str | os.PathLike, names: tuple[str, ...] = ("SKILL.m
                 yield Path(dirpath) / name
 
 
+def read_in_folder(root: str | os.PathLike, rel: str, limit: int) -> bytes:
+    """A file of the skills folder, read as lake.folder_files reads: no symbolic link followed (a SKILL.md
+    linked to a secret), regular files only (a FIFO would block), at most `limit` bytes; a refusal is a
+    SkillFileError naming the file, with no byte of it."""
+    try:
+        return read_regular(root, rel, limit)
+    except Refusal as exc:
+        raise SkillFileError(rel, exc.reason.removeprefix(f"{rel}: "), kind=exc.kind) from None
+
+
+def folder_digest(root: str | os.PathLike, with_usage: bool) -> str:
+    """sha256 over every SKILL.md (path and content hash, walk order) and, `with_usage`, the usage sidecar:
+    what a converted folder is pinned to. A refused file counts by its refusal, never by what it points at."""
+    root = Path(root)
+    digest = hashlib.sha256()
+    rels = [p.relative_to(root).as_posix() for p in iter_skill_files(root)] + ([USAGE_FILE] if with_usage else [])
+    for rel in rels:
+        try:
+            content = hashlib.sha256(read_in_folder(root, rel, MAX_DIGEST_BYTES)).digest()
+        except SkillFileError as exc:
+            content = exc.kind.encode()
+        digest.update(rel.encode() + b"\0" + content)
+    return digest.hexdigest()
+
+
 def duplicate_name(doc: SkillFile, first: SkillFile) -> SkillFileError:
     return SkillFileError(doc.rel_path, f"duplicate skill name {doc.name!r} (also at {first.rel_path})",
                           field="name", kind="duplicate_name")
@@ -217,7 +247,7 @@ def read_skills(root: str | os.PathLike) -> tuple[list[SkillFile], list[SkillFil
     for p in iter_skill_files(root):
         rel = p.relative_to(root).as_posix()
         try:
-            doc = read_skill_file(p.read_bytes(), rel)
+            doc = read_skill_file(read_in_folder(root, rel, MAX_SKILL_BYTES), rel)
         except SkillFileError as exc:
             errors.append(exc)
             continue
@@ -232,8 +262,8 @@ def read_skills(root: str | os.PathLike) -> tuple[list[SkillFile], list[SkillFil
 def read_bundled_manifest(root: str | os.PathLike) -> dict[str, str]:
     """`.bundled_manifest`: one `name:md5hex` per line -> {name: md5}; {} when absent."""
     try:
-        data = (Path(root) / ".bundled_manifest").read_bytes()
-    except OSError:
+        data = read_in_folder(root, ".bundled_manifest", SIDECAR_BYTES)
+    except (OSError, SkillFileError):
         return {}
     return parse_bundled_manifest(data)
 
@@ -251,8 +281,8 @@ def parse_bundled_manifest(data: bytes) -> dict[str, str]:
 def read_hub_lock(root: str | os.PathLike) -> dict[str, dict]:
     """`.hub/lock.json` `installed`: {folder: entry}; {} when absent or unreadable."""
     try:
-        data = (Path(root) / ".hub" / "lock.json").read_bytes()
-    except OSError:
+        data = read_in_folder(root, ".hub/lock.json", SIDECAR_BYTES)
+    except (OSError, SkillFileError):
         return {}
     return parse_hub_lock(data)
 
@@ -299,7 +329,7 @@ def category_description(data: bytes) -> str:
 def read_usage(root: str | os.PathLike) -> dict[str, dict] | None:
     """The `.usage.json` sidecar, {name: record} with missing keys filled in; None when absent."""
     try:
-        data = (Path(root) / USAGE_FILE).read_bytes()
+        data = read_in_folder(root, USAGE_FILE, SIDECAR_BYTES)
     except FileNotFoundError:
         return None
     return parse_usage(data)

@@ -24,8 +24,8 @@ import pyarrow as pa
 from lake.envelope import content_hashes
 from lake.records import validate_record
 from lake.schemas import TABLES, payload_schema, table_schema
-from lake.skill_files import (USAGE_FILE, SkillFileError, iter_skill_files, read_bundled_manifest,
-                              read_hub_lock, read_skills, read_usage, skill_folder, skill_payload, usage_payload)
+from lake.skill_files import (SkillFileError, folder_digest, read_bundled_manifest, read_hub_lock, read_skills,
+                              read_usage, skill_folder, skill_payload, usage_payload)
 from lake.skill_files import provenance as skill_provenance
 from views.export import ExportError, set_variables
 from views.registry import register_views, view_sql_hash
@@ -61,12 +61,7 @@ def read_hermes_folder(root: str | os.PathLike) -> HermesFolder:
         prov, _ = skill_provenance(doc.name, skill_folder(doc), bundled, hub)
         out.skills.append(skill_payload(doc, prov))
     out.usage = [usage_payload(name, rec) for name, rec in (usage or {}).items()]
-    digest = hashlib.sha256()
-    for p in iter_skill_files(root):
-        digest.update(p.relative_to(root).as_posix().encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
-    if usage is not None:
-        digest.update(USAGE_FILE.encode() + b"\0" + hashlib.sha256((root / USAGE_FILE).read_bytes()).digest())
-    out.digest = digest.hexdigest()
+    out.digest = folder_digest(root, usage is not None)  # no link followed, no FIFO opened (lake.folder_files)
     return out
 
 
