@@ -45,7 +45,7 @@ TRAIN_OPTIONS = [
     ("lora_dropout", "--lora-dropout"), ("target_modules", "--target-modules"), ("warmup_steps", "--warmup-steps"),
     ("seed", "--seed"), ("split", "--split"), ("lake_root", "--lake"), ("record_in_lake", "--record-in-lake/--no-lake"),
     ("threads", "--threads"), ("device", "--device"), ("chat_template", "--chat-template"), ("plot", "--plot/--no-plot"),
-    ("report_to", "--report-to"),
+    ("report_to", "--report-to"), ("log_every", "--log-every"),
 ]
 INSTRUCT_OPTIONS = [("method", "--method"), *TRAIN_OPTIONS, ("beta", "--beta")]
 EVAL_OPTIONS = [
@@ -69,7 +69,11 @@ def _command(config_cls: type, options: list[tuple[str, str]], body: Callable) -
 
 
 def _train(config: TrainConfig, console, as_json: bool) -> None:
+    from trainers.distributed import is_main_process
+
     summary = _run(_trainer_for(config), config, console)
+    if not is_main_process():  # under torchrun / accelerate launch, one summary: the main process's
+        return
     if as_json:
         print_json(summary)
         return
@@ -146,5 +150,5 @@ def hermes_eval_main():
     run(eval_app)
 
 
-if __name__ == "__main__":  # pragma: no cover
+if __name__ == "__main__":  # `python -m lachesis.train_cli`: what `torchrun -m` / `accelerate launch -m` start
     rl_finetune_supervised_main()

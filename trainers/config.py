@@ -111,9 +111,10 @@ class TrainConfig:
         settled = replace(self, full=from_scratch if self.full is None else self.full)
         return replace(settled, lr=settled.default_lr() if settled.lr is None else settled.lr)
 
-    def plan(self, examples: int) -> "StepPlan":
-        """Optimizer steps of this run over `examples` rows, and the warm-up bounded by the run's length."""
-        per_epoch = max(1, math.ceil(examples / self.batch_size) // self.grad_accum)
+    def plan(self, examples: int, processes: int = 1) -> "StepPlan":
+        """Optimizer steps of this run over `examples` rows, and the warm-up bounded by the run's length. Several
+        processes each take --batch-size rows per micro-batch (trainers/distributed.py)."""
+        per_epoch = max(1, math.ceil(examples / (self.batch_size * processes)) // self.grad_accum)
         total = self.max_steps or max(1, math.ceil(self.epochs * per_epoch))
         return StepPlan(total=total, per_epoch=per_epoch, warmup=min(self.warmup_steps, total // 10))
 

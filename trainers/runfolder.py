@@ -99,13 +99,14 @@ class RunFolder:
         p.write_text(json.dumps(obj, indent=2, default=str))
         return p
 
-    def start(self, config: TrainConfig, model_path: str, examples: int, manifest: dict, console=None):
+    def start(self, config: TrainConfig, model_path: str, examples: int, manifest: dict, console=None,
+              processes: int = 1):
         """Once data and model are known: settle the model-dependent defaults (full fine-tuning from scratch, LoRA
-        for pretrained; the lr), plan the steps, warn when they are too few to learn, write config.json and
-        manifest.json. Returns (the settled config, the step plan)."""
+        for pretrained; the lr), plan the steps (of `processes` training together), warn when they are too few to
+        learn, write config.json and manifest.json. Returns (the settled config, the step plan)."""
         scratch = trained_from_scratch(model_path)
         config = config.settle(scratch)
-        plan: StepPlan = config.plan(examples)
+        plan: StepPlan = config.plan(examples, processes)
         warning = plan.warning(scratch)
         if warning:
             self.warnings.append(warning)

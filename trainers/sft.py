@@ -190,6 +190,11 @@ class SFTLoss(torch.nn.Module):
         super().__init__()
         self.model = model
 
+    @property
+    def _no_split_modules(self):
+        """The model's decoder layer class(es): FSDP's transformer-based wrap (configs/accelerate/fsdp.yaml) reads it."""
+        return self.model._no_split_modules
+
     def forward(self, ids, labels, att, prefix=None):
         if prefix is not None:
             return forward_shared_prefix(self.model, prefix, ids, labels, att, reduction="sum")
@@ -280,7 +285,7 @@ def train_loop(model, examples, s: SFTConfig, pad_id: int, on_log: Callable[[dic
     plan = s.plan(len(examples), W)
     # `optimizer` (make_optimizer's): its state continues (the streaming trainer keeps one across increments)
     opt = optimizer if optimizer is not None else make_optimizer(model, s)
-    acc = procs.accelerator(s.grad_accum)
+    acc = procs.accelerator(s.grad_accum, s.batch_size)
     wrapped, opt = acc.prepare(SFTLoss(model), opt)
     torch.manual_seed(s.seed)
     first_labels = [first_label_pos(y) for _, y in examples]
@@ -343,7 +348,7 @@ def train_loop(model, examples, s: SFTConfig, pad_id: int, on_log: Callable[[dic
             "train_s": round(train_s, 3), "tokens_per_s": round(tokens / max(train_s, 1e-9), 1),
             "first_loss": losses[0] if losses else None, "prefix_tokens_shared": shared_tokens,
             "final_loss": sum(tail) / len(tail) if tail else None, "lr": s.lr,
-            "processes": W, "distributed": procs.kind, "global_batch": s.batch_size * W * s.grad_accum}
+            "processes": W, "distributed": acc.distributed_type.value, "global_batch": s.batch_size * W * s.grad_accum}
 
 
 # ----------------------------------------------------------------------------------------------- the run
@@ -409,7 +414,7 @@ def run_sft(s: SFTConfig, console=None, build_model: Callable | None = None) -> 
                       f"{sum(len(x) for x, _ in examples)} tokens, model {model_label(s.model)} "
                       f"({'full' if s.full else f'LoRA r={s.lora_r}'}, {trainable:,} trainable), {plan.total} steps "
                       f"({plan.warmup} warm-up), device {dev}"
-                      + (f", {procs.world} processes ({procs.kind})" if procs.world > 1 else ""))
+                      + (f", {procs.world} processes" if procs.world > 1 else ""))
 
     def save(state: dict) -> None:
         if run is not None:
