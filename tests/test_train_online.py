@@ -238,6 +238,8 @@ def test_transfer_init_finds_the_source_run_and_checks_the_depth(source_lake, tm
     assert spec["source_run_dir"] == str((source_lake.parent / "bash-sft").resolve())
     assert (spec["depth"], spec["freeze_layers"], spec["trainable_layers"], spec["mode"]) == (2, [0], [1], "full")
     assert json.loads((tmp_path / "spec.json").read_text())["spec_id"] == spec["spec_id"]
+    assert spec["command"]["freeze_layers"] == "0" and spec["command"]["command"] == "rl_transfer_init"  # as run
+    assert spec["project"]["learning_rate"] > 0
     rows = sql(source_lake, "SELECT run_id FROM runs WHERE kind = 'transfer_spec'")
     assert {"run_id": spec["spec_id"]} in rows
 

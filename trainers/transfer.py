@@ -115,7 +115,8 @@ def run_transfer_init(cfg: TransferInitConfig) -> dict:
             "model": model, "model_path": policy.model_path, "mode": "full" if policy.full else "lora",
             "depth": depth, "freeze_layers": layers, "freeze_spec": spec_text, "freeze_embeddings": True,
             "trainable_layers": [i for i in range(depth) if i not in layers], "learning_rate": hp.learning_rate,
-            "spec_path": str(path.resolve())}
+            "spec_path": str(path.resolve()), "command": {**asdict(cfg), "command": cfg.COMMAND},
+            "project": asdict(hp)}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(spec, indent=2))
     res = lake.append("runs", [{"run_id": spec_id, "kind": SPEC_KIND, "status": "completed", "model": model,
