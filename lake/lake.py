@@ -23,7 +23,7 @@ from lake.locks import CommitGuard, TableLocks
 from lake.records import validate_records
 from lake.schemas import DEFAULT_EVENT_TYPES, SCHEMA_VERSIONS, TABLES, payload_schema
 from lake.snapshot import Snapshot
-from lake.store import Store, is_url
+from lake.store import Store, is_url, root_text
 from lake.tables import TableSet, init_layout
 
 DEFAULT_ROOT = "data/lake"
@@ -32,7 +32,7 @@ DEFAULT_ROOT = "data/lake"
 def resolve_root(path: str | os.PathLike | None) -> Path | str:
     """--lake PATH, else $LAKE_ROOT, else ./data/lake; an object-store URL (s3://bucket/prefix) stays a str."""
     root = path or os.environ.get("LAKE_ROOT") or DEFAULT_ROOT
-    return os.fspath(root) if is_url(root) else Path(root)
+    return root_text(root) if is_url(root) else Path(root)
 
 
 def process_writer_id(name: str = "lake") -> str:

@@ -35,8 +35,18 @@ DEFAULT_REGION = "us-east-1"
 Location = str | os.PathLike
 
 
+def root_text(location: Location) -> str:
+    """The text of a root. A URL that went through `pathlib.Path` (a CLI option typed Path) lost a slash,
+    `s3:/bucket/prefix`: it gets it back (no local folder is named `s3:`)."""
+    text = os.fspath(location)
+    for scheme in SCHEMES:
+        if text.startswith(f"{scheme}:/") and not text.startswith(f"{scheme}://"):
+            return f"{scheme}://{text[len(scheme) + 2:]}"
+    return text
+
+
 def is_url(location: Location) -> bool:
-    return "://" in os.fspath(location)
+    return "://" in root_text(location)
 
 
 def s3_options(options: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -69,7 +79,7 @@ class Store:
     """One lake root: `uri(...)` names a path for delta-rs, `fs` and `fs_path(...)` reach it through pyarrow."""
 
     def __init__(self, root: Location, storage_options: Mapping[str, str] | None = None):
-        text = os.fspath(root)
+        text = root_text(root)
         self.local = not is_url(text)
         if self.local:
             self.root: Path | str = Path(text)

@@ -2,8 +2,10 @@
 (moto's server, started by tests/s3_emulator.py), and no lake module opening a path under the root."""
 import json
 import os
+import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -18,6 +20,7 @@ from tests.s3_emulator import lake_root, s3_emulator  # noqa: F401 (fixtures)
 from views.export import export_view
 
 pytestmark = pytest.mark.s3
+LAKE_CLI = str(Path(sys.executable).with_name("lake"))  # the console script of this venv
 
 
 def count(lk, as_of=None, table="trajectories"):
@@ -134,3 +137,25 @@ def test_every_lake_operation_on_a_local_and_an_s3_root_without_open(lake_root, 
     assert seen["count_after"] == 14
     assert seen["ops"][0] == "OPTIMIZE"
     assert seen["export"][0] == 14 and seen["reopened"] == 14
+
+
+def test_the_lake_cli_takes_an_s3_root(s3_emulator, tmp_path):
+    """`--lake s3://...` survives the CLI's Path-typed option (which drops a slash) and every command reaches S3."""
+    root = f"s3://{s3_emulator.new_bucket()}/lake"
+    env = {**os.environ, **s3_emulator.env(), "LACHESIS_LOCK_DIR": str(tmp_path / "locks")}
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("\n".join(json.dumps(trajectory(i)) for i in range(3)) + "\n")
+
+    def lake(*args):
+        out = subprocess.run([LAKE_CLI, *args, "--lake", root], env=env,
+                             capture_output=True, text=True, timeout=120)
+        return out.returncode, out.stdout + out.stderr
+
+    code, out = lake("tables")
+    assert code != 0 and f"no lake at {root}" in out  # opening never creates
+    assert lake("init")[0] == 0
+    assert lake("append", "trajectories", str(rows))[0] == 0
+    code, out = lake("sql", "SELECT count(*) AS n FROM trajectories", "--json")
+    assert code == 0 and json.loads(out)[0]["n"] == 3, out
+    assert lake("compact")[0] == 0
+    assert Lake.open(root, storage_options=s3_emulator.env()).version("trajectories") == 1
