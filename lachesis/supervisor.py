@@ -1,0 +1,148 @@
+"""A small process supervisor for `just up`: start each component as its own process, show one live status line
+per component, restart a crashed one with exponential backoff, stop them all on Ctrl-C.
+
+Why not a thread per component or a library: each component is a `lake` command a user could run alone
+(serve, watch, train watch), and a crash of one (an out-of-memory trainer) must not take the others down.
+Each child runs in its own session, so Ctrl-C reaches only the supervisor, which stops the children in reverse
+start order (SIGTERM, then SIGKILL after `stop_timeout`): consumers stop before the writers they follow.
+A child's stdout and stderr go to `<log_dir>/<name>.log`; its status line shows the last line written there.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+BACKOFF_FIRST_S, BACKOFF_MAX_S = 1.0, 30.0
+HEALTHY_S = 30.0  # a component up this long has its backoff reset
+
+
+@dataclass
+class Component:
+    name: str
+    argv: list[str]
+    env: dict[str, str] | None = None
+
+
+@dataclass
+class Supervised:
+    """A component and what the supervisor knows of it."""
+
+    component: Component
+    log: Path
+    proc: subprocess.Popen | None = None
+    state: str = "stopped"  # starting | running | backoff | stopped
+    restarts: int = 0
+    started_at: float = 0.0
+    next_start: float = 0.0
+    last_rc: int | None = None
+    failures: int = field(default=0)  # consecutive crashes, for the backoff
+
+    def last_line(self, limit: int = 4096) -> str:
+        if not self.log.is_file():
+            return ""
+        with self.log.open("rb") as fh:
+            fh.seek(max(0, self.log.stat().st_size - limit))
+            lines = [x for x in fh.read().decode("utf-8", "replace").splitlines() if x.strip()]
+        return lines[-1].strip() if lines else ""
+
+
+def backoff(failures: int) -> float:
+    return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** max(0, failures - 1))
+
+
+class Supervisor:
+    def __init__(self, components: list[Component], log_dir: Path, on_event: Callable[[str], None] | None = None,
+                 stop_timeout: float = 10.0):
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.items = [Supervised(c, log_dir / f"{c.name}.log") for c in components]
+        self.on_event = on_event or (lambda _msg: None)
+        self.stop_timeout = stop_timeout
+
+    def _start(self, item: Supervised) -> None:
+        env = {**os.environ, **(item.component.env or {})}
+        with item.log.open("ab") as log:
+            item.proc = subprocess.Popen(item.component.argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        item.state, item.started_at = "running", time.monotonic()
+
+    def start(self) -> None:
+        for item in self.items:
+            self._start(item)
+
+    def poll(self) -> None:
+        """Restart what crashed (after its backoff), reset the backoff of what has been healthy long enough."""
+        now = time.monotonic()
+        for item in self.items:
+            if item.state == "running" and item.proc is not None:
+                rc = item.proc.poll()
+                if rc is None:
+                    if item.failures and now - item.started_at > HEALTHY_S:
+                        item.failures = 0
+                    continue
+                item.last_rc, item.failures = rc, item.failures + 1
+                item.state, item.next_start = "backoff", now + backoff(item.failures)
+                self.on_event(f"{item.component.name} exited with code {rc}; restart in {backoff(item.failures):.0f} s "
+                              f"(log {item.log})")
+            elif item.state == "backoff" and now >= item.next_start:
+                item.restarts += 1
+                self._start(item)
+                self.on_event(f"{item.component.name} restarted (restart {item.restarts})")
+
+    def stop(self) -> None:
+        """SIGTERM every child's process group, in reverse start order, then SIGKILL what is left after the timeout."""
+        live = [i for i in reversed(self.items) if i.proc is not None and i.proc.poll() is None]
+        for item in live:
+            _signal(item.proc, signal.SIGTERM)
+        deadline = time.monotonic() + self.stop_timeout
+        for item in live:
+            try:
+                item.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal(item.proc, signal.SIGKILL)
+                item.proc.wait()
+                self.on_event(f"{item.component.name} did not stop in {self.stop_timeout:.0f} s: killed")
+        for item in self.items:
+            item.state = "stopped"
+
+    def rows(self) -> list[dict]:
+        now = time.monotonic()
+        out = []
+        for item in self.items:
+            if item.state == "running":
+                state = f"running pid {item.proc.pid} up {_duration(now - item.started_at)}"
+            elif item.state == "backoff":
+                state = f"exited {item.last_rc}, restart in {max(0.0, item.next_start - now):.0f} s"
+            else:
+                state = item.state
+            out.append({"name": item.component.name, "state": state, "restarts": item.restarts,
+                        "last": item.last_line()})
+        return out
+
+    def run(self, stop: threading.Event, render: Callable[[list[dict]], None], interval: float = 0.5) -> None:
+        """Start everything, then poll and render until `stop` is set; stop everything on the way out."""
+        self.start()
+        try:
+            while not stop.wait(interval):
+                self.poll()
+                render(self.rows())
+        finally:
+            self.stop()
+            render(self.rows())
+
+
+def _signal(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)  # the child's own session: its children too
+    except ProcessLookupError:
+        pass
+
+
+def _duration(s: float) -> str:
+    s = int(s)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
