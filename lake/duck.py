@@ -16,6 +16,7 @@ protocol (`lake3x1f2e...://bucket/key`): two roots with different credentials co
 from __future__ import annotations
 
 import hashlib
+import io
 import itertools
 import os
 import threading
@@ -24,6 +25,7 @@ import weakref
 from collections import OrderedDict
 
 import duckdb
+import pyarrow as pa
 from fsspec.implementations.arrow import ArrowFSWrapper
 from pyarrow.fs import FileInfo, FileType
 
@@ -34,6 +36,7 @@ _db: duckdb.DuckDBPyConnection | None = None
 _db_pid = -1
 _names = itertools.count()
 FILE_INFO_CACHE = 100_000  # data files whose size and mtime a bridge keeps (about 200 bytes each)
+OPEN_FILES = 4096  # data files whose pyarrow handle a bridge keeps open (no connection is held between reads)
 _protocols: dict[str, str] = {}  # object-store root -> the protocol registered for it on `_db`
 
 
@@ -74,7 +77,8 @@ class _StoreFS(ArrowFSWrapper):
 
     DuckDB asks for a file's existence, size and mtime several times per view it binds, each a HEAD request
     (a snapshot with the views/*.sql views made ~40 of them per data file: 1.6 s against moto). A lake never
-    rewrites a data file in place, so what it learnt of a file holds for the process: kept here."""
+    rewrites a data file in place, so what it learnt of a file holds for the process: its size and mtime, and
+    one open handle that every later open shares (`_handle`)."""
 
     protocol = "lake"
     root_marker = ""
@@ -82,6 +86,7 @@ class _StoreFS(ArrowFSWrapper):
     def __init__(self, fs):
         super().__init__(fs)
         self._files: OrderedDict[str, FileInfo] = OrderedDict()
+        self._handles: OrderedDict[str, pa.NativeFile] = OrderedDict()
         self._files_lock = threading.Lock()
 
     @classmethod
@@ -108,6 +113,62 @@ class _StoreFS(ArrowFSWrapper):
 
     def modified(self, path):
         return self._file_info(path).mtime
+
+    def _open(self, path, mode="rb", block_size=None, seekable=True, **kwargs):
+        if mode != "rb":
+            return super()._open(path, mode, block_size, seekable, **kwargs)
+        return _ReadAt(self._handle(path))
+
+    def _handle(self, path: str) -> pa.NativeFile:
+        """One random-access handle per data file, shared by every open: pyarrow sends a HEAD request for each
+        `open_input_file`, and its `read_at` is thread-safe, so later opens cost nothing."""
+        path = self._strip_protocol(path)
+        with self._files_lock:
+            handle = self._handles.get(path)
+            if handle is not None:
+                self._handles.move_to_end(path)
+                return handle
+        handle = self.fs.open_input_file(path)
+        with self._files_lock:
+            self._handles[path] = handle
+            while len(self._handles) > OPEN_FILES:
+                self._handles.popitem(last=False)  # an evicted handle still serves the reader that holds it
+        return handle
+
+
+class _ReadAt(io.RawIOBase):
+    """A reader's own position over a shared pyarrow handle (lake.duck._StoreFS._handle)."""
+
+    def __init__(self, handle: pa.NativeFile):
+        super().__init__()
+        self._handle, self._pos, self.size = handle, 0, handle.size()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.size - self._pos if n is None or n < 0 else min(n, self.size - self._pos)
+        if n <= 0:
+            return b""
+        data = self._handle.read_at(n, self._pos)
+        self._pos += len(data)
+        return data
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
 
 
 def _store_fs(store: Store, protocol: str) -> _StoreFS:
