@@ -12,9 +12,12 @@ from lachesis.console import (AsOfOption, JsonOption, LakeOption, console, fail,
 
 def init(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
     """Create a lake (every table, empty) at the lake root; safe to run again."""
-    from lake import Lake
+    from lake import Lake, LakeError
 
-    lk = Lake.init(lake)
+    try:
+        lk = Lake.init(lake)
+    except LakeError as exc:  # e.g. an object store that cannot be reached
+        fail(str(exc))
     info = {"root": str(lk.root), "tables": {t: lk.version(t) for t in lk.tables()}}
     if json:
         print_json(info)

@@ -79,7 +79,8 @@ class Lake:
         """Create the lake at `root` (None: $LAKE_ROOT, else ./data/lake) with every table; safe to run again."""
         store = Store(resolve_root(root), storage_options)
         for table in TABLES:
-            delta.create_table(store.uri(table), table, store.storage_options)
+            with store.reaching():
+                delta.create_table(store.uri(table), table, store.storage_options)
             if fsync:
                 delta.sync_commit(store.uri(table), 0)
         init_layout(store)  # the marker last: a lake whose init was cut short is no lake yet

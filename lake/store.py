@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 import pyarrow.fs as pafs
+from deltalake.exceptions import DeltaError
 
 from lake.atomic import write_bytes_atomic
 from lake.errors import LakeError
@@ -37,12 +40,10 @@ Location = str | os.PathLike
 
 def root_text(location: Location) -> str:
     """The text of a root. A URL that went through `pathlib.Path` (a CLI option typed Path) lost a slash,
-    `s3:/bucket/prefix`: it gets it back (no local folder is named `s3:`)."""
+    `s3:/bucket/prefix`: it gets it back (no local folder is named like a URL scheme with a colon)."""
     text = os.fspath(location)
-    for scheme in SCHEMES:
-        if text.startswith(f"{scheme}:/") and not text.startswith(f"{scheme}://"):
-            return f"{scheme}://{text[len(scheme) + 2:]}"
-    return text
+    mangled = re.match(r"([a-z][a-z0-9+.-]+):/(?!/)", text)
+    return f"{mangled.group(1)}://{text[mangled.end():]}" if mangled else text
 
 
 def is_url(location: Location) -> bool:
@@ -113,10 +114,11 @@ class Store:
 
     def exists(self, *parts: str) -> bool:
         """A file, or a directory (on object storage: a prefix some object has)."""
-        return self.fs.get_file_info(self.fs_path(*parts)).type != pafs.FileType.NotFound
+        with self.reaching():
+            return self.fs.get_file_info(self.fs_path(*parts)).type != pafs.FileType.NotFound
 
     def read_bytes(self, *parts: str) -> bytes:
-        with self.fs.open_input_stream(self.fs_path(*parts)) as fh:
+        with self.reaching(), self.fs.open_input_stream(self.fs_path(*parts)) as fh:
             return fh.read()
 
     def write_bytes(self, data: bytes, *parts: str) -> None:
@@ -124,13 +126,26 @@ class Store:
         if self.local:
             write_bytes_atomic(Path(self.uri(*parts)), data)
             return
-        with self.fs.open_output_stream(self.fs_path(*parts)) as fh:
+        with self.reaching(), self.fs.open_output_stream(self.fs_path(*parts)) as fh:
             fh.write(data)
 
     def list_names(self, *parts: str) -> list[str]:
         """Names of the files directly under a directory (none when it is absent), sorted."""
         selector = pafs.FileSelector(self.fs_path(*parts), allow_not_found=True)
-        return sorted(i.base_name for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File)
+        with self.reaching():
+            infos = self.fs.get_file_info(selector)
+        return sorted(i.base_name for i in infos if i.type == pafs.FileType.File)
+
+    @contextmanager
+    def reaching(self) -> Iterator[None]:
+        """An object store that cannot be reached (network, credentials, a missing bucket) is a one-line
+        LakeError naming the root; a local disk's errors stay what they are."""
+        try:
+            yield
+        except (OSError, DeltaError) as exc:
+            if self.local:
+                raise
+            raise LakeError(f"lake at {self.root}: {first_line(exc)}") from None
 
     def lock_dir(self) -> Path:
         """Where this root's flock files live: inside a local lake; for object storage, a local directory per
@@ -140,6 +155,16 @@ class Store:
         base = os.environ.get("LACHESIS_LOCK_DIR") or os.path.join(
             os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lachesis", "locks")
         return Path(base) / hashlib.sha256(str(self.root).encode()).hexdigest()[:16]
+
+
+def first_line(exc: BaseException) -> str:
+    """One line for an object store's error: the S3 error code and message when the store sent them (delta-rs
+    nests them under "Generic S3 error"), else the error's first line."""
+    text = str(exc).strip()
+    code, message = re.search(r"<Code>(.*?)</Code>", text), re.search(r"<Message>(.*?)</Message>", text)
+    if code:
+        return f"{code.group(1)}: {message.group(1)}" if message else code.group(1)
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 # Object-store roots opened in this process, so a function given only a file's URI (the change feed, vacuum,

@@ -91,7 +91,8 @@ class TableSet:
         if table not in self.tables():
             raise LakeError(f"table '{table}' does not exist in {self.root}; run `lake init`")
         if version is None:
-            return DeltaTable(path, storage_options=self.store.storage_options)
+            with self.store.reaching():
+                return DeltaTable(path, storage_options=self.store.storage_options)
         try:
             return DeltaTable(path, version=version, storage_options=self.store.storage_options)
         except DeltaError as exc:

@@ -159,3 +159,21 @@ def test_the_lake_cli_takes_an_s3_root(s3_emulator, tmp_path):
     assert code == 0 and json.loads(out)[0]["n"] == 3, out
     assert lake("compact")[0] == 0
     assert Lake.open(root, storage_options=s3_emulator.env()).version("trajectories") == 1
+
+
+def test_object_store_errors_are_one_line_lake_errors_without_credentials(s3_emulator, monkeypatch, tmp_path):
+    secret = "sekrit-" + "x" * 8
+    for key, value in {**s3_emulator.env(), "AWS_SECRET_ACCESS_KEY": secret}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("LACHESIS_LOCK_DIR", str(tmp_path / "locks"))
+    with pytest.raises(LakeError, match="NoSuchBucket") as missing:
+        Lake.init("s3://no-such-bucket/lake")
+    with pytest.raises(LakeError, match="only local paths and s3:// URLs") as scheme:
+        Lake.open("gs://bucket/lake")
+    store = Store(f"s3://{s3_emulator.new_bucket()}/lake")
+    assert secret not in repr(store) and secret not in str(missing.value) + str(scheme.value)
+    assert store.storage_options["AWS_SECRET_ACCESS_KEY"] == secret  # taken from the environment
+    assert s3_options({"aws_region": "eu-west-1"})["AWS_REGION"] == "eu-west-1"  # options win, any case
+    # a URL that went through pathlib (a CLI option typed Path) keeps working
+    lk = Lake.init(Path(f"{store.root}"))
+    assert lk.root == store.root and Lake.open(Path(str(store.root))).tables() == TABLES
