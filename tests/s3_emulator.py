@@ -7,7 +7,6 @@ the lake, its worker processes, polars and Daft at the emulator.
 """
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys

@@ -10,7 +10,6 @@ from lake import Lake
 from lake.snapshot import read_views, register_views
 from lake.store import Store
 from tests.lake_helpers import trajectory
-from tests.s3_emulator import lake_root, s3_emulator  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.s3
 SFT_COLUMNS = "trajectory_id, task_id, split, sample_hash, reward, success, messages"

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from lake import Lake
-from tests.s3_emulator import lake_root, s3_emulator  # noqa: F401 (fixtures)
 from tests.fault_figures import record
 
 ROOT = Path(__file__).resolve().parent.parent

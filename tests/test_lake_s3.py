@@ -7,7 +7,6 @@ import sys
 import threading
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from lake import Lake, LakeError
@@ -16,7 +15,6 @@ from lake.maintenance import compact, history, vacuum
 from lake.schemas import TABLES
 from lake.store import Store, s3_options
 from tests.lake_helpers import trajectory
-from tests.s3_emulator import lake_root, s3_emulator  # noqa: F401 (fixtures)
 from views.export import export_view
 
 pytestmark = pytest.mark.s3
