@@ -1,0 +1,574 @@
+"""The guide's four strategies, several seeds, through the real console commands: does each make the agent better?
+
+Every model is trained and evaluated by the commands a user runs (`lake rollout`, `rl_finetune_supervised`,
+`rl_edit_config`, `rl_train_online`, `rl_transfer_init` + `rl_train_transfer`, `skill_to_instruction` +
+`llm_finetune`, `hermes_eval`), each run stopping on a fixed, seeded step count (never wall time), so a rerun on
+another machine trains the same models; only the duration differs. What the commands cannot say (the loss of a
+model on held-out chats, a tuned model's answer to a held-out skill) is computed here with the trainers' own
+encoding and loss, on the saved run folders.
+
+1. SFT from lake trajectories: expert rollouts of bash_exec_env's train split in a lake, `rl_finetune_supervised
+   --data sft`; held-out (test split) success before and after, and the loss on held-out expert chats.
+2. Online RL from the SFT model: `rl_train_online --init <the seed's SFT run>` with reward_scale 1.0 and 2.5
+   (`rl_edit_config reward_scale 2.5`, one project file per arm); its own test evaluations every few steps.
+3. Transfer bash_exec_env -> git_repo_env: `rl_transfer_init --from <the seed's SFT run> --freeze_layers L` +
+   `rl_train_transfer --method sft` on the git lake, against the same base trained on the same git rows without
+   transfer (`rl_finetune_supervised`, same lr, batch and steps); git test success and held-out loss, steps to
+   reach a success level.
+4. Instruction tuning from skills: `skill_to_instruction` over the packaged Hermes skill corpus, skills split by
+   a stable hash of their name into train and held-out, `llm_finetune --method sft` on the train skills; the loss
+   on the held-out skills' pairs before and after, and whether the tuned model's answer to a held-out skill's
+   task names that skill's steps (its commands and code terms), with the train skills' answers beside it.
+
+A curve point at step k is a run of exactly k steps (its own warm-up and decay), so each point is a finished
+model, as a user would get it. Figures are means over seeds with a 95% t-interval; the table, the raw records
+and one PNG per strategy (held-out success against steps, the seeds' band; held-out loss for strategy 4) go to
+--out.
+
+    python bench/learning.py                 # the full run (tiny model, 3 seeds, about 60 min on 2 quiet cores)
+    python bench/learning.py --quick         # 2 seeds, a few steps: checks that everything runs (minutes)
+    python bench/learning.py --model smollm2 # the same code with the pretrained model (LoRA; a GPU if present)
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+BIN = Path(sys.executable).parent
+BASH, GIT = "bash_exec_env", "git_repo_env"
+SUCCESS_LEVEL = 0.05  # "steps to reach a success level" in strategy 3: 5 of 100 held-out tasks
+
+
+@dataclass(frozen=True)
+class Size:
+    seeds: int
+    bash_expert: int        # train-split expert rollouts of bash_exec_env (strategies 1 and 2)
+    git_expert: int         # ... of git_repo_env (strategy 3's target rows)
+    heldout: int            # test-split expert chats per env for the held-out loss
+    eval_limit: int         # test tasks per hermes_eval / online evaluation
+    sft_steps: tuple        # strategy 1 curve points (the last one is the model strategies 2 and 3 start from)
+    online_steps: int
+    online_eval_every: int
+    online_lr: float
+    transfer_steps: tuple
+    transfer_lr: float
+    instruct_steps: tuple
+    freeze: str             # strategy 3's frozen decoder layers (with the embeddings)
+    jobs: int               # commands run side by side, one torch thread each
+
+
+SIZES = {
+    "full": Size(seeds=3, bash_expert=1500, git_expert=800, heldout=100, eval_limit=100, sft_steps=(400, 1200),
+                 online_steps=40, online_eval_every=20, online_lr=1e-4, transfer_steps=(100, 300), transfer_lr=1e-3,
+                 instruct_steps=(100, 300), freeze="0", jobs=2),
+    "quick": Size(seeds=2, bash_expert=120, git_expert=60, heldout=20, eval_limit=10, sft_steps=(20, 40),
+                  online_steps=4, online_eval_every=2, online_lr=1e-4, transfer_steps=(10, 20), transfer_lr=1e-3,
+                  instruct_steps=(10, 20), freeze="0", jobs=2),
+}
+PRETRAINED = {"freeze": "0-8", "transfer_lr": 1e-3}  # SmolLM2 has 30 layers: the guide's 0-8
+
+# Student's t, two-sided 95%, by degrees of freedom (no scipy in the environment)
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+
+
+def ci95(values: list[float]) -> tuple[float, float | None]:
+    """(mean, half-width of the 95% t-interval over seeds); None with a single seed."""
+    m = statistics.fmean(values)
+    if len(values) < 2:
+        return m, None
+    return m, T95.get(len(values) - 1, 1.96) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def fmt_ci(values: list[float], digits: int = 3) -> str:
+    m, h = ci95(values)
+    return f"{m:.{digits}f}" if h is None else f"{m:.{digits}f} ± {h:.{digits}f}"
+
+
+# ----------------------------------------------------------------------------------------------- commands
+class Commands:
+    """Runs the console scripts of this environment, one torch thread each, every output kept in a log."""
+
+    def __init__(self, work: Path, model: str):
+        self.work, self.model = work, model
+        self.logs = work / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.env = {**os.environ, "OMP_NUM_THREADS": "1", "LACHESIS_THREADS": "1", "HF_HUB_OFFLINE": "1",
+                    "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+    def run(self, name: str, *args, log: str) -> str:
+        argv = [str(BIN / name), *map(str, args)]
+        t = time.perf_counter()
+        res = subprocess.run(argv, cwd=self.work, env=self.env, capture_output=True, text=True)
+        (self.logs / f"{log}.log").write_text(f"$ {' '.join(argv)}\n# {time.perf_counter() - t:.1f} s, exit "
+                                              f"{res.returncode}\n{res.stdout}\n{res.stderr}")
+        if res.returncode:
+            raise SystemExit(f"{name} failed (exit {res.returncode}): {res.stderr.strip()[-600:]}\n"
+                             f"log: {self.logs / log}.log")
+        return res.stdout
+
+    def evaluate(self, env: str, limit: int, adapter: Path | None, log: str) -> dict:
+        extra = ["--adapter", adapter] if adapter else []
+        out = json.loads(self.run("hermes_eval", "--model", self.model, "--task", env, "--split", "test",
+                                  "--limit", limit, "--json", "--quiet", "--no-lake", *extra, log=log))
+        return {"success": out["success_rate"], "reward": out["mean_reward"], "valid": out["valid_tool_call_rate"]}
+
+    def project_file(self, name: str, **keys) -> Path:
+        """A project file written by rl_edit_config, as the guide tunes strategies 2 and 3."""
+        path = self.work / f"{name}.toml"
+        for k, v in keys.items():
+            self.run("rl_edit_config", k, v, "--config", path, log=f"config-{name}-{k}")
+        return path
+
+
+def pool(jobs: int, fns: list) -> list:
+    """Run independent jobs side by side (each waits on its own subprocesses); errors surface in order."""
+    with ThreadPoolExecutor(max_workers=jobs) as ex:
+        return [f.result() for f in [ex.submit(fn) for fn in fns]]
+
+
+# ----------------------------------------------------------------------------------------------- setup
+def setup(c: Commands, size: Size) -> dict:
+    lakes = {k: c.work / f"lake_{k}" for k in ("bash", "git", "heldout")}
+    for k, path in lakes.items():
+        c.run("lake", "init", "--lake", path, log=f"init-{k}")
+    c.run("lake", "rollout", "--env", BASH, "--policy", "expert", "--episodes", size.bash_expert, "--lake",
+          lakes["bash"], log="rollout-bash")
+    c.run("lake", "rollout", "--env", GIT, "--policy", "expert", "--episodes", size.git_expert, "--lake",
+          lakes["git"], log="rollout-git")
+    for env in (BASH, GIT):
+        c.run("lake", "rollout", "--env", env, "--policy", "expert", "--split", "test", "--episodes", size.heldout,
+              "--lake", lakes["heldout"], log=f"rollout-heldout-{env}")
+    skills_dir = c.work / "skills"
+    from ingest.samples import sample_skills_tree
+
+    sample_skills_tree(skills_dir)
+    c.run("skill_to_instruction", "--skills", skills_dir, "--min-uses", 0, "--provenance", "all", "--output",
+          c.work / "ft_prompts", "--json", log="skill_to_instruction")
+    return {"lakes": lakes, "skills": split_skills(c.work / "ft_prompts", c.work)}
+
+
+def heldout_skill(name: str) -> bool:
+    """A stable 1-in-5 split of the skills by name: the held-out ones never reach training."""
+    return int(hashlib.sha256(name.encode()).hexdigest(), 16) % 5 == 0
+
+
+def split_skills(ft_prompts: Path, work: Path) -> dict:
+    parts = {"train": [], "heldout": []}
+    for f in sorted(ft_prompts.glob("*.jsonl")):
+        parts["heldout" if heldout_skill(f.stem) else "train"].append(f)
+    out = {}
+    for part, files in parts.items():
+        path = work / f"instruction_{part}.jsonl"
+        path.write_text("".join(f.read_text() for f in files))  # the guide's `cat ft_prompts/*.jsonl > ...`
+        out[part] = {"file": path, "skills": [f.stem for f in files]}
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- strategies
+def supervised_curve(c: Commands, size: Size, lake: Path, seed: int, *, strategy: str, arm: str, env: str,
+                     steps: tuple, tag: str, extra: tuple = ()) -> list[dict]:
+    """rl_finetune_supervised on the lake's sft view for each step count, each run evaluated on env's test split."""
+    recs = []
+    for k in steps:
+        run = c.work / tag / f"seed{seed}-steps{k}"
+        c.run("rl_finetune_supervised", "--model", c.model, "--data", "sft", "--lake", lake, "--max-steps", k,
+              *extra, "--seed", seed, "--output", run, "--no-plot", "--quiet", log=f"{tag}-seed{seed}-steps{k}")
+        recs.append({"strategy": strategy, "arm": arm, "seed": seed, "step": k, "run": str(run),
+                     **c.evaluate(env, size.eval_limit, run, log=f"{tag}-eval-seed{seed}-steps{k}")})
+    return recs
+
+
+def strategy_sft(c: Commands, size: Size, lake: Path, seed: int) -> list[dict]:
+    return supervised_curve(c, size, lake, seed, strategy="sft", arm="sft", env=BASH, steps=size.sft_steps, tag="s1")
+
+
+def strategy_online(c: Commands, size: Size, lake: Path, seed: int, init: Path, scale: float) -> list[dict]:
+    cfg = c.project_file(f"online-rs{scale}-seed{seed}", reward_scale=scale, learning_rate=size.online_lr,
+                         eval_episodes=size.eval_limit)
+    run = c.work / "s2" / f"rs{scale}-seed{seed}"
+    c.run("rl_train_online", "--env", BASH, "--steps", size.online_steps, "--eval_interval", size.online_eval_every,
+          "--model", c.model, "--init", init, "--config", cfg, "--seed", seed, "--lake", lake, "--output", run,
+          "--no-plot", "--quiet", log=f"s2-rs{scale}-seed{seed}")
+    recs = []
+    for line in (run / "train_log.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r.get("eval"):
+            recs.append({"strategy": "online", "arm": f"reward_scale {scale}", "seed": seed, "step": r["step"],
+                         "run": str(run), "success": r["success_rate"], "reward": r["mean_reward"],
+                         "valid": r["valid_tool_call_rate"]})
+    return recs
+
+
+def strategy_transfer(c: Commands, size: Size, lake: Path, seed: int, source: Path, freeze: str) -> list[dict]:
+    cfg = c.project_file(f"transfer-seed{seed}", learning_rate=size.transfer_lr, seed=seed)
+    spec = c.work / "s3" / f"spec-seed{seed}.json"
+    c.run("rl_transfer_init", "--source_env", BASH, "--target_env", GIT, "--freeze_layers", freeze, "--from", source,
+          "--config", cfg, "--lake", lake, "--output", spec, "--quiet", log=f"s3-init-seed{seed}")
+    recs = []
+    for k in size.transfer_steps:
+        run = c.work / "s3" / f"transfer-seed{seed}-steps{k}"
+        c.run("rl_train_transfer", "--method", "sft", "--spec", spec, "--data", "sft", "--max_steps", k,
+              "--batch_size", 16, "--config", cfg, "--seed", seed, "--lake", lake, "--output", run, "--no-plot",
+              "--quiet", log=f"s3-transfer-seed{seed}-steps{k}")
+        recs.append({"strategy": "transfer", "arm": f"transfer, layers {freeze} frozen", "seed": seed, "step": k,
+                     "run": str(run), **c.evaluate(GIT, size.eval_limit, run, log=f"s3-eval-t-seed{seed}-{k}")})
+    return recs
+
+
+def strategy_no_transfer(c: Commands, size: Size, lake: Path, seed: int) -> list[dict]:
+    """The same base trained on the same git rows with the transfer run's lr, batch and steps."""
+    return supervised_curve(c, size, lake, seed, strategy="transfer", arm="same base, no transfer", env=GIT,
+                            steps=size.transfer_steps, tag="s3-base",
+                            extra=("--lr", size.transfer_lr, "--batch-size", 16))
+
+
+def strategy_instruct(c: Commands, size: Size, lake: Path, seed: int, data: Path) -> list[dict]:
+    recs = []
+    for k in size.instruct_steps:
+        run = c.work / "s4" / f"seed{seed}-steps{k}"
+        c.run("llm_finetune", "--model", c.model, "--data", data, "--method", "sft", "--max-steps", k, "--seed", seed,
+              "--split", "all", "--lake", lake, "--output", run, "--no-plot", "--quiet", log=f"s4-seed{seed}-steps{k}")
+        recs.append({"strategy": "instruct", "arm": "skills instruction tuning", "seed": seed, "step": k,
+                     "run": str(run)})
+    return recs
+
+
+# ----------------------------------------------------------------------------------------------- held-out measures
+class Scorer:
+    """Held-out loss and answers of saved models, with the trainers' own encoding, loss and generation."""
+
+    def __init__(self, model: str):
+        import torch
+
+        from trainers.config import set_threads
+        from trainers.models import load_tokenizer, resolve_model
+
+        set_threads(1)
+        self.torch = torch
+        self.base = resolve_model(model)
+        self.tok = load_tokenizer(self.base)
+
+    def load(self, run: str | None):
+        from trainers.models import load_model
+
+        return load_model(self.base, adapter=run, device=self.torch.device("cpu")).eval()
+
+    def loss(self, model, convs: list[dict]) -> float:
+        """Token-weighted mean cross-entropy on the assistant tokens (what training minimises)."""
+        from trainers.sft import IGNORE, causal_lm_loss, encode_conversation
+
+        total, n = 0.0, 0
+        with self.torch.no_grad():
+            for conv in convs:
+                ids, labels = encode_conversation(self.tok, conv, 1024)
+                k = sum(1 for x in labels[1:] if x != IGNORE)
+                if not k:
+                    continue
+                loss = causal_lm_loss(model, self.torch.tensor([labels]), input_ids=self.torch.tensor([ids]))
+                total, n = total + loss.item() * k, n + k
+        return total / n
+
+    def answers(self, model, prompts: list[list[dict]], max_new_tokens: int = 96) -> list[str]:
+        from trainers.evaluate import generate_batch
+
+        out = []
+        for i in range(0, len(prompts), 16):
+            ids = [self.tok.apply_chat_template(p, add_generation_prompt=True, tokenize=True, return_dict=True)
+                   ["input_ids"][-768:] for p in prompts[i:i + 16]]
+            out += [self.tok.decode(x, skip_special_tokens=True) for x in
+                    generate_batch(model, self.tok, ids, max_new_tokens)]
+        return out
+
+
+def heldout_chats(lake: Path, env: str, work: Path) -> list[dict]:
+    from trainers.data import conversations, load_rows
+
+    rows, _, src = load_rows("sft", str(lake), work)
+    convs, _ = conversations([r for r in rows if r.get("env") == env], src, split="all")
+    return convs
+
+
+def read_pairs(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+CODE = re.compile(r"`([^`\n]+)`|```[^\n]*\n(.*?)```", re.S)
+TERM = re.compile(r"[A-Za-z][\w./-]{3,}")
+
+
+def step_terms(answer: str, prompt: str) -> set[str]:
+    """The terms that name a skill's steps: words of its code (commands, flags, files) absent from the question;
+    for a skill without code, its long words absent from the question."""
+    asked = {w.lower() for w in TERM.findall(prompt)}
+    code = " ".join(a or b for a, b in CODE.findall(answer))
+    terms = {w.lower() for w in TERM.findall(code)} - asked
+    return terms or {w.lower() for w in TERM.findall(answer) if len(w) >= 7} - asked
+
+
+def names_steps(reply: str, terms: set[str]) -> float:
+    """Share of the skill's step terms the reply contains."""
+    low = reply.lower()
+    return sum(t in low for t in terms) / len(terms) if terms else 0.0
+
+
+def goal_pairs(pairs: list[dict], limit: int) -> list[dict]:
+    """One question per skill: its goal pair ('What procedure should I follow? Give the exact steps.')."""
+    seen, out = set(), []
+    for p in pairs:
+        if p.get("kind") == "goal" and p["skill"] not in seen:
+            seen.add(p["skill"])
+            out.append(p)
+    return out[:limit]
+
+
+def score_all(records: list[dict], setup_out: dict, model: str, work: Path) -> dict:
+    """Adds the held-out loss (strategies 1, 3, 4) and strategy 4's step naming to the records in place; returns
+    the base model's values (step 0)."""
+    sc = Scorer(model)
+    lakes, skills = setup_out["lakes"], setup_out["skills"]
+    chats = {BASH: heldout_chats(lakes["heldout"], BASH, work / "heldout_bash"),
+             GIT: heldout_chats(lakes["heldout"], GIT, work / "heldout_git")}
+    pairs = {part: read_pairs(skills[part]["file"]) for part in ("train", "heldout")}
+    questions = {part: goal_pairs(pairs[part], 40) for part in pairs}
+    cache: dict[tuple, dict] = {}
+
+    def measure(run: str | None, env: str | None) -> dict:
+        key = (run, env)
+        if key in cache:
+            return cache[key]
+        m = sc.load(run)
+        if env:
+            out = {"heldout_loss": sc.loss(m, chats[env])}
+        else:
+            out = {"heldout_loss": sc.loss(m, pairs["heldout"]), "train_skills_loss": sc.loss(m, pairs["train"])}
+            for part, qs in questions.items():
+                replies = sc.answers(m, [q["messages"][:-1] for q in qs])
+                shares = [names_steps(r, step_terms(q["messages"][-1]["content"], q["messages"][0]["content"]))
+                          for r, q in zip(replies, qs)]
+                out[f"{part}_step_terms"] = statistics.fmean(shares)
+                out[f"{part}_names_steps"] = sum(s >= 0.25 for s in shares) / len(shares)
+                out[f"{part}_example"] = {"question": qs[0]["messages"][0]["content"][:200], "reply": replies[0][:300]}
+        cache[key] = out
+        return out
+
+    env_of = {"sft": BASH, "transfer": GIT, "instruct": None}
+    for r in records:
+        if r["strategy"] in env_of:
+            r.update(measure(r["run"], env_of[r["strategy"]]))
+    return {"bash": measure(None, BASH), "git": measure(None, GIT), "skills": measure(None, None)}
+
+
+# ----------------------------------------------------------------------------------------------- the whole run
+def run_all(size: Size, model: str, work: Path) -> dict:
+    c = Commands(work, model)
+    t0 = time.time()
+    s = setup(c, size)
+    lakes = s["lakes"]
+    seeds = list(range(size.seeds))
+    base = pool(size.jobs, [lambda: c.evaluate(BASH, size.eval_limit, None, log="base-eval-bash"),
+                            lambda: c.evaluate(GIT, size.eval_limit, None, log="base-eval-git")])
+    # phase 1: what needs only the base model
+    first = pool(size.jobs, [*(lambda sd=sd: strategy_sft(c, size, lakes["bash"], sd) for sd in seeds),
+                             *(lambda sd=sd: strategy_no_transfer(c, size, lakes["git"], sd) for sd in seeds),
+                             *(lambda sd=sd: strategy_instruct(c, size, lakes["bash"], sd, s["skills"]["train"]["file"])
+                               for sd in seeds)])
+    records = [r for rs in first for r in rs]
+    sft_final = {r["seed"]: Path(r["run"]) for r in records
+                 if r["strategy"] == "sft" and r["step"] == size.sft_steps[-1]}
+    # phase 2: what starts from each seed's SFT model
+    second = pool(size.jobs, [*(lambda sd=sd, rs=rs: strategy_online(c, size, lakes["bash"], sd, sft_final[sd], rs)
+                                for sd in seeds for rs in (1.0, 2.5)),
+                              *(lambda sd=sd: strategy_transfer(c, size, lakes["git"], sd, sft_final[sd], size.freeze)
+                                for sd in seeds)])
+    records += [r for rs in second for r in rs]
+    train_s = time.time() - t0
+    base_scores = score_all(records, s, model, work)
+    return {"records": records, "base": {"bash": {**base[0], **base_scores["bash"]},
+                                         "git": {**base[1], **base_scores["git"]}, "skills": base_scores["skills"]},
+            "skills": {part: len(v["skills"]) for part, v in s["skills"].items()},
+            "train_eval_s": round(train_s), "total_s": round(time.time() - t0)}
+
+
+# ----------------------------------------------------------------------------------------------- table and plots
+def by(records: list[dict], **match) -> list[dict]:
+    return [r for r in records if all(r.get(k) == v for k, v in match.items())]
+
+
+def first_step_at(records: list[dict], arm: str, seed: int, level: float) -> int | None:
+    hits = [r["step"] for r in sorted(by(records, arm=arm, seed=seed), key=lambda r: r["step"])
+            if r["success"] >= level]
+    return hits[0] if hits else None
+
+
+def table(result: dict, size: Size) -> list[str]:
+    recs, base = result["records"], result["base"]
+    last = {"sft": size.sft_steps[-1], "online": size.online_steps, "transfer": size.transfer_steps[-1],
+            "instruct": size.instruct_steps[-1]}
+    rows = ["| strategy | arm | measure (held-out) | before | after | after - before |", "|---|---|---|---|---|---|"]
+
+    def row(strategy, arm, measure, before: list[float], after: list[float]):
+        diff = [a - b for a, b in zip(after, before)] if len(before) == len(after) else []
+        rows.append(f"| {strategy} | {arm} | {measure} | {fmt_ci(before)} | {fmt_ci(after)} | "
+                    f"{fmt_ci(diff) if diff else ''} |")
+
+    s1 = sorted(by(recs, strategy="sft", step=last["sft"]), key=lambda r: r["seed"])
+    n1 = len(s1)
+    row("1 SFT from lake trajectories", f"{last['sft']} steps", "bash test success",
+        [base["bash"]["success"]] * n1, [r["success"] for r in s1])
+    row("", "", "bash test valid tool calls", [base["bash"]["valid"]] * n1, [r["valid"] for r in s1])
+    row("", "", "loss on bash test expert chats", [base["bash"]["heldout_loss"]] * n1, [r["heldout_loss"] for r in s1])
+    for scale in (1.0, 2.5):
+        arm = f"reward_scale {scale}"
+        start = sorted(by(recs, arm=arm, step=0), key=lambda r: r["seed"])
+        end = sorted(by(recs, arm=arm, step=last["online"]), key=lambda r: r["seed"])
+        row("2 online RL from the SFT model" if scale == 1.0 else "", f"{arm}, {last['online']} steps",
+            "bash test success", [r["success"] for r in start], [r["success"] for r in end])
+        row("", "", "bash test mean reward", [r["reward"] for r in start], [r["reward"] for r in end])
+    arms = [f"transfer, layers {size.freeze} frozen", "same base, no transfer"]
+    for arm in arms:
+        end = sorted(by(recs, arm=arm, step=last["transfer"]), key=lambda r: r["seed"])
+        n = len(end)
+        row("3 transfer bash -> git" if arm == arms[0] else "", f"{arm}, {last['transfer']} steps", "git test success",
+            [base["git"]["success"]] * n, [r["success"] for r in end])
+        row("", "", "loss on git test expert chats", [base["git"]["heldout_loss"]] * n,
+            [r["heldout_loss"] for r in end])
+        reach = [first_step_at(recs, arm, r["seed"], SUCCESS_LEVEL) for r in end]
+        rows.append(f"| | | steps to git test success >= {SUCCESS_LEVEL} | | "
+                    f"{', '.join('not reached' if x is None else str(x) for x in reach)} (per seed) | |")
+    s4 = sorted(by(recs, strategy="instruct", step=last["instruct"]), key=lambda r: r["seed"])
+    n4, b4 = len(s4), base["skills"]
+    row("4 instruction tuning from skills", f"{last['instruct']} steps",
+        f"loss on {result['skills']['heldout']} held-out skills' pairs", [b4["heldout_loss"]] * n4,
+        [r["heldout_loss"] for r in s4])
+    row("", "", "loss on the train skills' pairs", [b4["train_skills_loss"]] * n4,
+        [r["train_skills_loss"] for r in s4])
+    row("", "", "held-out skills: answer names >= 25% of the skill's step terms", [b4["heldout_names_steps"]] * n4,
+        [r["heldout_names_steps"] for r in s4])
+    row("", "", "train skills (seen): the same", [b4["train_names_steps"]] * n4, [r["train_names_steps"] for r in s4])
+    return rows
+
+
+def plot(result: dict, size: Size, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    recs, base = result["records"], result["base"]
+    specs = [
+        ("sft", "1. SFT from lake trajectories: bash_exec_env", "success", {"sft": base["bash"]["success"]}),
+        ("online", "2. online RL from the SFT model: bash_exec_env", "success", {}),
+        ("transfer", "3. transfer bash -> git vs no transfer: git_repo_env", "success",
+         {a: base["git"]["success"] for a in {r["arm"] for r in by(recs, strategy="transfer")}}),
+        ("instruct", "4. instruction tuning from skills: held-out skills", "heldout_loss",
+         {"skills instruction tuning": base["skills"]["heldout_loss"]}),
+    ]
+    paths = []
+    for strategy, title, key, step0 in specs:
+        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        for arm in sorted({r["arm"] for r in by(recs, strategy=strategy)}):
+            rs = by(recs, strategy=strategy, arm=arm)
+            steps = sorted({r["step"] for r in rs} | ({0} if arm in step0 else set()))
+            mean, lo, hi = [], [], []
+            for st in steps:
+                vals = [r[key] for r in rs if r["step"] == st] if st or arm not in step0 else [step0[arm]]
+                m, h = ci95(vals)
+                mean.append(m)
+                lo.append(m - (h or 0))
+                hi.append(m + (h or 0))
+            line, = ax.plot(steps, mean, marker="o", label=arm)
+            ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.2)
+        ax.set_xlabel("training steps")
+        ax.set_ylabel("held-out loss" if key == "heldout_loss" else "held-out (test) success rate")
+        if key == "success":
+            ax.set_ylim(bottom=0)
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8, loc="best")
+        fig.text(0.01, 0.01, f"mean of {size.seeds} seeds, band: 95% t-interval", fontsize=7, color="grey")
+        fig.tight_layout()
+        path = out / f"learning_{strategy}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), "unknown CPU") if Path("/proc/cpuinfo").exists() else "unknown CPU"
+    return f"{os.cpu_count()} cores, {cpu}"
+
+
+def write_report(result: dict, size: Size, args, out: Path, loads: tuple) -> Path:
+    lines = [f"# Learning: the guide's four strategies ({'--quick' if args.quick else 'full run'}, model {args.model})",
+             "", f"Generated by `python bench/learning.py{' --quick' if args.quick else ''}"
+             f"{'' if args.model == 'tiny' else ' --model ' + args.model}` on "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine()}; 1-minute load average "
+             f"{loads[0]:.2f} at the start, {loads[1]:.2f} at the end; {result['total_s'] / 60:.1f} min in all "
+             f"({size.jobs} commands side by side, one torch thread each).", "",
+             f"Seeds {size.seeds}; figures are means with a 95% t-interval over seeds (± half-width). Held-out = "
+             f"the test split's first {size.eval_limit} tasks (greedy), {size.heldout} test expert chats per "
+             f"environment for the losses, {result['skills']['heldout']} held-out skills (of "
+             f"{result['skills']['heldout'] + result['skills']['train']}) for strategy 4. Sizes: {asdict(size)}.", ""]
+    lines += table(result, size)
+    lines += ["", "Curves (held-out success against steps, seeds' band): " +
+              ", ".join(f"[{p.name}]({p.name})" for p in sorted(out.glob("learning_*.png"))), "",
+              "Raw records (every run, seed and step): learning.json."]
+    path = out / "LEARNING.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="2 seeds, a few steps: checks that everything runs")
+    ap.add_argument("--model", default="tiny", help="tiny | smollm2 | a model folder (LoRA for a pretrained one)")
+    ap.add_argument("--seeds", type=int, help="override the size's seed count")
+    ap.add_argument("--jobs", type=int, help="commands side by side (default 2)")
+    ap.add_argument("--out", type=Path, help="where the table, records and PNGs go (default bench/learning[/quick])")
+    ap.add_argument("--work", type=Path, help="work folder kept for inspection (default: a temp folder, removed)")
+    args = ap.parse_args()
+    size = SIZES["quick" if args.quick else "full"]
+    if args.model != "tiny":
+        size = replace(size, **PRETRAINED)
+    size = replace(size, **{k: v for k, v in (("seeds", args.seeds), ("jobs", args.jobs)) if v})
+    out = args.out or ROOT / "bench" / "learning" / ("quick" if args.quick else
+                                                    ("" if args.model == "tiny" else args.model))
+    out.mkdir(parents=True, exist_ok=True)
+    work = args.work or Path(tempfile.mkdtemp(prefix="lachesis-learning-"))
+    work.mkdir(parents=True, exist_ok=True)
+    load0 = os.getloadavg()[0]
+    print(f"learning: {'quick' if args.quick else 'full'} run, model {args.model}, {size.seeds} seeds, work {work}, "
+          f"load {load0:.2f}", flush=True)
+    try:
+        result = run_all(size, args.model, work)
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    for r in result["records"]:
+        r["run"] = str(Path(r["run"]).relative_to(work))
+    load1 = os.getloadavg()[0]
+    (out / "learning.json").write_text(json.dumps({"size": asdict(size), "model": args.model, "machine": machine(),
+                                                    "load": [load0, load1], **result}, indent=1))
+    plot(result, size, out)
+    report = write_report(result, size, args, out, (load0, load1))
+    print(report.read_text())
+
+
+if __name__ == "__main__":
+    main()
