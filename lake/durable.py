@@ -11,6 +11,7 @@ Every sync goes through `fsync_fd`, the one place that calls `os.fsync`.
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable
@@ -41,8 +42,29 @@ def fsync_all(paths: Iterable[str | os.PathLike]) -> None:
         for p in unique:
             fsync_path(p)
         return
-    with ThreadPoolExecutor(min(len(unique), MAX_SYNC_THREADS), thread_name_prefix="lake-fsync") as pool:
-        list(pool.map(fsync_path, unique))  # list(): re-raises the first error
+    list(_pool().map(fsync_path, unique))  # list(): re-raises the first error
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """One pool for the process: a server syncs twice per commit, and starting the threads anew each time
+    showed in its profile (docs/ingest-profile.md)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(MAX_SYNC_THREADS, thread_name_prefix="lake-fsync")
+        return _POOL
+
+
+def _forget_pool() -> None:
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()  # a forked child has none of the parent's threads
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 def parents_up_to(files: Iterable[str | os.PathLike], root: str | os.PathLike) -> list[Path]:
