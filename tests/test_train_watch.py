@@ -160,3 +160,21 @@ def test_a_second_watcher_on_the_same_folder_is_refused(lake, tmp_path, tiny_dir
             trainer(lake, tmp_path)
     finally:
         st.close()
+
+
+def test_the_instruction_recipe_follows_skills_and_their_usage(lake, tmp_path, tiny_dir):
+    from views_helpers import build_hermes_home, ingest_skills_folder
+
+    build_hermes_home(tmp_path / "home")
+    ingest_skills_folder(lake, tmp_path / "home")
+    st = trainer(lake, tmp_path, recipe="instruction")
+    try:
+        ev = st.step()
+        assert st.step() is None
+    finally:
+        st.close()
+    fed = {t: lake.changes(t, 0).num_rows for t in ("skills", "skill_usage")}
+    assert ev["metrics"]["rows"] == fed and ev["metrics"]["rows_consumed"] == sum(fed.values())
+    with lake.snapshot() as snap:
+        pairs = snap.arrow("SELECT count(*) AS n FROM instruction").column("n")[0].as_py()
+    assert ev["metrics"]["view_rows"] == pairs > 0  # every pair of the view is new in the first increment

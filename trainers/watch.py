@@ -33,7 +33,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
-from lake import Lake
+from lake import Lake, LakeError, resolve_root
 from lake.atomic import read_json, write_json_atomic
 
 from . import checkpoint
@@ -42,7 +42,7 @@ from .data import conversations
 from .errors import TrainerInputError
 from .evaluate import EvalSettings, run_eval
 from .models import TINY_MARKER, load_model, load_tokenizer, model_label, resolve_model, trained_from_scratch
-from .runfolder import KIND, open_lake
+from .runfolder import KIND
 from .sft import encode_all, make_optimizer, prepare_model, train_loop
 from .watch_config import HEARTBEAT_FILE, LOCK_FILE, WATCH_FILE, WatchConfig
 from .watch_feed import Increment, read_increment
@@ -77,7 +77,12 @@ class StreamTrainer:
         setup_env()
         self.emit = emit or (lambda _rec: None)
         self.dev = pick_device(cfg.device)
-        self.lake: Lake = open_lake(cfg.lake_root)
+        root = resolve_root(cfg.lake_root)
+        try:
+            self.lake = Lake.open(root)
+        except LakeError:
+            raise TrainerInputError(f"no lake at {root}: the streaming trainer follows an existing lake; pass --lake, "
+                                    f"or create one with `lake init --lake {root}`") from None
         self.folder = cfg.folder()
         self.folder.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _lock(self.folder / LOCK_FILE)

@@ -68,6 +68,10 @@ class WatchConfig(SFTConfig):
 
     def __post_init__(self):
         self.recipe = str(self.recipe).lower()
+        if self.recipe == "online":  # one implementation of online RL over the lake: trainers/learner.py's
+            raise TrainerInputError("the online recipe is rl_train_online --actors N (actors append rollouts to the "
+                                    "lake, the learner trains on them from its change feed): run `just train-online "
+                                    "--actors 2 --env shell --steps 200`")
         if self.recipe not in RECIPES:
             raise TrainerInputError(f"unknown --recipe {self.recipe!r}: use {' or '.join(RECIPES)}")
         self.view = self.view or RECIPES[self.recipe].view
