@@ -22,7 +22,7 @@ from test_train_online import B, G, _log_steps, sql, write_project, write_tasks
 from test_train_online import lake_root  # noqa: F401  (fixture)
 from train_helpers import REPO, tiny_dir  # noqa: F401  (session fixture)
 
-STEPS = 3
+STEPS = 2
 
 
 def test_two_actors_one_learner_consume_every_rollout_exactly_once(tiny_dir, tmp_path, lake_root):
@@ -50,6 +50,7 @@ def test_two_actors_one_learner_consume_every_rollout_exactly_once(tiny_dir, tmp
                               WHERE json_extract_string(metadata, '$.train_run_id') = '{run_id}' AND split = 'train'""")
     assert rows and len(rows) % (B * G) == 0  # whole batches of batch_size tasks x group_size rollouts
     assert {r["actor"] for r in rows} == {0, 1}  # both actors wrote
+    assert all(r["consumed"] >= 2 * B * G for r in steps)  # a step waits for as many batches as there are actors
     assert Counter(r["trajectory_id"] for r in rows) == consumed  # every rollout consumed, exactly once
     assert set(consumed.values()) == {1}
     for r in rows:  # played with a policy version older than the step that trained on it

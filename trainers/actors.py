@@ -81,8 +81,10 @@ def run_actor(run_dir: Path, index: int, count: int, learner_pid: int) -> int:
             continue
         try:
             model, _ = build_policy(spec, str(checkpoint.weights(ckpt)), dev)
-        except OSError:  # the learner removed that checkpoint meanwhile (it keeps a few): take the newest
-            continue
+        except (OSError, TrainerInputError):
+            if ckpt.exists():
+                raise
+            continue  # the learner removed that checkpoint meanwhile (it keeps a few): take the newest
         key = seed_key(version, index, count)
         torch.manual_seed(hp.seed * 1_000_003 + key)
         position = (version * count + index) * hp.batch_size

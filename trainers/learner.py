@@ -2,9 +2,9 @@
 
 `rl_train_online --actors N` (N > 1): trainers/actors.py's N processes play the rollouts; this process reads
 them back from the `trajectories` change feed (lake/changes.py, as lake.consumer.Consumer polls it), trains one
-update per step on every complete batch that arrived since its offset, and checkpoints after every update:
-weights, optimizer, RNG and the feed offset in one atomic folder (trainers/checkpoint.py), which is also the
-policy version the actors pick up next. After the checkpoint the offset is registered with the lake as consumer
+update per step on the batches that arrived since its offset (at least as many as there are actors), and
+checkpoints after every update: weights, optimizer, RNG and the feed offset in one atomic folder
+(trainers/checkpoint.py), which is also the policy version the actors pick up next. After the checkpoint the offset is registered with the lake as consumer
 `rl_learner:<run_id>`, so vacuum keeps what the learner has not read.
 
 Exactly once: a rollout is consumed in the step whose poll first covers its commit; the offset moves with the
@@ -79,12 +79,16 @@ class LakeLearner(OnlineTrainer):
         return rows
 
     def gather(self, last: bool) -> list[dict]:
-        """At least one actor batch; before the last step, also every batch the stopped actors had in flight."""
+        """At least as many actor batches as there are actors (every batch that arrived is taken), so an update
+        sees as much data whatever the actors' speeds; before the last step, also every batch the stopped actors
+        had in flight. No deadlock: every actor plays the newest version once, and that version was published
+        after the previous step's poll, so its N batches are all still to come."""
+        want = self.cfg.actors * self.hp.batch_size * self.hp.group_size
         rows = self._poll()
-        while not rows:
+        while len(rows) < want:
             self.pool.check()
             time.sleep(POLL_S)
-            rows = self._poll()
+            rows += self._poll()
         if last:
             self.pool.stop()
             rows += self._poll()
@@ -104,7 +108,7 @@ class LakeLearner(OnlineTrainer):
         n = len(rows)
         t = self.totals
         t["rollouts"] += n
-        t["rollout_s"] += wait_s
+        t["rollout_s"] += wait_s + update_s  # actors play while the learner updates: rollouts/s over the step's time
         t["update_s"] += update_s
         t["train_tokens"] += stats.tokens
         t["sampled_tokens"] += stats.sampled_tokens

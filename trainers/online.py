@@ -18,7 +18,9 @@ Why our own loop and not trl's GRPOTrainer (docs/training-notes.md section 5 com
   in the log. GRPOTrainer's resume (HF Trainer checkpoints) knows neither our lake writes nor a position in the
   environment's task stream;
 - transfer's layer freezing and the environments' per-step rewards need no trainer hooks.
-What it gives up: trl's vLLM generation and DeepSpeed/FSDP wiring (plain PyTorch on one device).
+What it gives up: trl's vLLM generation and DeepSpeed/FSDP wiring (plain PyTorch on one device). Rollouts are
+played in this process; with `--actors N` they come from N actor processes through the lake instead
+(trainers/actors.py plays them, trainers/learner.py trains on them: the same batches, rows and updates).
 bench/bench_online.py measures this loop against a plain GRPOTrainer on the same model and tasks.
 
 policy_version of a rollout = the step counter when it was sampled (the number of updates its weights had):
