@@ -16,11 +16,10 @@ from typing import Callable
 
 import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from ingest.records import trajectory_ids
-from lake import Lake, delta
+from lake import Lake, delta, store
 
 KeyFn = Callable[[pa.Table], list]
 MAX_DROPPED = 1 << 16
@@ -86,11 +85,12 @@ class KeyGuard:
         try:
             for v in range(self.version + 1, latest + 1):
                 for file, _ in delta.added_files(self.path, v):
-                    self.keys.update(k for k in self.key_fn(pq.read_table(file, columns=[self.column]))
+                    self.keys.update(k for k in self.key_fn(store.read_parquet(file, columns=[self.column]))
                                      if k is not None)
         except FileNotFoundError:  # a data file vacuumed since (a guard idle for days): read the table whole
             for uri in dt.file_uris():
-                self.keys.update(k for k in self.key_fn(pq.read_table(uri, columns=[self.column])) if k is not None)
+                self.keys.update(k for k in self.key_fn(store.read_parquet(uri, columns=[self.column]))
+                                 if k is not None)
         self.version = latest
 
     def pop_dropped(self, keys) -> set:

@@ -6,7 +6,6 @@ the files are read through the table's filesystem (lake/store.py): a local disk 
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lake import delta, store
 from lake.schemas import table_schema
@@ -24,7 +23,7 @@ def read_changes(tables: TableSet, table: str, after_version: int, upto_version:
     pieces = []
     for version in range(after_version + 1, upto + 1):
         for file, partitions in delta.added_files(path, version):
-            t = pq.read_table(store.to_fs_path(file), filesystem=store.filesystem_for(file))
+            t = store.read_parquet(file)
             for key, value in partitions.items():
                 if key not in t.column_names:
                     t = t.append_column(key, pa.array([value] * t.num_rows, pa.string()))

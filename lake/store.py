@@ -25,7 +25,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Mapping
 
+import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from deltalake.exceptions import DeltaError
 
 from lake.atomic import write_bytes_atomic
@@ -210,6 +212,11 @@ def join(location: Location, *parts: str) -> Location:
 def read_bytes(location: Location) -> bytes:
     with filesystem_for(location).open_input_stream(to_fs_path(location)) as fh:
         return fh.read()
+
+
+def read_parquet(location: Location, columns: list[str] | None = None) -> pa.Table:
+    """A data file, local or on the object store of the lake it lies under (with that lake's credentials)."""
+    return pq.read_table(to_fs_path(location), columns=columns, filesystem=filesystem_for(location))
 
 
 def exists(location: Location) -> bool:

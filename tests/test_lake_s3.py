@@ -172,3 +172,18 @@ def test_object_store_errors_are_one_line_lake_errors_without_credentials(s3_emu
     # a URL that went through pathlib (a CLI option typed Path) keeps working
     lk = Lake.init(Path(f"{store.root}"))
     assert lk.root == store.root and Lake.open(Path(str(store.root))).tables() == TABLES
+
+
+def test_two_lakes_on_one_s3_root_store_a_trajectory_id_once(lake_root):
+    """Ingest's dedupe guard (ingest/dedupe.py) catches up on the other writer's commits by reading their key
+    column from the object store, under the commit lock."""
+    from ingest.dedupe import KeyGuard, trajectory_keys
+
+    first, second = Lake.init(lake_root), Lake.open(lake_root)
+    for lk in (first, second):
+        lk.guards["trajectories"] = KeyGuard(lk, "trajectories", trajectory_keys, "trajectory_id", set(), 0)
+    assert first.append("trajectories", [trajectory(1)]).rows == 1
+    res = second.append("trajectories", [trajectory(1), trajectory(2)])
+    assert (res.rows, res.skipped) == (1, 1)
+    assert sorted(r[0] for r in second.snapshot().sql("SELECT trajectory_id FROM trajectories").fetchall()) == [
+        "traj-1", "traj-2"]
