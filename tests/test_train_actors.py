@@ -112,3 +112,15 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def test_an_actor_that_fails_is_one_line_naming_its_log(tmp_path):
+    """An actor that dies (here: a folder with no run in it) stops the learner with its last log line."""
+    from trainers.actors import ActorFailed, ActorPool
+
+    pool = ActorPool(tmp_path, 1, 1)
+    pool.start()
+    pool.procs[0].wait(timeout=120)
+    with pytest.raises(ActorFailed, match=r"actor 0 exited with 1: FileNotFoundError.*config\.json.*actor-0\.log"):
+        pool.check()
+    pool.kill()
