@@ -3,7 +3,7 @@ import os
 
 from tests.fault_figures import record_attacks
 
-# the S3 emulator's fixtures (s3_emulator, lake_root: a local or an s3:// root) for every test module
+# the S3 emulator's fixtures (s3_emulator, any_lake_root: a local or an s3:// root) for every test module
 pytest_plugins = ["tests.s3_emulator"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

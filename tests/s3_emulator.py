@@ -66,7 +66,7 @@ def s3_emulator():
 
 
 @pytest.fixture(params=["local", "s3"])
-def lake_root(request, tmp_path, monkeypatch) -> str:
+def any_lake_root(request, tmp_path, monkeypatch) -> str:
     """A lake root that does not exist yet: a local folder, or a prefix in a fresh bucket of the emulator (the
     AWS_* variables set, so worker processes inherit them)."""
     if request.param == "local":

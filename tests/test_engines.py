@@ -55,8 +55,8 @@ def make_lake(root) -> Lake:
     return lk
 
 
-def test_polars_and_daft_read_the_same_rows_as_lake_sql_at_a_version(lake_root):
-    lk = make_lake(lake_root)
+def test_polars_and_daft_read_the_same_rows_as_lake_sql_at_a_version(any_lake_root):
+    lk = make_lake(any_lake_root)
     snap = lk.snapshot({"trajectories": 2})
     versions = snap.versions
     assert versions["trajectories"] == 2 and lk.version("trajectories") == 3

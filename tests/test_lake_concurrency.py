@@ -20,8 +20,8 @@ def spawn(*args):
 
 
 @pytest.mark.s3
-def test_two_writers_with_compaction_and_a_reader(lake_root, tmp_path):
-    lk = Lake.init(lake_root)
+def test_two_writers_with_compaction_and_a_reader(any_lake_root, tmp_path):
+    lk = Lake.init(any_lake_root)
     stop = tmp_path / "stop"
     comp, read = spawn("compactor", lk.root, stop), spawn("reader", lk.root, stop)
     writers = [spawn("writer", lk.root, name, BATCHES) for name in ("w-a", "w-b")]
@@ -46,9 +46,9 @@ def test_two_writers_with_compaction_and_a_reader(lake_root, tmp_path):
 
 
 @pytest.mark.s3
-def test_consumer_killed_at_random_consumes_everything_exactly_once(lake_root, tmp_path):
+def test_consumer_killed_at_random_consumes_everything_exactly_once(any_lake_root, tmp_path):
     """Writer and compactor run while the consumer is killed and restarted over and over."""
-    lk = Lake.init(lake_root)
+    lk = Lake.init(any_lake_root)
     stop = tmp_path / "stop"
     writer = spawn("writer", lk.root, "feed", 40)
     comp = spawn("compactor", lk.root, stop)

@@ -97,15 +97,15 @@ LOCAL_ONLY = ("lake.durable.fsync_path", "lake.atomic.write_bytes_atomic", "lake
               "lake.maintenance.compaction_lock")
 
 
-def check_opens(lake_root, opened):
+def check_opens(any_lake_root, opened):
     """No lake module opened a path under the root, except a local disk's fsync, atomic-replace and lock files,
     and none of those read the Delta log or a data file."""
     assert opened, "the audit hook saw no open() at all"  # the checkpoint and the export open files
-    if lake_root.startswith("s3://"):
-        where = lake_root.split("://", 1)[1]
+    if any_lake_root.startswith("s3://"):
+        where = any_lake_root.split("://", 1)[1]
         assert [o for o in opened if where in o[0]] == []  # nothing names the bucket: everything went to S3
         return
-    root = os.path.abspath(lake_root)
+    root = os.path.abspath(any_lake_root)
     under = [(p, who) for p, who in opened if os.path.abspath(p).startswith(root + os.sep)]
     assert under, "a local lake fsyncs its commits: the hook must see those opens"
     assert {who for _, who in under} <= set(LOCAL_ONLY), under
@@ -114,14 +114,14 @@ def check_opens(lake_root, opened):
     assert reads == []
 
 
-def test_every_lake_operation_on_a_local_and_an_s3_root_without_open(lake_root, tmp_path):
+def test_every_lake_operation_on_a_local_and_an_s3_root_without_open(any_lake_root, tmp_path):
     global _opens
     _opens = []
     try:
-        seen = run_workload(lake_root, tmp_path)
+        seen = run_workload(any_lake_root, tmp_path)
     finally:
         opened, _opens = _opens, None
-    check_opens(lake_root, opened)
+    check_opens(any_lake_root, opened)
     assert seen["init_versions"] == [0] * len(TABLES)
     assert seen["time_travel"] == [0, 1, 3, 6]
     assert seen["count"] == 14 and 1 <= seen["group_versions"] < 8  # 8 callers, fewer versions
@@ -174,12 +174,12 @@ def test_object_store_errors_are_one_line_lake_errors_without_credentials(s3_emu
     assert lk.root == store.root and Lake.open(Path(str(store.root))).tables() == TABLES
 
 
-def test_two_lakes_on_one_s3_root_store_a_trajectory_id_once(lake_root):
+def test_two_lakes_on_one_s3_root_store_a_trajectory_id_once(any_lake_root):
     """Ingest's dedupe guard (ingest/dedupe.py) catches up on the other writer's commits by reading their key
     column from the object store, under the commit lock."""
     from ingest.dedupe import KeyGuard, trajectory_keys
 
-    first, second = Lake.init(lake_root), Lake.open(lake_root)
+    first, second = Lake.init(any_lake_root), Lake.open(any_lake_root)
     for lk in (first, second):
         lk.guards["trajectories"] = KeyGuard(lk, "trajectories", trajectory_keys, "trajectory_id", set(), 0)
     assert first.append("trajectories", [trajectory(1)]).rows == 1
