@@ -151,21 +151,26 @@ class StreamTrainer:
 
     # ------------------------------------------------------------------------------------------- one increment
     def step(self) -> dict | None:
-        """Train one increment on what is new, if there is at least --min-rows of it. Returns its runs event."""
+        """Train one increment on what is new, if at least --min-rows of it are of the trained split. Returns its
+        runs event. New rows of other splits wait with the rest: an evaluation's episodes (test split) alone never
+        make an increment, so --eval-every cannot feed itself."""
         inc = read_increment(self.lake, self.cfg, self.offsets)
-        if inc is None or len(inc.new) < self.cfg.min_rows:
+        if inc is None or len(self._of_split(inc.new)) < self.cfg.min_rows:
             return None
         return self.train(inc)
 
-    def _examples(self, rows: list[dict]) -> list:
+    def _of_split(self, rows: list[dict]) -> list[dict]:
         keep = None if self.cfg.split == "all" else self.cfg.split
-        rows = [r for r in rows if keep is None or r.get("split") in (None, keep)]
+        return [r for r in rows if keep is None or r.get("split") in (None, keep)]
+
+    def _examples(self, rows: list[dict]) -> list:
+        rows = self._of_split(rows)
         if not rows:
             return []
         convs, _ = conversations(rows, self.cfg.view, "all")
         return encode_all(self.tok, convs, self.cfg.max_length)[0]
 
-    def train(self, inc: Increment, first_step_hook: Callable[[], None] | None = None) -> dict:
+    def train(self, inc: Increment) -> dict:
         n = self.counter.n + 1
         t0 = time.perf_counter()
         self.set_phase(f"training increment {n}")
@@ -178,14 +183,13 @@ class StreamTrainer:
         def on_log(rec: dict) -> None:
             if rec.get("step") == 1:
                 first_step["at"] = time.time()
-                if first_step_hook:
-                    first_step_hook()
 
         metrics: dict = {"steps": 0}
         if examples:  # rows the split or max_length left out are consumed all the same
             metrics = train_loop(self.model, examples, s, self.tok.pad_token_id, on_log, optimizer=self.optimizer)
         self.counter.n = n
         run_id = run_id_of(self.meta["serial"], n)
+        elapsed = round(time.perf_counter() - t0, 4)  # reading the view's rows is before t0: in read_increment
         weights = checkpoint.weights(Path(self.folder) / checkpoint.DIR / f"{checkpoint.PREFIX}{n:08d}")
         event = {
             "run_id": run_id, "kind": KIND, "status": "completed", "model": model_label(self.cfg.model),
@@ -193,14 +197,13 @@ class StreamTrainer:
             "metrics": {**metrics, "increment": n, "rows_consumed": inc.consumed, "rows": inc.rows,
                         "new_examples": len(new), "replayed_examples": len(replayed),
                         "view_rows": len(inc.new), "first_step_at": first_step.get("at"),
-                        "increment_s": None},
+                        "increment_s": elapsed},
             "manifest": {"view": self.cfg.view, "after": inc.after, "upto": inc.upto,
                          "events_sha256": inc.events_sha256, "lake_root": self.meta["lake_root"]},
             "metadata": {"trainer": TRAINER, "watcher": self.cfg.name, "serial": self.meta["serial"],
                          "method": self.cfg.recipe, "increment": n, "run_dir": self.meta["folder"],
                          "full": self.cfg.full, "command": self.cfg.COMMAND},
         }
-        event["metrics"]["increment_s"] = round(time.perf_counter() - t0, 4)
         self.set_phase(f"saving increment {n}")
         checkpoint.save(self.folder, n, self._save_weights, self.optimizer, self.counter,
                         {"offsets": inc.upto, "event": event}, keep=self.cfg.keep or 1 << 62)
