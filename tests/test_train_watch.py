@@ -178,3 +178,28 @@ def test_the_instruction_recipe_follows_skills_and_their_usage(lake, tmp_path, t
     with lake.snapshot() as snap:
         pairs = snap.arrow("SELECT count(*) AS n FROM instruction").column("n")[0].as_py()
     assert ev["metrics"]["view_rows"] == pairs > 0  # every pair of the view is new in the first increment
+
+
+def test_a_restarted_lora_watcher_trains_its_adapter_on(lake, tmp_path, tiny_dir):
+    """docs/training-notes.md pitfall 11: an adapter loaded back is frozen unless loaded trainable."""
+    import torch
+
+    lake.append("trajectories", good_batch(4, 7))
+    st = trainer(lake, tmp_path, full=False)
+    try:
+        first = st.step()
+        trainable = st.trainable
+    finally:
+        st.close()
+    assert (Path(first["adapter_path"]) / "adapter_config.json").is_file()
+    again = trainer(lake, tmp_path, full=False)
+    try:
+        assert again.trainable == trainable > 0
+        before = {k: v.clone() for k, v in again.model.named_parameters() if v.requires_grad}
+        lake.append("trajectories", good_batch(4, 8))
+        ev = again.step()
+        assert ev["metrics"]["steps"] == 2
+        after = dict(again.model.named_parameters())
+        assert any(not torch.equal(before[k], after[k]) for k in before)
+    finally:
+        again.close()
