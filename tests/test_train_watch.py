@@ -125,6 +125,26 @@ def test_a_commit_wakes_the_resident_watcher_and_status_reports_lag(lake, tmp_pa
     assert not watcher_status(tmp_path / "watch")["alive"]
 
 
+def test_lake_train_status_json(lake, tmp_path, tiny_dir, capsys):
+    from lachesis.cli import app
+    from lachesis.console import run
+
+    lake.append("trajectories", good_batch(3, 9))
+    st = trainer(lake, tmp_path)
+    try:
+        st.step()
+    finally:
+        st.close()
+    lake.append("trajectories", good_batch(2, 10))
+    with pytest.raises(SystemExit) as exit_:
+        run(app, ["train", "status", "--runs", str(tmp_path), "--json"])
+    assert exit_.value.code == 0
+    [status] = json.loads(capsys.readouterr().out)
+    assert status["name"] == "watch-sft" and status["increments"] == 1 and status["alive"] is False
+    assert status["lag_rows"] == {"trajectories": 2, "rewards": 0}
+    assert status["registered_offsets"] == status["offsets"] == {"trajectories": 1, "rewards": 0}
+
+
 def test_restart_continues_from_the_last_increment_and_eval_every_records_it(lake, tmp_path, tiny_dir):
     lake.append("trajectories", good_batch(5, 5))
     st = trainer(lake, tmp_path, eval_every=1, eval_limit=1)
