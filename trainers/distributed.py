@@ -57,14 +57,13 @@ class Processes:
         if world > 1 and spec.startswith("cuda:"):
             raise TrainerInputError(f"--device {spec} picks one GPU, but {world} processes were launched: use --device "
                                     "cuda or auto (each process takes the GPU of its LOCAL_RANK)")
-        dev = pick_device(spec) if world == 1 else None
-        cpu = spec == "cpu" or not torch.cuda.is_available()
+        dev = pick_device(spec)  # --device cuda without CUDA: the one-line error, in every process
         if world == 1:
             # accelerate keeps its state per Python process; a plain run may follow another with a different device
             # in the same interpreter (tests, the demo), so it starts from a clean state (accelerate's tests do so)
             AcceleratorState._reset_state(reset_partial_state=True)
-        state = PartialState(cpu=cpu)
-        return cls(state, dev if dev is not None else state.device)
+        state = PartialState(cpu=dev.type == "cpu")
+        return cls(state, dev if world == 1 else state.device)
 
     @property
     def world(self) -> int:
