@@ -29,6 +29,8 @@ FAULT_TESTS = {
                                        "rows after 2 writers + compaction", "consumer killed at random"],
     "tests/test_train_online.py::test_kill_9_then_resume_neither_repeats_nor_skips_a_step": ["rl_train_online kill -9"],
 }
+# parametrized fault tests: every figure of theirs is expected once per root kind
+PARAMS = {"tests/test_lake_concurrency.py": ["local", "s3"]}
 # tests other sessions are adding: run when present, with what they must record
 OPTIONAL = {"tests/test_lake_s3.py": [], "tests/test_train_watch_kill.py": ["lake train watch kill -9"]}
 # attack modules by what they attack; every case asserts a clean rejection with nothing written (or containment)
@@ -97,12 +99,18 @@ def attack_lines(attacks: dict[str, dict[str, int]]) -> list[str]:
     return lines
 
 
+def _matches(rec: dict, expected: str) -> bool:
+    """`expected` is a figure's leading words, optionally with the test parameter it must come from: 'name [s3]'."""
+    name, _, param = expected.partition(" [")
+    return rec["figure"].startswith(name) and (not param or rec["test"].endswith(f"[{param}"))
+
+
 def summarize(figures: list[dict], attacks: dict, expected: list[str]) -> tuple[list[str], bool]:
     """The printed lines and whether everything held: no loss, no breach, every expected figure recorded."""
     lines = [figure_line(r) for r in figures] + attack_lines(attacks)
     ok = all(v == 0 for r in figures for v in r["faults"].values())
     ok &= all(a["breached"] == 0 for a in attacks.values())
-    missing = [e for e in expected if not any(r["figure"].startswith(e) for r in figures)]
+    missing = [e for e in expected if not any(_matches(r, e) for r in figures)]
     lines += [f"{e}: NOT RECORDED (its test failed or did not run)" for e in missing]
     return lines, ok and not missing
 
@@ -111,7 +119,8 @@ def main(argv: list[str]) -> int:
     wanted = {**FAULT_TESTS, **OPTIONAL}
     tests = [t for t in wanted if (ROOT / t.split("::")[0]).exists()]
     tests += [f"tests/{m}.py" for ms in ATTACKS.values() for m in ms if (ROOT / "tests" / f"{m}.py").exists()]
-    expected = [e for t in tests for e in wanted.get(t, [])]
+    expected = [f"{e} [{p}]" if t in PARAMS else e for t in tests for e in wanted.get(t, [])
+                for p in PARAMS.get(t, [""])]
     with tempfile.TemporaryDirectory(prefix="faults-") as tmp:
         out = Path(tmp) / "figures.jsonl"
         env = {**os.environ, ENV: str(out), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}

@@ -46,3 +46,8 @@ def test_a_loss_a_breach_or_a_missing_figure_fails():
     assert not ff.summarize(ok_fig, {"test_sandbox_escape": {"contained": 1, "breached": 1, "skipped": 0}}, ["a"])[1]
     lines, ok = ff.summarize(ok_fig, {}, ["a", "consumer killed at random"])
     assert not ok and lines[-1] == "consumer killed at random: NOT RECORDED (its test failed or did not run)"
+    # a parametrized figure is expected once per parameter
+    local = [fig("rows after 2 writers + compaction", test="tests/t.py::test_b[local]", lost=0)]
+    assert ff.summarize(local, {}, ["rows after 2 writers [local]"])[1]
+    lines, ok = ff.summarize(local, {}, ["rows after 2 writers [local]", "rows after 2 writers [s3]"])
+    assert not ok and lines[-1].startswith("rows after 2 writers [s3]: NOT RECORDED")
