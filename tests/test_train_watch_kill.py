@@ -1,5 +1,5 @@
-"""kill -9 of the streaming trainer at seeded random points while it trains, five times, then `lake train watch`
-restarted to the end:
+"""kill -9 of the streaming trainer at seeded random points while it trains, five times, then `lake train watch --once`
+to the end:
 every appended row is in exactly one increment (from the runs events), no increment folder is half-written,
 and the final weights load."""
 from __future__ import annotations
@@ -9,11 +9,9 @@ import multiprocessing
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 
-from train_helpers import REPO, tiny_dir  # noqa: F401  (the session's tiny model)
+from train_helpers import tiny_dir  # noqa: F401  (the session's tiny model)
 from test_train_watch import good_batch
 
 from lake import Lake
@@ -43,7 +41,7 @@ def kill_while_training(cfg: WatchConfig, delay: float) -> bool:
     first. Forked from a fork server that has imported the trainer once (a plain fork of this process would inherit
     deltalake's tokio runtime, which refuses to run in a forked child)."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["trainers.watch"])
+    ctx.set_forkserver_preload(["trainers.watch", "lachesis.cli"])
     ours, theirs = ctx.Pipe()
     proc = ctx.Process(target=_watch, args=(cfg, theirs))
     proc.start()
@@ -56,13 +54,22 @@ def kill_while_training(cfg: WatchConfig, delay: float) -> bool:
     return proc.exitcode == -signal.SIGKILL
 
 
-def start_cli(lake: Lake, folder) -> subprocess.Popen:
-    """The same watcher as a user starts it (a fresh interpreter, the `lake` command)."""
-    args = ["train", "watch", "--lake", str(lake.root), "--output", str(folder), "--once", "--json", "--max-versions",
+def _lake_command(argv: list[str]) -> None:
+    from lachesis.cli import app
+    from lachesis.console import run
+
+    run(app, argv)
+
+
+def restart_with_the_cli(lake: Lake, folder) -> int:
+    """The same watcher as a user starts it, `lake train watch --once ...` (the command's own parsing and loop), in a
+    process of the same fork server (a fresh interpreter would pay the imports again). Returns its exit code."""
+    argv = ["train", "watch", "--lake", str(lake.root), "--output", str(folder), "--once", "--json", "--max-versions",
             "1", "--split", "all", "--batch-size", "4", "--max-steps", "6", "--threads", "1", "--replay", "0.5"]
-    return subprocess.Popen([sys.executable, "-c", "from lachesis.cli import main; main()", *args], cwd=str(REPO),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = multiprocessing.get_context("forkserver").Process(target=_lake_command, args=(argv,))
+    proc.start()
+    proc.join(120)
+    return proc.exitcode
 
 
 def test_kill_9_during_training_then_restart_trains_every_row_exactly_once(tmp_path, tiny_dir):
@@ -76,9 +83,7 @@ def test_kill_9_during_training_then_restart_trains_every_row_exactly_once(tmp_p
     for _ in range(KILLS):
         killed += kill_while_training(config(lake, folder), rng.uniform(0.0, 1.0))
     assert killed >= 3, "the watcher finished before most kills: the kill points missed the training"
-    final = start_cli(lake, folder)
-    out, err = final.communicate(timeout=120)
-    assert final.returncode == 0, err[-2000:]
+    assert restart_with_the_cli(lake, folder) == 0
 
     with lake.snapshot() as snap:
         rows = snap.arrow("SELECT run_id, metrics, manifest FROM runs WHERE kind = 'train'").to_pylist()
