@@ -71,8 +71,8 @@ def observe(c):
         import subprocess
 
         argv = c["argv"]
-        env = git_env(argv) if argv and os.path.basename(argv[0]) == "git" else None
         try:  # the caller's clean environment (absolute git, system PATH, config overrides) is inherited
+            env = git_env(argv) if argv and os.path.basename(argv[0]) == "git" else None
             p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=10, env=env)
         except (OSError, subprocess.SubprocessError) as exc:
             return {"error": exc.__class__.__name__}
