@@ -219,13 +219,16 @@ def strategy_transfer(c: Commands, size: Size, lake: Path, seed: int, source: Pa
     spec = c.work / "s3" / f"spec-seed{seed}.json"
     c.run("rl_transfer_init", "--source_env", BASH, "--target_env", GIT, "--freeze_layers", freeze, "--from", source,
           "--config", cfg, "--lake", lake, "--output", spec, "--quiet", log=f"s3-init-seed{seed}")
-    recs = []
+    arm = f"transfer, layers {freeze} frozen"
+    # step 0 of the transfer arm is the source model itself (the bash SFT run), on the git tasks
+    recs = [{"strategy": "transfer", "arm": arm, "seed": seed, "step": 0, "run": str(source),
+             **c.evaluate(GIT, size.eval_limit, source, log=f"s3-eval-source-seed{seed}")}]
     for k in size.transfer_steps:
         run = c.work / "s3" / f"transfer-seed{seed}-steps{k}"
         c.run("rl_train_transfer", "--method", "sft", "--spec", spec, "--data", "sft", "--max_steps", k,
               "--batch_size", 16, "--config", cfg, "--seed", seed, "--lake", lake, "--output", run, "--no-plot",
               "--quiet", log=f"s3-transfer-seed{seed}-steps{k}")
-        recs.append({"strategy": "transfer", "arm": f"transfer, layers {freeze} frozen", "seed": seed, "step": k,
+        recs.append({"strategy": "transfer", "arm": arm, "seed": seed, "step": k,
                      "run": str(run), **c.evaluate(GIT, size.eval_limit, run, log=f"s3-eval-t-seed{seed}-{k}")})
     return recs
 
@@ -439,17 +442,27 @@ def table(result: dict, size: Size) -> list[str]:
         row("2 online RL from the SFT model" if scale == 1.0 else "", f"{arm}, {last['online']} steps",
             "bash test success", [r["success"] for r in start], [r["success"] for r in end])
         row("", "", "bash test mean reward", [r["reward"] for r in start], [r["reward"] for r in end])
+    def versus(measure: str, key: str, a: list[dict], b: list[dict]):
+        """Arm a minus arm b at the end, paired by seed."""
+        rows.append(f"| | | {measure} | | | {fmt_ci([x[key] - y[key] for x, y in zip(a, b)])} |")
+
+    ends = {scale: sorted(by(recs, arm=f"reward_scale {scale}", step=last["online"]), key=lambda r: r["seed"])
+            for scale in (1.0, 2.5)}
+    versus("success: reward_scale 2.5 minus 1.0, same seeds", "success", ends[2.5], ends[1.0])
     arms = [f"transfer, layers {size.freeze} frozen", "same base, no transfer"]
-    for arm in arms:
+    for arm in arms:  # before: the arm's own start (the bash SFT model for transfer, the tiny base without)
         end = sorted(by(recs, arm=arm, step=last["transfer"]), key=lambda r: r["seed"])
-        n = len(end)
+        start = sorted(by(recs, arm=arm, step=0), key=lambda r: r["seed"]) or [base["git"]] * len(end)
         row("3 transfer bash -> git" if arm == arms[0] else "", f"{arm}, {last['transfer']} steps", "git test success",
-            [base["git"]["success"]] * n, [r["success"] for r in end])
-        row("", "", "loss on git test expert chats", [base["git"]["heldout_loss"]] * n,
+            [r["success"] for r in start], [r["success"] for r in end])
+        row("", "", "loss on git test expert chats", [r["heldout_loss"] for r in start],
             [r["heldout_loss"] for r in end])
         reach = [first_step_at(recs, arm, r["seed"], SUCCESS_LEVEL) for r in end]
         rows.append(f"| | | steps to git test success >= {SUCCESS_LEVEL} | | "
                     f"{', '.join('not reached' if x is None else str(x) for x in reach)} (per seed) | |")
+    ends = [sorted(by(recs, arm=arm, step=last["transfer"]), key=lambda r: r["seed"]) for arm in arms]
+    versus("git test success: transfer minus no transfer, same seeds", "success", *ends)
+    versus("git held-out loss: transfer minus no transfer, same seeds", "heldout_loss", *ends)
     s4 = sorted(by(recs, strategy="instruct", step=last["instruct"]), key=lambda r: r["seed"])
     n4, b4 = len(s4), base["skills"]
     row("4 instruction tuning from skills", f"{last['instruct']} steps",
@@ -464,41 +477,50 @@ def table(result: dict, size: Size) -> list[str]:
 
 
 def plot(result: dict, size: Size, out: Path) -> list[Path]:
+    """One PNG per strategy: held-out success against steps (each arm's mean over seeds, the 95% band), beside
+    the held-out loss where it is measured (it moves long before success does on a small model)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     recs, base = result["records"], result["base"]
+    git_arms = sorted({r["arm"] for r in by(recs, strategy="transfer")})
     specs = [
-        ("sft", "1. SFT from lake trajectories: bash_exec_env", "success", {"sft": base["bash"]["success"]}),
-        ("online", "2. online RL from the SFT model: bash_exec_env", "success", {}),
-        ("transfer", "3. transfer bash -> git vs no transfer: git_repo_env", "success",
-         {a: base["git"]["success"] for a in {r["arm"] for r in by(recs, strategy="transfer")}}),
-        ("instruct", "4. instruction tuning from skills: held-out skills", "heldout_loss",
-         {"skills instruction tuning": base["skills"]["heldout_loss"]}),
+        ("sft", "1. SFT from lake trajectories (bash_exec_env test)", [("success", {"sft": base["bash"]["success"]}),
+                                                                      ("heldout_loss", {"sft": base["bash"]["heldout_loss"]})]),
+        ("online", "2. online RL from the SFT model (bash_exec_env test)", [("success", {}), ("reward", {})]),
+        ("transfer", "3. transfer bash -> git vs the same base without transfer (git_repo_env test)",
+         [("success", {a: base["git"]["success"] for a in git_arms if not by(recs, arm=a, step=0)}),
+          ("heldout_loss", {a: base["git"]["heldout_loss"] for a in git_arms if not by(recs, arm=a, step=0)})]),
+        ("instruct", "4. instruction tuning from skills (held-out skills)",
+         [("heldout_loss", {"skills instruction tuning": base["skills"]["heldout_loss"]}),
+          ("heldout_names_steps", {"skills instruction tuning": base["skills"]["heldout_names_steps"]})]),
     ]
+    labels = {"success": "held-out (test) success rate", "heldout_loss": "held-out loss", "reward": "test mean reward",
+              "heldout_names_steps": "held-out skills whose answer\nnames >= 25% of their step terms"}
     paths = []
-    for strategy, title, key, step0 in specs:
-        fig, ax = plt.subplots(figsize=(6.4, 4.0))
-        for arm in sorted({r["arm"] for r in by(recs, strategy=strategy)}):
-            rs = by(recs, strategy=strategy, arm=arm)
-            steps = sorted({r["step"] for r in rs} | ({0} if arm in step0 else set()))
-            mean, lo, hi = [], [], []
-            for st in steps:
-                vals = [r[key] for r in rs if r["step"] == st] if st or arm not in step0 else [step0[arm]]
-                m, h = ci95(vals)
-                mean.append(m)
-                lo.append(m - (h or 0))
-                hi.append(m + (h or 0))
-            line, = ax.plot(steps, mean, marker="o", label=arm)
-            ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.2)
-        ax.set_xlabel("training steps")
-        ax.set_ylabel("held-out loss" if key == "heldout_loss" else "held-out (test) success rate")
-        if key == "success":
-            ax.set_ylim(bottom=0)
-        ax.set_title(title, fontsize=10)
-        ax.legend(fontsize=8, loc="best")
+    for strategy, title, panels in specs:
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.9))
+        for ax, (key, step0) in zip(axes, panels):
+            for i, arm in enumerate(sorted({r["arm"] for r in by(recs, strategy=strategy)})):
+                rs = by(recs, strategy=strategy, arm=arm)
+                steps = sorted({r["step"] for r in rs} | ({0} if arm in step0 else set()))
+                mean, lo, hi = [], [], []
+                for st in steps:
+                    vals = [r[key] for r in rs if r["step"] == st] if st or arm not in step0 else [step0[arm]]
+                    m, h = ci95(vals)
+                    mean.append(m)
+                    lo.append(m - (h or 0))
+                    hi.append(m + (h or 0))
+                line, = ax.plot(steps, mean, marker="os^"[i % 3], linestyle=["-", "--", ":"][i % 3], label=arm)
+                ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.2)
+            ax.set_xlabel("training steps (each point: a run of that many steps)")
+            ax.set_ylabel(labels[key])
+            if key != "heldout_loss":
+                ax.set_ylim(bottom=0, top=max(0.05, ax.get_ylim()[1]))
+            ax.legend(fontsize=8, loc="best")
+        fig.suptitle(title, fontsize=10)
         fig.text(0.01, 0.01, f"mean of {size.seeds} seeds, band: 95% t-interval", fontsize=7, color="grey")
         fig.tight_layout()
         path = out / f"learning_{strategy}.png"
