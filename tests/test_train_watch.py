@@ -223,3 +223,13 @@ def test_a_restarted_lora_watcher_trains_its_adapter_on(lake, tmp_path, tiny_dir
         assert any(not torch.equal(before[k], after[k]) for k in before)
     finally:
         again.close()
+
+
+def test_a_folder_keeps_its_view_and_model(lake, tmp_path, tiny_dir):
+    from trainers.errors import TrainerInputError
+
+    trainer(lake, tmp_path).close()
+    with pytest.raises(TrainerInputError, match="folder of a watcher of view 'sft'"):
+        trainer(lake, tmp_path, recipe="instruction")
+    assert not watcher_status(tmp_path / "watch")["alive"]  # the failed start left no lock and no live heartbeat
+    trainer(lake, tmp_path).close()

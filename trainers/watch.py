@@ -86,13 +86,23 @@ class StreamTrainer:
         self.folder = cfg.folder()
         self.folder.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _lock(self.folder / LOCK_FILE)
+        self.phase = "loading"
+        self.counter = IncrementCounter()
+        self.heartbeat = _Heartbeat(self)
+        try:
+            self._load(cfg)
+        except BaseException:
+            self.close()  # a watcher that failed to start holds no lock and is not reported alive
+            raise
+        self.emit({"event": "ready", "name": self.cfg.name, "increment": self.counter.n, "offsets": self.offsets,
+                   "reconciled": self.reconciled, "trainable": self.trainable})
+
+    def _load(self, cfg: WatchConfig) -> None:
+        """The model, its optimizer and the offsets: from the last increment, or new; then the lake's registry."""
         self.model_path = resolve_model(cfg.model)
         self.tok = load_tokenizer(self.model_path, cfg.chat_template)
         self.cfg = cfg.settle(trained_from_scratch(self.model_path))
         self.meta = self._write_meta()
-        self.phase = "loading"
-        self.counter = IncrementCounter()
-        self.heartbeat = _Heartbeat(self)
         set_threads(self.cfg.threads)
         import torch
 
@@ -115,16 +125,14 @@ class StreamTrainer:
         self.lake.register_consumer(self.cfg.name, self.offsets)  # before the first read: vacuum spares the rest
         self.reconciled = self.reconcile()
         self.phase = "idle"
-        self.emit({"event": "ready", "name": self.cfg.name, "increment": self.counter.n, "offsets": self.offsets,
-                   "reconciled": self.reconciled, "trainable": self.trainable})
 
     # ------------------------------------------------------------------------------------------- bookkeeping
     def _write_meta(self) -> dict:
         path = self.folder / WATCH_FILE
         old = read_json(path) if path.exists() else {}
-        if old and (old.get("recipe"), old.get("view")) != (self.cfg.recipe, self.cfg.view):
-            raise TrainerInputError(f"{self.folder} is the folder of a watcher of view {old.get('view')!r}: "
-                                    "pass another --name or --output")
+        if old and (old["recipe"], old["view"], old["model_path"]) != (self.cfg.recipe, self.cfg.view, self.model_path):
+            raise TrainerInputError(f"{self.folder} is the folder of a watcher of view {old['view']!r} training "
+                                    f"{old['model']!r}: pass another --name or --output")
         meta = {"name": self.cfg.name, "serial": old.get("serial") or f"{self.cfg.name}-{uuid.uuid4().hex[:8]}",
                 "recipe": self.cfg.recipe, "view": self.cfg.view, "follow": self.cfg.follow,
                 "model": self.cfg.model, "model_path": self.model_path, "lake_root": str(self.lake.root.resolve()),
