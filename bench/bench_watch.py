@@ -76,7 +76,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="bench-watch-"))
     res_lake, proc_lake = Lake.init(work / "resident-lake"), Lake.init(work / "process-lake")
-    resident = subprocess.Popen(lake_argv(*watch_args(res_lake.root, work / "resident", a), "--debounce", "0.05"),
+    resident = subprocess.Popen(lake_argv(*watch_args(res_lake.root, work / "resident", a)),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     t_start = time.monotonic()
     read_event(resident, "ready")
