@@ -221,7 +221,7 @@ def collect(results: Path) -> tuple[list[Row], list[str]]:
     rows, machines = [], []
     for f in files:
         meta, res = load_file(f)
-        bench = meta.get("bench", f.stem)
+        bench = meta.get("bench", f.stem).removeprefix("bench_")
         if isinstance(res, dict) and "comparisons" in res:
             got = generic_rows(bench, res)
         elif bench in READERS:
