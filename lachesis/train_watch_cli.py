@@ -69,16 +69,20 @@ def _watch(values: dict, as_json: bool, quiet: bool) -> None:
     from trainers.watch import StreamTrainer
 
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    # the caller's handlers come back afterwards: the command also runs inside other processes (tests, `just up`)
+    before = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        trainer = StreamTrainer(cfg, emit=_emitter(as_json, quiet))
-    except TrainerInputError as exc:
-        fail(str(exc))
-    try:
-        trainer.run(stop)
+        try:
+            trainer = StreamTrainer(cfg, emit=_emitter(as_json, quiet))
+        except TrainerInputError as exc:
+            fail(str(exc))
+        try:
+            trainer.run(stop)
+        finally:
+            trainer.close()
     finally:
-        trainer.close()
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def status(

@@ -135,10 +135,15 @@ class StreamTrainer:
                                     f"{old['model']!r}: pass another --name or --output")
         meta = {"name": self.cfg.name, "serial": old.get("serial") or f"{self.cfg.name}-{uuid.uuid4().hex[:8]}",
                 "recipe": self.cfg.recipe, "view": self.cfg.view, "follow": self.cfg.follow,
-                "model": self.cfg.model, "model_path": self.model_path, "lake_root": str(self.lake.root.resolve()),
+                "model": self.cfg.model, "model_path": self.model_path, "lake_root": self._lake_root(),
                 "folder": str(self.folder.resolve()), "config": asdict(self.cfg)}
         write_json_atomic(path, meta)
         return meta
+
+    def _lake_root(self) -> str:
+        """The followed lake as `lake train status` reopens it: an absolute folder, or the object-store URL."""
+        root = self.lake.root
+        return str(Path(root).resolve()) if self.lake.table_set.store.local else str(root)
 
     def reconcile(self) -> int:
         """Append the runs events of increments whose checkpoint is in place but whose event is not in the lake (a
@@ -248,8 +253,10 @@ class StreamTrainer:
     def run(self, stop: threading.Event | None = None) -> int:
         """Follow the lake until `stop` is set (or --once / --max-increments). Returns the increments trained."""
         stop = stop or threading.Event()
-        logs = [self.lake.table_path(t) / "_delta_log" for t in self.cfg.follow]
-        waker = Waker([Path(p) for p in logs], self.cfg.poll_interval)
+        # a local lake's commits are file events; an object store has no folder to watch: the poll alone wakes it
+        local = self.lake.table_set.store.local
+        logs = [Path(self.lake.table_path(t)) / "_delta_log" for t in self.cfg.follow] if local else []
+        waker = Waker(logs, self.cfg.poll_interval)
         trained = 0
         try:
             while not stop.is_set():
