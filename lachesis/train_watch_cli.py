@@ -15,7 +15,7 @@ import typer
 
 from lachesis.console import JsonOption, LakeOption, config_command, fail, print_json, print_rows
 from trainers.errors import TrainerInputError
-from trainers.watch_config import WatchConfig
+from trainers.watch_config import ONLINE, WatchConfig
 
 WATCH_OPTIONS = [
     ("recipe", "--recipe"), ("view", "--view"), ("model", "--model"), ("lake_root", "--lake"), ("name", "--name"),
@@ -26,8 +26,10 @@ WATCH_OPTIONS = [
     ("lr", "--lr"), ("batch_size", "--batch-size"), ("grad_accum", "--grad-accum"), ("max_length", "--max-length"),
     ("full", "--full/--lora"), ("lora_r", "--lora-r"), ("lora_alpha", "--lora-alpha"),
     ("target_modules", "--target-modules"), ("seed", "--seed"), ("split", "--split"), ("threads", "--threads"),
-    ("device", "--device"), ("chat_template", "--chat-template"),
+    ("device", "--device"), ("chat_template", "--chat-template"), ("actors", "--actors"),
 ]
+ONLINE_KEYS = ("run_id", "env", "steps", "rollouts", "success_before", "success_after", "reward_before", "reward_after",
+               "run_dir")
 
 
 def _emitter(as_json: bool, quiet: bool):
@@ -51,6 +53,9 @@ def _emitter(as_json: bool, quiet: bool):
             err.print(f"increment {rec['increment']}: {rec['rows_consumed']} rows, {rec['new_examples']} new + "
                       f"{rec['replayed_examples']} replayed examples, {rec['steps']} steps{loss}, "
                       f"{rec['increment_s']:.2f} s -> {rec['adapter']}", highlight=False)
+        elif kind == "online":
+            err.print(f"online: {rec['steps']} steps on {rec['rollouts']} rollouts, success {rec['success_before']} -> "
+                      f"{rec['success_after']} -> {rec['run_dir']}", highlight=False)
         elif kind == "eval":
             err.print(f"eval after increment {rec['increment']}: success {rec['success_rate']:.3f}, "
                       f"mean reward {rec['mean_reward']:.3f}", highlight=False)
@@ -66,6 +71,9 @@ def _watch(values: dict, as_json: bool, quiet: bool) -> None:
         cfg = WatchConfig(**values, progress=False)
     except TrainerInputError as exc:
         fail(str(exc))
+    if cfg.recipe == ONLINE:
+        _online(cfg, as_json, quiet)
+        return
     from trainers.watch import StreamTrainer
 
     stop = threading.Event()
@@ -83,6 +91,22 @@ def _watch(values: dict, as_json: bool, quiet: bool) -> None:
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+
+
+def _online(cfg: WatchConfig, as_json: bool, quiet: bool) -> None:
+    """The online recipe: rl_train_online --actors N's one loop (trainers/learner.py), its summary as one event."""
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from trainers.learner import train_online
+
+    online = replace(cfg.online_config(), progress=not (quiet or as_json))
+    try:
+        summary = train_online(online, Console(stderr=True, quiet=quiet or as_json))
+    except TrainerInputError as exc:
+        fail(str(exc), exc.exit_code)
+    _emitter(as_json, quiet)({"event": "online", **{k: summary.get(k) for k in ONLINE_KEYS}})
 
 
 def status(
