@@ -56,10 +56,11 @@ def option(config: type, name: str, *flags: str, **kwargs: Any) -> Any:
     return typer.Option(default, *flags, help=help_text, **kwargs)
 
 
-def config_command(config: type, options: list[tuple[str, ...]], body: Any) -> Any:
+def config_command(config: type, options: list[tuple[str, ...]], body: Any, *, output_options: bool = True) -> Any:
     """A typer command whose options are fields of a config dataclass, `options` = [(field, *flags)] in --help
-    order (default and help from `option`), plus --json and --quiet. It calls `body(values, as_json, quiet)` with
-    the options' values by field name; the body builds the config, whose `__post_init__` validates them."""
+    order (default and help from `option`), plus --json and --quiet (unless `output_options` is False: a command
+    with no result to print). It calls `body(values, as_json, quiet)` with the options' values by field name; the
+    body builds the config, whose `__post_init__` validates them."""
     import inspect
     import typing
 
@@ -70,7 +71,7 @@ def config_command(config: type, options: list[tuple[str, ...]], body: Any) -> A
     params += [inspect.Parameter("as_json", kw, default=typer.Option(False, "--json", help="print the result as JSON"),
                                  annotation=bool),
                inspect.Parameter("quiet", kw, default=typer.Option(False, "--quiet", "-q", help="no progress and no table"),
-                                 annotation=bool)]
+                                 annotation=bool)] if output_options else []
 
     def command(as_json: bool = False, quiet: bool = False, **values: Any) -> None:
         body(values, as_json, quiet)

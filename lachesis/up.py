@@ -10,15 +10,23 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-from lachesis.console import fail, option, run
+from ingest.config import ServeConfig, WatchConfig as IngestWatchConfig
+from lachesis.console import config_command, fail, run
 from lachesis.supervisor import Component, Supervisor
 from trainers.config import helped
+from trainers.watch_config import RECIPES
+
+
+def like(config: type, name: str, **default):
+    """UpConfig's field `name` as the component's own command has it (help, and default unless given): `just up
+    --port` is `lake serve --port`, its default and help written once."""
+    f = next(f for f in fields(config) if f.name == name)
+    return field(default=default.get("default", f.default), metadata=f.metadata)
 
 
 @dataclass(kw_only=True)
@@ -26,21 +34,27 @@ class UpConfig:
     """just up: which lake, where the server listens, what the watcher and the trainer follow."""
 
     lake_root: str | None = field(default=None, **helped("the lake (created if missing; default $LAKE_ROOT or ./data/lake)"))
-    host: str = field(default="127.0.0.1", **helped("lake serve's address"))
-    port: int = field(default=8000, **helped("lake serve's port"))
-    skills: str = field(default="data/skills", **helped("the skills folder lake watch follows"))
-    inbox: str = field(default="data/inbox", **helped("the folder of trajectory files lake watch imports"))
-    recipe: str = field(default="sft", **helped("the streaming trainer's recipe: sft | instruction"))
+    host: str = like(ServeConfig, "host")
+    port: int = like(ServeConfig, "port")
+    skills: str = like(IngestWatchConfig, "skills", default="data/skills")
+    inbox: str = like(IngestWatchConfig, "inbox", default="data/inbox")
+    recipe: str = field(default="sft", **helped(f"the streaming trainer's recipe: {' | '.join(RECIPES)}"))
     model: str = field(default="tiny", **helped("the streaming trainer's model: tiny | smollm2 | a folder"))
     train_args: str = field(default="", **helped("more options for `lake train watch`, e.g. '--min-rows 32 --replay 0'"))
     logs: str = field(default="runs/up-logs", **helped("where each component's output goes (<name>.log)"))
     no_train: bool = field(default=False, **helped("run only the server and the watcher"))
 
     def __post_init__(self):
-        if not 0 < self.port < 65536:
-            raise ValueError(f"--port must be in 1..65535, got {self.port}")
-        if self.recipe not in ("sft", "instruction"):
-            raise ValueError(f"unknown --recipe {self.recipe!r}: use sft or instruction")
+        # the components' own checks (a bad port is lake serve's error), before anything starts
+        ServeConfig(host=self.host, port=self.port)
+        IngestWatchConfig(skills=Path(self.skills), inbox=Path(self.inbox))
+        if self.recipe not in RECIPES:  # online RL is a run of its own (lake train watch --recipe online)
+            raise ValueError(f"unknown --recipe {self.recipe!r}: use {' or '.join(RECIPES)}")
+
+
+UP_OPTIONS = [("lake_root", "--lake"), ("host", "--host"), ("port", "--port"), ("skills", "--skills"),
+              ("inbox", "--inbox"), ("recipe", "--recipe"), ("model", "--model"), ("train_args", "--train-args"),
+              ("logs", "--logs"), ("no_train", "--no-train")]
 
 
 def lake_command(*args: str) -> list[str]:
@@ -69,18 +83,7 @@ def _render(rows: list[dict]):
                                  (r["last"], "dim"), no_wrap=True, overflow="ellipsis") for r in rows))
 
 
-def up(
-    lake: Optional[str] = option(UpConfig, "lake_root", "--lake"),
-    host: str = option(UpConfig, "host", "--host"),
-    port: int = option(UpConfig, "port", "--port"),
-    skills: str = option(UpConfig, "skills", "--skills"),
-    inbox: str = option(UpConfig, "inbox", "--inbox"),
-    recipe: str = option(UpConfig, "recipe", "--recipe"),
-    model: str = option(UpConfig, "model", "--model"),
-    train_args: str = option(UpConfig, "train_args", "--train-args"),
-    logs: str = option(UpConfig, "logs", "--logs"),
-    no_train: bool = option(UpConfig, "no_train", "--no-train"),
-) -> None:
+def up(values: dict, _as_json: bool, _quiet: bool) -> None:
     """Serve the lake, watch skills + inbox and train as data lands; Ctrl-C stops everything."""
     from rich.console import Console
     from rich.live import Live
@@ -88,8 +91,7 @@ def up(
     from lake import Lake
 
     try:
-        cfg = UpConfig(lake_root=lake, host=host, port=port, skills=skills, inbox=inbox, recipe=recipe, model=model,
-                       train_args=train_args, logs=logs, no_train=no_train)
+        cfg = UpConfig(**values)
     except ValueError as exc:
         fail(str(exc))
     root = Lake.init(cfg.lake_root).root
@@ -106,7 +108,8 @@ def up(
 
 def main() -> None:
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command()(up)
+    app.command(help="Serve the lake, watch skills + inbox and train as data lands; Ctrl-C stops everything.")(
+        config_command(UpConfig, UP_OPTIONS, up, output_options=False))
     run(app, prog_name="just up")
 
 
