@@ -12,6 +12,7 @@ from ingest.util import text_hash
 from lake import Lake
 
 KILLS = 10
+ACKS_PER_KILL = 8  # each kill waits for this many new acks, so every kill lands in a live load, whatever the machine's speed
 
 
 def _client(url, kind, cid, stop, acked, errors):
@@ -64,9 +65,9 @@ def test_kill9_many_clients_exactly_once(tmp_path):
     try:
         for _ in range(KILLS):
             n0 = len(acked)
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 20  # generous: a loaded machine acks slowly, and the floor below rests on it
             time.sleep(rng.uniform(0.2, 0.5))
-            while len(acked) < n0 + 5 and time.monotonic() < deadline:  # kill in the middle of a live load
+            while len(acked) < n0 + ACKS_PER_KILL and time.monotonic() < deadline:  # kill in the middle of a live load
                 time.sleep(0.05)
             srv.kill()
             acked_before_kill.append(len(acked) - n0)
@@ -79,7 +80,7 @@ def test_kill9_many_clients_exactly_once(tmp_path):
         stop.hard = True
         srv.kill()
     assert not errors, errors[:3]
-    assert all(n > 0 for n in acked_before_kill), acked_before_kill
+    assert all(n >= ACKS_PER_KILL for n in acked_before_kill), acked_before_kill
     with Lake(tmp_path / "lake").snapshot() as snap:
         counts = dict(snap.sql("SELECT trajectory_id, count(*) FROM trajectories GROUP BY 1").fetchall())
     missing = [t for t in acked if t not in counts]
@@ -89,4 +90,4 @@ def test_kill9_many_clients_exactly_once(tmp_path):
     assert not missing, missing[:5]
     assert not dups, list(dups.items())[:5]
     assert len(set(acked)) == len(acked)
-    assert len(acked) >= 100
+    assert len(acked) >= ACKS_PER_KILL * KILLS
