@@ -84,7 +84,7 @@ TRANSFER_INIT_OPTIONS = [
 ]
 TRANSFER_TRAIN_OPTIONS = [
     _both("max_steps"), ("method", "--method"), ("spec", "--spec"), _both("eval_interval"), ("data", "--data"),
-    _both("batch_size"), ("config", "--config"), ("lake_root", "--lake"), ("output", "--output"),
+    _both("batch_size"), _both("micro_batch"), ("config", "--config"), ("lake_root", "--lake"), ("output", "--output"),
     ("resume", "--resume"), ("seed", "--seed"), ("actors", "--actors"), ("threads", "--threads"), ("device", "--device"),
     ("report_to", "--report-to", "--report_to"), ("plot", "--plot/--no-plot"),
 ]

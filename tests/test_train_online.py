@@ -142,6 +142,8 @@ def test_bad_input_is_one_line_before_any_work(tmp_path, lake_root):
         TransferTrainConfig(device="tpu")
     with pytest.raises(TrainerInputError, match="unknown --report-to 'csv'"):
         TransferTrainConfig(report_to="csv")
+    with pytest.raises(TrainerInputError, match="--micro-batch must be at least 1"):
+        TransferTrainConfig(micro_batch=0)
     with pytest.raises(TrainerInputError, match="--device cuda"):  # this machine has no CUDA
         run_online(OnlineConfig(env="shell", device="cuda", lake_root=str(lake_root), output=str(tmp_path / "r")))
     with pytest.raises(TrainerInputError, match="no run folder there"):
@@ -259,6 +261,7 @@ def test_train_transfer_keeps_frozen_layers_bit_identical(source_lake, tmp_path,
     run_transfer_init(TransferInitConfig(freeze_layers="0", lake_root=str(source_lake), config=str(project),
                                          output=str(tmp_path / "spec.json")))
     summary = run_train_transfer(TransferTrainConfig(method=method, max_steps=2, eval_interval=5, batch_size=4,
+                                                     micro_batch=3,
                                                      spec=str(tmp_path / "spec.json"), lake_root=str(source_lake),
                                                      config=str(project), device="cpu", report_to="tensorboard",
                                                      output=str(tmp_path / "target"), progress=False))
@@ -267,6 +270,8 @@ def test_train_transfer_keeps_frozen_layers_bit_identical(source_lake, tmp_path,
     assert (recorded["device"], recorded["report_to"], recorded["command"]) == ("cpu", "tensorboard",
                                                                                "rl_train_transfer")
     assert recorded["transfer"]["freeze_layers"] == [0] and recorded["project"]["learning_rate"] == 3e-3
+    if method == "online":  # the online update's micro-batch reaches the run (smollm2 needs a small one on CPU)
+        assert recorded["micro_batch"] == 3
     assert "train/loss" in _tb_scalars(tmp_path / "target")
     report = json.loads((tmp_path / "target" / "frozen_checksums.json").read_text())
     assert report["frozen_identical"] and report["before"] == report["after"]

@@ -114,6 +114,8 @@ class TransferTrainConfig:
     data: str = field(default="sft", **helped(
         "sft: a lake view (its rows of the target environment are used), an export folder or a .jsonl file"))
     batch_size: int = field(default=16, **helped("sft: conversations per optimizer step"))
+    micro_batch: int = field(default=8, **helped(
+        "online: episodes per forward/backward pass in an update (smollm2 at 8 held ~9.5 GB on CPU; 2 fits a laptop)"))
     config: str | None = field(default=None, **helped(
         "the project config file (default: lachesis.toml found upward from the working directory)"))
     lake_root: str | None = field(default=None, **helped("an existing lake (default $LAKE_ROOT or ./data/lake)"))
@@ -135,7 +137,7 @@ class TransferTrainConfig:
         self.method = str(self.method).lower()
         if self.method not in METHODS:
             raise TrainerInputError(f"unknown --method {self.method!r}: use online or sft")
-        at_least(self, 1, "max_steps", "eval_interval", "batch_size", "threads", "actors")
+        at_least(self, 1, "max_steps", "eval_interval", "batch_size", "micro_batch", "threads", "actors")
         self.device = check_device(self.device)
         self.report_to = check_report_to(self.report_to)
 

@@ -166,7 +166,7 @@ def _train_online(cfg: TransferTrainConfig, spec: dict, console) -> dict:
         env=spec["target_env"], steps=cfg.max_steps, eval_interval=cfg.eval_interval, model=spec["model"],
         init=spec["source_run_dir"], config=cfg.config, output=cfg.output, lake_root=cfg.lake_root, seed=cfg.seed,
         threads=cfg.threads, device=cfg.device, report_to=cfg.report_to, progress=cfg.progress, plot=cfg.plot,
-        freeze_layers=list(spec["freeze_layers"]), actors=cfg.actors, transfer=spec)
+        freeze_layers=list(spec["freeze_layers"]), actors=cfg.actors, micro_batch=cfg.micro_batch, transfer=spec)
     return train_online(online, console, method=ONLINE_METHOD)
 
 
