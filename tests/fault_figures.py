@@ -28,15 +28,15 @@ FAULT_TESTS = {
     "tests/test_lake_concurrency.py": ["snapshot reads during 2 writers + compaction",
                                        "rows after 2 writers + compaction", "consumer killed at random"],
     "tests/test_train_online.py::test_kill_9_then_resume_neither_repeats_nor_skips_a_step": ["rl_train_online kill -9"],
+    "tests/test_train_watch_kill.py": ["lake train watch kill -9"],
+    "tests/test_lake_s3.py": [],
 }
 # parametrized fault tests: every figure of theirs is expected once per root kind
 PARAMS = {"tests/test_lake_concurrency.py": ["local", "s3"]}
-# tests other sessions are adding: run when present, with what they must record
-OPTIONAL = {"tests/test_lake_s3.py": [], "tests/test_train_watch_kill.py": ["lake train watch kill -9"]}
 # attack modules by what they attack; every case asserts a clean rejection with nothing written (or containment)
 ATTACKS = {
     "bad inputs": ["test_server_badinput", "test_cli_badinput", "test_watch_attacks", "test_memory_bounds",
-                   "test_server_browser", "test_idempotency_attacks", "test_lake_locks"],
+                   "test_server_browser", "test_idempotency_attacks", "test_lake_locks", "test_import_attacks"],
     "sandbox escapes": ["test_sandbox_escape", "test_sandbox_limits"],
     "grader attacks": ["test_grader_integrity"],
 }
@@ -116,10 +116,9 @@ def summarize(figures: list[dict], attacks: dict, expected: list[str]) -> tuple[
 
 
 def main(argv: list[str]) -> int:
-    wanted = {**FAULT_TESTS, **OPTIONAL}
-    tests = [t for t in wanted if (ROOT / t.split("::")[0]).exists()]
-    tests += [f"tests/{m}.py" for ms in ATTACKS.values() for m in ms if (ROOT / "tests" / f"{m}.py").exists()]
-    expected = [f"{e} [{p}]" if t in PARAMS else e for t in tests for e in wanted.get(t, [])
+    # every listed file runs: a renamed or missing one is a pytest error, so a failing exit, never a silent skip
+    tests = [*FAULT_TESTS, *(f"tests/{m}.py" for ms in ATTACKS.values() for m in ms)]
+    expected = [f"{e} [{p}]" if t in PARAMS else e for t in tests for e in FAULT_TESTS.get(t, [])
                 for p in PARAMS.get(t, [""])]
     with tempfile.TemporaryDirectory(prefix="faults-") as tmp:
         out = Path(tmp) / "figures.jsonl"
