@@ -28,6 +28,7 @@ and one PNG per strategy (held-out success against steps, the seeds' band; held-
     python bench/learning.py                 # the full run (tiny model, 3 seeds, about 60 min on 2 quiet cores)
     python bench/learning.py --quick         # 2 seeds, a few steps: checks that everything runs (minutes)
     python bench/learning.py --model smollm2 # the same code with the pretrained model (LoRA; a GPU if present)
+    python bench/learning.py --model smollm2 --size short  # 2 seeds, a dozen steps, 20 tasks: ~2 h on 2 CPU cores
 """
 from __future__ import annotations
 
@@ -70,6 +71,10 @@ class Size:
     instruct_steps: tuple
     freeze: str             # strategy 3's frozen decoder layers (with the embeddings)
     jobs: int               # commands run side by side, one torch thread each
+    sft_lr: float | None = None           # strategy 1's lr and batch (None: rl_finetune_supervised's defaults)
+    sft_batch: int | None = None
+    transfer_batch: int = 16              # strategy 3's batch, both arms
+    online_micro_batch: int | None = None  # episodes per forward/backward in rl_train_online (memory)
 
 
 SIZES = {
@@ -79,6 +84,12 @@ SIZES = {
     "quick": Size(seeds=2, bash_expert=120, git_expert=60, heldout=20, eval_limit=10, sft_steps=(20, 40),
                   online_steps=4, online_eval_every=2, online_lr=1e-4, transfer_steps=(10, 20), transfer_lr=1e-3,
                   instruct_steps=(10, 20), freeze="0", jobs=2),
+    # the pretrained model on CPU: a LoRA step of SmolLM2-135M costs ~55-65 CPU-s per 8 conversations or rollouts
+    # and a held-out task ~6-9 CPU-s (trainers/README.md), so the full size is GPU work; this one is ~2 h on 2 cores
+    "short": Size(seeds=2, bash_expert=200, git_expert=200, heldout=20, eval_limit=20, sft_steps=(12,),
+                  online_steps=4, online_eval_every=4, online_lr=1e-4, transfer_steps=(12,), transfer_lr=1e-3,
+                  instruct_steps=(12,), freeze="0", jobs=2, sft_lr=1e-3, sft_batch=8, transfer_batch=8,
+                  online_micro_batch=2),
 }
 PRETRAINED = {"freeze": "0-8", "transfer_lr": 1e-3}  # SmolLM2 has 30 layers: the guide's 0-8
 
@@ -194,7 +205,10 @@ def supervised_curve(c: Commands, size: Size, lake: Path, seed: int, *, strategy
 
 
 def strategy_sft(c: Commands, size: Size, lake: Path, seed: int) -> list[dict]:
-    return supervised_curve(c, size, lake, seed, strategy="sft", arm="sft", env=BASH, steps=size.sft_steps, tag="s1")
+    extra = (*(("--lr", size.sft_lr) if size.sft_lr else ()), *(("--batch-size", size.sft_batch) if size.sft_batch
+                                                                  else ()))
+    return supervised_curve(c, size, lake, seed, strategy="sft", arm="sft", env=BASH, steps=size.sft_steps, tag="s1",
+                            extra=extra)
 
 
 def strategy_online(c: Commands, size: Size, lake: Path, seed: int, init: Path, scale: float) -> list[dict]:
@@ -203,6 +217,7 @@ def strategy_online(c: Commands, size: Size, lake: Path, seed: int, init: Path, 
     run = c.work / "s2" / f"rs{scale}-seed{seed}"
     c.run("rl_train_online", "--env", BASH, "--steps", size.online_steps, "--eval_interval", size.online_eval_every,
           "--model", c.model, "--init", init, "--config", cfg, "--seed", seed, "--lake", lake, "--output", run,
+          *(("--micro-batch", size.online_micro_batch) if size.online_micro_batch else ()),
           "--no-plot", "--quiet", log=f"s2-rs{scale}-seed{seed}")
     recs = []
     for line in (run / "train_log.jsonl").read_text().splitlines():
@@ -226,7 +241,7 @@ def strategy_transfer(c: Commands, size: Size, lake: Path, seed: int, source: Pa
     for k in size.transfer_steps:
         run = c.work / "s3" / f"transfer-seed{seed}-steps{k}"
         c.run("rl_train_transfer", "--method", "sft", "--spec", spec, "--data", "sft", "--max_steps", k,
-              "--batch_size", 16, "--config", cfg, "--seed", seed, "--lake", lake, "--output", run, "--no-plot",
+              "--batch_size", size.transfer_batch, "--config", cfg, "--seed", seed, "--lake", lake, "--output", run, "--no-plot",
               "--quiet", log=f"s3-transfer-seed{seed}-steps{k}")
         recs.append({"strategy": "transfer", "arm": arm, "seed": seed, "step": k,
                      "run": str(run), **c.evaluate(GIT, size.eval_limit, run, log=f"s3-eval-t-seed{seed}-{k}")})
@@ -237,7 +252,7 @@ def strategy_no_transfer(c: Commands, size: Size, lake: Path, seed: int) -> list
     """The same base trained on the same git rows with the transfer run's lr, batch and steps."""
     return supervised_curve(c, size, lake, seed, strategy="transfer", arm="same base, no transfer", env=GIT,
                             steps=size.transfer_steps, tag="s3-base",
-                            extra=("--lr", size.transfer_lr, "--batch-size", 16))
+                            extra=("--lr", size.transfer_lr, "--batch-size", size.transfer_batch))
 
 
 def strategy_instruct(c: Commands, size: Size, lake: Path, seed: int, data: Path) -> list[dict]:
@@ -537,8 +552,9 @@ def machine() -> str:
 
 
 def write_report(result: dict, size: Size, args, out: Path, loads: tuple) -> Path:
-    lines = [f"# Learning: the guide's four strategies ({'--quick' if args.quick else 'full run'}, model {args.model})",
-             "", f"Generated by `python bench/learning.py{' --quick' if args.quick else ''}"
+    flag = {"full": "", "quick": " --quick", "short": " --size short"}[args.size]
+    lines = [f"# Learning: the guide's four strategies ({args.size} run, model {args.model})",
+             "", f"Generated by `python bench/learning.py{flag}"
              f"{'' if args.model == 'tiny' else ' --model ' + args.model}` on "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime((out / 'learning.json').stat().st_mtime))}; {machine()}; "
              f"1-minute load average "
@@ -548,7 +564,11 @@ def write_report(result: dict, size: Size, args, out: Path, loads: tuple) -> Pat
              f"the test split's first {size.eval_limit} tasks (greedy), {size.heldout} test expert chats per "
              f"environment for the losses, {result['skills']['heldout']} held-out skills (of "
              f"{result['skills']['heldout'] + result['skills']['train']}) for strategy 4. Sizes: {asdict(size)}.", ""]
-    if args.quick:
+    if args.size == "short":
+        lines += ["**--size short trains a dozen steps per run and evaluates 20 held-out tasks: it shows which way "
+                  "each strategy moves the pretrained model on a CPU, not where it ends** (the full size is GPU "
+                  "work).", ""]
+    if args.size == "quick":
         lines += ["**--quick checks that every command runs; its step counts are far too few to learn anything on "
                   "held-out tasks** (the tiny model trained from scratch needs 1,500+ SFT steps before a held-out "
                   "task succeeds: trainers/README.md). Only the held-out losses move.", ""]
@@ -563,24 +583,29 @@ def write_report(result: dict, size: Size, args, out: Path, loads: tuple) -> Pat
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="2 seeds, a few steps: checks that everything runs")
+    ap.add_argument("--size", choices=sorted(SIZES), default="full",
+                    help="full (the tiny model's 60-minute run), quick (checks that everything runs, minutes) or "
+                         "short (the pretrained model on CPU: 2 seeds, a dozen steps, 20 tasks)")
+    ap.add_argument("--quick", action="store_true", help="the same as --size quick")
     ap.add_argument("--model", default="tiny", help="tiny | smollm2 | a model folder (LoRA for a pretrained one)")
     ap.add_argument("--seeds", type=int, help="override the size's seed count")
     ap.add_argument("--jobs", type=int, help="commands side by side (default 2)")
     ap.add_argument("--out", type=Path, help="where the table, records and PNGs go (default bench/learning[/quick])")
     ap.add_argument("--work", type=Path, help="work folder kept for inspection (default: a temp folder, removed)")
     args = ap.parse_args()
-    size = SIZES["quick" if args.quick else "full"]
+    if args.quick:
+        args.size = "quick"
+    size = SIZES[args.size]
     if args.model != "tiny":
         size = replace(size, **PRETRAINED)
     size = replace(size, **{k: v for k, v in (("seeds", args.seeds), ("jobs", args.jobs)) if v})
-    out = args.out or ROOT / "bench" / "learning" / ("quick" if args.quick else
+    out = args.out or ROOT / "bench" / "learning" / ("quick" if args.size == "quick" else
                                                     ("" if args.model == "tiny" else args.model))
     out.mkdir(parents=True, exist_ok=True)
     work = args.work or Path(tempfile.mkdtemp(prefix="lachesis-learning-"))
     work.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()[0]
-    print(f"learning: {'quick' if args.quick else 'full'} run, model {args.model}, {size.seeds} seeds, work {work}, "
+    print(f"learning: {args.size} run, model {args.model}, {size.seeds} seeds, work {work}, "
           f"load {load0:.2f}", flush=True)
     try:
         result = run_all(size, args.model, work)
