@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import subprocess
@@ -35,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import atropos_ingest_bench as drv  # noqa: E402
+import bench_json  # noqa: E402
 from lake import Lake  # noqa: E402
 from tests.ingest_helpers import ServerProcess, free_port, lake_cmd  # noqa: E402
 
@@ -155,11 +155,11 @@ def main():
         print_pair(f"before/after: `lake serve` as of {args.baseline_ref} / now", "before", before, "now", ours,
                    args.c)
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({
+        bench_json.write(args.json_out, "ingest", {
             "ceiling_ms": ceiling, "run_api": [asdict(lv) for lv in base + base2],
             "lake": [asdict(lv) for lv in ours], "native": [asdict(lv) for lv in native],
             "lake_no_fsync": [asdict(lv) for lv in unsynced or []],
-            "lake_baseline": [asdict(lv) for lv in before or []]}, indent=1))
+            "lake_baseline": [asdict(lv) for lv in before or []]})
 
 
 def print_pair(title: str, a_name: str, a: list[drv.Level], b_name: str, b: list[drv.Level], clients: list[int]):
