@@ -94,12 +94,25 @@ class LossStats:
     sampled_tokens: int  # generated tokens in the batch: the loss's denominator
 
 
-def _token_logps(model, ids, att):
-    """log p(token t | tokens < t) for t = 1..L-1."""
+def _token_logps(model, ids, att, mask):
+    """log p(token t | tokens < t) for t = 1..L-1 where mask (B x L-1) is set, 0 elsewhere. For a plain linear head
+    (trainers.sft.PLAIN_HEAD_TYPES) the head runs on the sampled positions only, as SFT's label-only loss does: the
+    policy loss needs no logits at prompt and tool-result positions, which are most of a multi-turn rollout, and a
+    full-vocabulary logit tensor is what dominates an update's memory with SmolLM2's 49,152 words (same values and
+    gradients, tested)."""
     import torch
 
-    logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
-    return torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    from .sft import PLAIN_HEAD_TYPES, _decoder
+
+    target = ids[:, 1:]
+    if model.config.model_type not in PLAIN_HEAD_TYPES:
+        logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
+        return torch.log_softmax(logits, dim=-1).gather(-1, target.unsqueeze(-1)).squeeze(-1) * mask
+    keep = mask > 0
+    hidden = _decoder(model)(input_ids=ids, attention_mask=att).last_hidden_state[:, :-1]
+    logits = model.get_output_embeddings()(hidden[keep]).float()
+    picked = torch.log_softmax(logits, dim=-1).gather(-1, target[keep].unsqueeze(-1)).squeeze(-1)
+    return torch.zeros(mask.shape, dtype=picked.dtype, device=mask.device).masked_scatter(keep, picked) * mask
 
 
 def _collate(seqs: list[tuple[list[int], list[int]]], pad_id: int, dev):
@@ -132,13 +145,13 @@ def backward_policy_loss(model, rollouts: list[Rollout], pad_id: int, micro_batc
         chunk = use[b : b + micro_batch]
         ids, att, mask = _collate([r.sequence() for r in chunk], pad_id, dev)
         adv = torch.tensor([r.advantage for r in chunk], dtype=torch.float32, device=dev).unsqueeze(1)
-        logp = _token_logps(model, ids, att)
+        logp = _token_logps(model, ids, att, mask)
         pg = -(adv * logp * mask).sum()
         loss = pg
         kl = torch.zeros((), device=dev)
         if kl_beta > 0 and ref_model is not None:
             with torch.no_grad():
-                ref = _token_logps(ref_model, ids, att)
+                ref = _token_logps(ref_model, ids, att, mask)
             d = ref - logp
             kl = ((torch.exp(d) - d - 1) * mask).sum()
             loss = loss + kl_beta * kl
