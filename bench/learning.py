@@ -75,6 +75,8 @@ class Size:
     sft_batch: int | None = None
     transfer_batch: int = 16              # strategy 3's batch, both arms
     online_micro_batch: int | None = None  # episodes per forward/backward in rl_train_online (memory)
+    instruct_batch: int | None = None      # strategy 4's micro-batch and accumulation (None, 1: llm_finetune's
+    instruct_accum: int = 1                # 16 at once; skill pairs run to 1,024 tokens: ~20 GB with SmolLM2)
 
 
 SIZES = {
@@ -87,9 +89,9 @@ SIZES = {
     # the pretrained model on CPU: a LoRA step of SmolLM2-135M costs ~55-65 CPU-s per 8 conversations or rollouts
     # and a held-out task ~6-9 CPU-s (trainers/README.md), so the full size is GPU work; this one is ~2 h on 2 cores
     "short": Size(seeds=2, bash_expert=200, git_expert=200, heldout=20, eval_limit=20, sft_steps=(12,),
-                  online_steps=4, online_eval_every=4, online_lr=1e-4, transfer_steps=(12,), transfer_lr=1e-3,
-                  instruct_steps=(12,), freeze="0", jobs=2, sft_lr=1e-3, sft_batch=8, transfer_batch=8,
-                  online_micro_batch=2),
+                  online_steps=4, online_eval_every=4, online_lr=1e-4, transfer_steps=(24,), transfer_lr=1e-3,
+                  instruct_steps=(12,), freeze="0", jobs=2, sft_lr=1e-3, sft_batch=8, transfer_batch=4,
+                  online_micro_batch=2, instruct_batch=4, instruct_accum=4),
 }
 PRETRAINED = {"freeze": "0-8", "transfer_lr": 1e-3}  # SmolLM2 has 30 layers: the guide's 0-8
 
@@ -114,8 +116,8 @@ def fmt_ci(values: list[float], digits: int = 3) -> str:
 class Commands:
     """Runs the console scripts of this environment, one torch thread each, every output kept in a log."""
 
-    def __init__(self, work: Path, model: str):
-        self.work, self.model = work, model
+    def __init__(self, work: Path, model: str, resume: bool = False):
+        self.work, self.model, self.resume = work, model, resume
         self.logs = work / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.env = {**os.environ, "OMP_NUM_THREADS": "1", "LACHESIS_THREADS": "1", "HF_HUB_OFFLINE": "1",
@@ -123,10 +125,18 @@ class Commands:
 
     def run(self, name: str, *args, log: str) -> str:
         argv = [str(BIN / name), *map(str, args)]
+        header, done = f"$ {' '.join(argv)}\n", self.logs / f"{log}.out"
+        if self.resume and done.exists() and (self.logs / f"{log}.log").read_text().startswith(header):
+            return done.read_text()  # finished by an earlier run with the same arguments
+        if "--output" in argv:  # what a stopped earlier run left half written
+            stale = Path(argv[argv.index("--output") + 1])
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
         t = time.perf_counter()
         res = subprocess.run(argv, cwd=self.work, env=self.env, capture_output=True, text=True)
-        (self.logs / f"{log}.log").write_text(f"$ {' '.join(argv)}\n# {time.perf_counter() - t:.1f} s, exit "
+        (self.logs / f"{log}.log").write_text(f"{header}# {time.perf_counter() - t:.1f} s, exit "
                                               f"{res.returncode}\n{res.stdout}\n{res.stderr}")
+        if res.returncode == 0:
+            done.write_text(res.stdout)
         if res.returncode:
             raise SystemExit(f"{name} failed (exit {res.returncode}): {res.stderr.strip()[-600:]}\n"
                              f"log: {self.logs / log}.log")
@@ -260,7 +270,8 @@ def strategy_instruct(c: Commands, size: Size, lake: Path, seed: int, data: Path
     for k in size.instruct_steps:
         run = c.work / "s4" / f"seed{seed}-steps{k}"
         c.run("llm_finetune", "--model", c.model, "--data", data, "--method", "sft", "--max-steps", k, "--seed", seed,
-              "--split", "all", "--lake", lake, "--output", run, "--no-plot", "--quiet", log=f"s4-seed{seed}-steps{k}")
+              *(("--batch-size", size.instruct_batch, "--grad-accum", size.instruct_accum) if size.instruct_batch
+                else ()), "--split", "all", "--lake", lake, "--output", run, "--no-plot", "--quiet", log=f"s4-seed{seed}-steps{k}")
         recs.append({"strategy": "instruct", "arm": "skills instruction tuning", "seed": seed, "step": k,
                      "run": str(run)})
     return recs
@@ -392,8 +403,8 @@ def score_all(records: list[dict], setup_out: dict, model: str, work: Path) -> d
 
 
 # ----------------------------------------------------------------------------------------------- the whole run
-def run_all(size: Size, model: str, work: Path) -> dict:
-    c = Commands(work, model)
+def run_all(size: Size, model: str, work: Path, resume: bool = False) -> dict:
+    c = Commands(work, model, resume)
     t0 = time.time()
     s = setup(c, size)
     lakes = s["lakes"]
@@ -592,7 +603,11 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, help="commands side by side (default 2)")
     ap.add_argument("--out", type=Path, help="where the table, records and PNGs go (default bench/learning[/quick])")
     ap.add_argument("--work", type=Path, help="work folder kept for inspection (default: a temp folder, removed)")
+    ap.add_argument("--resume", action="store_true",
+                    help="with --work: reuse the commands an earlier run there finished with the same arguments")
     args = ap.parse_args()
+    if args.resume and not args.work:
+        ap.error("--resume needs --work: the folder of the run to resume")
     if args.quick:
         args.size = "quick"
     size = SIZES[args.size]
@@ -608,7 +623,7 @@ def main() -> None:
     print(f"learning: {args.size} run, model {args.model}, {size.seeds} seeds, work {work}, "
           f"load {load0:.2f}", flush=True)
     try:
-        result = run_all(size, args.model, work)
+        result = run_all(size, args.model, work, resume=args.resume)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
