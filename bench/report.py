@@ -26,6 +26,8 @@ TABLE_BEGIN, TABLE_END = "<!-- report:table:begin -->", "<!-- report:table:end -
 README_BEGIN, README_END = "<!-- bench:begin -->", "<!-- bench:end -->"
 # the learning table of bench/learning.py's full run (its LEARNING.md), shown in the README the same way
 LEARNING_BEGIN, LEARNING_END = "<!-- learning:begin -->", "<!-- learning:end -->"
+# and the pretrained model's run (bench/learning.py --model smollm2), where the README has these markers
+SMOLLM2_BEGIN, SMOLLM2_END = "<!-- learning-smollm2:begin -->", "<!-- learning-smollm2:end -->"
 
 
 @dataclass
@@ -340,6 +342,9 @@ def main() -> None:
     ap.add_argument("--readme", type=Path, default=ROOT / "README.md")
     ap.add_argument("--learning", type=Path, default=ROOT / "bench" / "learning" / "LEARNING.md",
                     help="bench/learning.py's full-run table, copied into the README's learning markers when present")
+    ap.add_argument("--learning-smollm2", type=Path, default=ROOT / "bench" / "learning" / "smollm2" / "LEARNING.md",
+                    help="the --model smollm2 run's table, copied into the README's learning-smollm2 markers when "
+                         "both are present")
     args = ap.parse_args()
     rows, machines = collect(args.results)
     if not rows:
@@ -354,8 +359,14 @@ def main() -> None:
             link = os.path.relpath(args.learning.parent, args.readme.parent)
             readme = replace_between(readme, LEARNING_BEGIN, LEARNING_END,
                                      learning_block(args.learning.read_text(), link))
+        smollm2 = args.learning_smollm2.exists() and SMOLLM2_BEGIN in readme
+        if smollm2:
+            link = os.path.relpath(args.learning_smollm2.parent, args.readme.parent)
+            readme = replace_between(readme, SMOLLM2_BEGIN, SMOLLM2_END,
+                                     learning_block(args.learning_smollm2.read_text(), link))
         args.readme.write_text(readme)
-        print(f"{args.readme}: benchmark table updated" + (" and the learning table" if args.learning.exists() else ""))
+        print(f"{args.readme}: benchmark table updated" + (" and the learning table" if args.learning.exists() else "")
+              + (" and the smollm2 learning table" if smollm2 else ""))
 
 
 if __name__ == "__main__":

@@ -184,3 +184,23 @@ def test_learning_table_copied_between_its_markers_with_curves_linked(results, t
     assert "(learning/LEARNING.md)" in between
     subprocess.run(args, check=True, capture_output=True)  # again: nothing accumulates
     assert readme.read_text() == new
+
+
+def test_smollm2_learning_table_copied_between_its_own_markers(results, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(README + "\n<!-- learning:begin -->\n<!-- learning:end -->\n"
+                      "<!-- learning-smollm2:begin -->\nold\n<!-- learning-smollm2:end -->\n")
+    (tmp_path / "learning" / "smollm2").mkdir(parents=True)
+    (tmp_path / "learning" / "LEARNING.md").write_text(LEARNING)
+    (tmp_path / "learning" / "smollm2" / "LEARNING.md").write_text(
+        LEARNING.replace("model tiny", "model smollm2").replace("14:40 UTC", "16:30 UTC").replace("0.070", "0.225"))
+    subprocess.run([sys.executable, str(ROOT / "bench" / "report.py"), "--results", str(results), "--out",
+                    str(tmp_path / "R.md"), "--update-readme", "--readme", str(readme), "--learning",
+                    str(tmp_path / "learning" / "LEARNING.md"), "--learning-smollm2",
+                    str(tmp_path / "learning" / "smollm2" / "LEARNING.md")], check=True, capture_output=True)
+    new = readme.read_text()
+    tiny = new.split("<!-- learning:begin -->")[1].split("<!-- learning:end -->")[0]
+    smol = new.split("<!-- learning-smollm2:begin -->")[1].split("<!-- learning-smollm2:end -->")[0]
+    assert "0.070" in tiny and "0.225" not in tiny
+    assert "0.225" in smol and "16:30 UTC" in smol and "old" not in smol
+    assert "[learning_sft.png](learning/smollm2/learning_sft.png)" in smol
