@@ -61,9 +61,9 @@ bench-sft *ARGS:
 
 # Fault injection: kill -9 of the server under load, of the online trainer and the streaming trainer, a consumer
 # killed at random, writers racing compaction (and the S3 emulator when its tests exist), bad inputs, sandbox
-# escapes; one line per figure, non-zero exit on any loss (tests/fault_figures.py).
+# escapes; one line per figure (also to bench/FAULTS.md), non-zero exit on any loss (tests/fault_figures.py).
 faults *ARGS:
-    {{py}} -m tests.fault_figures {{ARGS}}
+    {{py}} -m tests.fault_figures --out bench/FAULTS.md {{ARGS}}
 
 # The guide's four strategies on the tiny model, several seeds, through the real commands: bench/learning/LEARNING.md
 # (95% intervals) and a learning curve per strategy; --quick checks it in minutes, --model smollm2 is the long run.
