@@ -76,7 +76,7 @@ class Size:
     transfer_batch: int = 16              # strategy 3's batch, both arms
     online_micro_batch: int | None = None  # episodes per forward/backward in rl_train_online (memory)
     instruct_batch: int | None = None      # strategy 4's micro-batch and accumulation (None, 1: llm_finetune's
-    instruct_accum: int = 1                # 16 at once; skill pairs run to 1,024 tokens: ~20 GB with SmolLM2)
+    instruct_accum: int = 1                # 16 at once; skill pairs run to 1,024 tokens: ~20 GB with SmolLM2, 13 at 4)
 
 
 SIZES = {
@@ -91,7 +91,7 @@ SIZES = {
     "short": Size(seeds=2, bash_expert=200, git_expert=200, heldout=20, eval_limit=20, sft_steps=(12,),
                   online_steps=4, online_eval_every=4, online_lr=1e-4, transfer_steps=(24,), transfer_lr=1e-3,
                   instruct_steps=(12,), freeze="0", jobs=2, sft_lr=1e-3, sft_batch=8, transfer_batch=4,
-                  online_micro_batch=2, instruct_batch=4, instruct_accum=4),
+                  online_micro_batch=2, instruct_batch=2, instruct_accum=8),
 }
 PRETRAINED = {"freeze": "0-8", "transfer_lr": 1e-3}  # SmolLM2 has 30 layers: the guide's 0-8
 
