@@ -37,6 +37,7 @@ import hashlib
 import json
 import math
 import os
+import random
 import re
 import shutil
 import statistics
@@ -77,6 +78,8 @@ class Size:
     online_micro_batch: int | None = None  # episodes per forward/backward in rl_train_online (memory)
     instruct_batch: int | None = None      # strategy 4's micro-batch and accumulation (None, 1: llm_finetune's
     instruct_accum: int = 1                # 16 at once; skill pairs run to 1,024 tokens: ~20 GB with SmolLM2, 13 at 4)
+    score_pairs: int | None = None  # strategy 4's losses on at most this many pairs per part (a seeded sample)
+    score_questions: int = 40       # ... and its answers to this many skills' questions per part
 
 
 SIZES = {
@@ -91,7 +94,7 @@ SIZES = {
     "short": Size(seeds=2, bash_expert=200, git_expert=200, heldout=20, eval_limit=20, sft_steps=(12,),
                   online_steps=4, online_eval_every=4, online_lr=1e-4, transfer_steps=(24,), transfer_lr=1e-3,
                   instruct_steps=(12,), freeze="0", jobs=2, sft_lr=1e-3, sft_batch=8, transfer_batch=4,
-                  online_micro_batch=2, instruct_batch=2, instruct_accum=8),
+                  online_micro_batch=2, instruct_batch=2, instruct_accum=8, score_pairs=60, score_questions=20),
 }
 PRETRAINED = {"freeze": "0-8", "transfer_lr": 1e-3}  # SmolLM2 has 30 layers: the guide's 0-8
 
@@ -281,13 +284,13 @@ def strategy_instruct(c: Commands, size: Size, lake: Path, seed: int, data: Path
 class Scorer:
     """Held-out loss and answers of saved models, with the trainers' own encoding, loss and generation."""
 
-    def __init__(self, model: str):
+    def __init__(self, model: str, threads: int):
         import torch
 
         from trainers.config import set_threads
         from trainers.models import load_tokenizer, resolve_model
 
-        set_threads(1)
+        set_threads(threads)  # it runs after every command has finished: the cores are its own
         self.torch = torch
         self.base = resolve_model(model)
         self.tok = load_tokenizer(self.base)
@@ -327,6 +330,7 @@ class Scorer:
 def heldout_chats(lake: Path, env: str, work: Path) -> list[dict]:
     from trainers.data import conversations, load_rows
 
+    shutil.rmtree(work, ignore_errors=True)  # a resumed run exports again
     rows, _, src = load_rows("sft", str(lake), work)
     convs, _ = conversations([r for r in rows if r.get("env") == env], src, split="all")
     return convs
@@ -365,15 +369,17 @@ def goal_pairs(pairs: list[dict], limit: int) -> list[dict]:
     return out[:limit]
 
 
-def score_all(records: list[dict], setup_out: dict, model: str, work: Path) -> dict:
+def score_all(records: list[dict], setup_out: dict, model: str, work: Path, size: Size) -> dict:
     """Adds the held-out loss (strategies 1, 3, 4) and strategy 4's step naming to the records in place; returns
     the base model's values (step 0)."""
-    sc = Scorer(model)
+    sc = Scorer(model, size.jobs)
     lakes, skills = setup_out["lakes"], setup_out["skills"]
     chats = {BASH: heldout_chats(lakes["heldout"], BASH, work / "heldout_bash"),
              GIT: heldout_chats(lakes["heldout"], GIT, work / "heldout_git")}
     pairs = {part: read_pairs(skills[part]["file"]) for part in ("train", "heldout")}
-    questions = {part: goal_pairs(pairs[part], 40) for part in pairs}
+    questions = {part: goal_pairs(pairs[part], size.score_questions) for part in pairs}
+    if size.score_pairs:
+        pairs = {part: random.Random(0).sample(ps, min(len(ps), size.score_pairs)) for part, ps in pairs.items()}
     cache: dict[tuple, dict] = {}
 
     def measure(run: str | None, env: str | None) -> dict:
@@ -426,11 +432,26 @@ def run_all(size: Size, model: str, work: Path, resume: bool = False) -> dict:
                                 for sd in seeds)])
     records += [r for rs in second for r in rs]
     train_s = time.time() - t0
-    base_scores = score_all(records, s, model, work)
+    base_scores = score_all(records, s, model, work, size)
     return {"records": records, "base": {"bash": {**base[0], **base_scores["bash"]},
                                          "git": {**base[1], **base_scores["git"]}, "skills": base_scores["skills"]},
             "skills": {part: len(v["skills"]) for part, v in s["skills"].items()},
-            "train_eval_s": round(train_s), "total_s": round(time.time() - t0)}
+            "train_eval_s": round(train_s), "total_s": round(time.time() - t0), "cpu_s": round(cpu_seconds()),
+            "commands_s": round(command_seconds(c.logs))}
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of this process and every command it ran: what the run costs on a machine of any load."""
+    import resource
+
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                   resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+def command_seconds(logs: Path) -> float:
+    """The commands' own wall times summed, from their logs (a resumed run's earlier commands included)."""
+    return sum(float(m.group(1)) for f in logs.glob("*.out")
+               if (m := re.match(r"[^\n]*\n# ([\d.]+) s", f.with_suffix(".log").read_text())))
 
 
 # ----------------------------------------------------------------------------------------------- table and plots
@@ -492,7 +513,8 @@ def table(result: dict, size: Size) -> list[str]:
     s4 = sorted(by(recs, strategy="instruct", step=last["instruct"]), key=lambda r: r["seed"])
     n4, b4 = len(s4), base["skills"]
     row("4 instruction tuning from skills", f"{last['instruct']} steps",
-        f"loss on {result['skills']['heldout']} held-out skills' pairs", [b4["heldout_loss"]] * n4,
+        f"loss on {result['skills']['heldout']} held-out skills' pairs"
+        + (f" (a sample of {size.score_pairs})" if size.score_pairs else ""), [b4["heldout_loss"]] * n4,
         [r["heldout_loss"] for r in s4])
     row("", "", "loss on the train skills' pairs", [b4["train_skills_loss"]] * n4,
         [r["train_skills_loss"] for r in s4])
@@ -570,7 +592,11 @@ def write_report(result: dict, size: Size, args, out: Path, loads: tuple) -> Pat
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime((out / 'learning.json').stat().st_mtime))}; {machine()}; "
              f"1-minute load average "
              f"{loads[0]:.2f} at the start, {loads[1]:.2f} at the end; {result['total_s'] / 60:.1f} min in all "
-             f"({size.jobs} commands side by side, one torch thread each).", "",
+             f"({size.jobs} commands side by side, one torch thread each)" + (
+                 f", resumed: that is the last invocation, the finished commands' own times sum to "
+                 f"{result['commands_s'] / 60:.0f} min." if args.resume else
+                 f"; {result['cpu_s'] / 60:.0f} CPU-min, so at least {result['cpu_s'] / 60 / (os.cpu_count() or 1):.0f} "
+                 f"min on {os.cpu_count()} idle cores."), "",
              f"Seeds {size.seeds}; figures are means with a 95% t-interval over seeds (± half-width). Held-out = "
              f"the test split's first {size.eval_limit} tasks (greedy), {size.heldout} test expert chats per "
              f"environment for the losses, {result['skills']['heldout']} held-out skills (of "
