@@ -66,7 +66,8 @@ faults *ARGS:
     {{py}} -m tests.fault_figures --out bench/FAULTS.md {{ARGS}}
 
 # The guide's four strategies on the tiny model, several seeds, through the real commands: bench/learning/LEARNING.md
-# (95% intervals) and a learning curve per strategy; --quick checks it in minutes, --model smollm2 is the long run.
+# (95% intervals) and a learning curve per strategy; --quick checks it in minutes, --model smollm2 is the long run
+# (GPU; --size short fits it on 2 CPU cores), --resume --work DIR continues a stopped run.
 bench-learning *ARGS:
     {{py}} bench/learning.py {{ARGS}}
 
