@@ -75,7 +75,8 @@ class Size:
     sft_lr: float | None = None           # strategy 1's lr and batch (None: rl_finetune_supervised's defaults)
     sft_batch: int | None = None
     transfer_batch: int = 16              # strategy 3's batch, both arms
-    online_micro_batch: int | None = None  # episodes per forward/backward in rl_train_online (memory)
+    online_micro_batch: int | None = None  # episodes per forward/backward in rl_train_online (memory: 2 SmolLM2
+    # episodes of ~2,000 tokens took 22 GB, the attention weights of a padded batch kept for the backward pass)
     instruct_batch: int | None = None      # strategy 4's micro-batch and accumulation (None, 1: llm_finetune's
     instruct_accum: int = 1                # 16 at once; skill pairs run to 1,024 tokens: ~20 GB with SmolLM2, 13 at 4)
     score_pairs: int | None = None  # strategy 4's losses on at most this many pairs per part (a seeded sample)
@@ -94,7 +95,7 @@ SIZES = {
     "short": Size(seeds=2, bash_expert=200, git_expert=200, heldout=20, eval_limit=20, sft_steps=(12,),
                   online_steps=4, online_eval_every=4, online_lr=1e-4, transfer_steps=(24,), transfer_lr=1e-3,
                   instruct_steps=(12,), freeze="0", jobs=2, sft_lr=1e-3, sft_batch=8, transfer_batch=4,
-                  online_micro_batch=2, instruct_batch=2, instruct_accum=8, score_pairs=60, score_questions=20),
+                  online_micro_batch=1, instruct_batch=2, instruct_accum=8, score_pairs=60, score_questions=20),
 }
 PRETRAINED = {"freeze": "0-8", "transfer_lr": 1e-3}  # SmolLM2 has 30 layers: the guide's 0-8
 
