@@ -96,23 +96,18 @@ class LossStats:
 
 def _token_logps(model, ids, att, mask):
     """log p(token t | tokens < t) for t = 1..L-1 where mask (B x L-1) is set, 0 elsewhere. For a plain linear head
-    (trainers.sft.PLAIN_HEAD_TYPES) the head runs on the sampled positions only, as SFT's label-only loss does: the
+    (trainers.sft.logits_at) the head runs on the sampled positions only, as SFT's label-only loss does: the
     policy loss needs no logits at prompt and tool-result positions, which are most of a multi-turn rollout, and a
     full-vocabulary logit tensor is what dominates an update's memory with SmolLM2's 49,152 words (same values and
     gradients, tested)."""
     import torch
 
-    from .sft import PLAIN_HEAD_TYPES, _decoder
+    from .sft import logits_at
 
-    target = ids[:, 1:]
-    if model.config.model_type not in PLAIN_HEAD_TYPES:
-        logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
-        return torch.log_softmax(logits, dim=-1).gather(-1, target.unsqueeze(-1)).squeeze(-1) * mask
     keep = mask > 0
-    hidden = _decoder(model)(input_ids=ids, attention_mask=att).last_hidden_state[:, :-1]
-    logits = model.get_output_embeddings()(hidden[keep]).float()
-    picked = torch.log_softmax(logits, dim=-1).gather(-1, target[keep].unsqueeze(-1)).squeeze(-1)
-    return torch.zeros(mask.shape, dtype=picked.dtype, device=mask.device).masked_scatter(keep, picked) * mask
+    logits = logits_at(model, keep, input_ids=ids, attention_mask=att).float()
+    picked = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:][keep].unsqueeze(-1)).squeeze(-1)
+    return torch.zeros(mask.shape, dtype=picked.dtype, device=mask.device).masked_scatter(keep, picked)
 
 
 def _collate(seqs: list[tuple[list[int], list[int]]], pad_id: int, dev):

@@ -153,11 +153,18 @@ def causal_lm_loss(model, labels, reduction: str = "mean", **inputs):
     if model.config.model_type not in PLAIN_HEAD_TYPES:
         loss = model(**inputs, labels=labels).loss
         return loss * label_targets(labels) if reduction == "sum" else loss
-    hidden = _decoder(model)(**inputs).last_hidden_state[:, :-1]
     target = labels[:, 1:]
     keep = target != IGNORE
-    logits = model.get_output_embeddings()(hidden[keep])
-    return F.cross_entropy(logits.float(), target[keep], reduction=reduction)
+    return F.cross_entropy(logits_at(model, keep, **inputs).float(), target[keep], reduction=reduction)
+
+
+def logits_at(model, keep, **inputs):
+    """The model's next-token logits at the positions `keep` (B x L-1, position t predicts token t+1) marks: with
+    a plain linear head (PLAIN_HEAD_TYPES) the head runs on those positions only, else on all and indexed."""
+    if model.config.model_type not in PLAIN_HEAD_TYPES:
+        return model(**inputs).logits[:, :-1][keep]
+    hidden = _decoder(model)(**inputs).last_hidden_state[:, :-1]
+    return model.get_output_embeddings()(hidden[keep])
 
 
 def label_targets(labels) -> int:
