@@ -134,7 +134,10 @@ class Commands:
             return done.read_text()  # finished by an earlier run with the same arguments
         if "--output" in argv:  # what a stopped earlier run left half written
             stale = Path(argv[argv.index("--output") + 1])
-            shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
+            if stale.is_dir():
+                shutil.rmtree(stale)
+            else:
+                stale.unlink(missing_ok=True)
         t = time.perf_counter()
         res = subprocess.run(argv, cwd=self.work, env=self.env, capture_output=True, text=True)
         (self.logs / f"{log}.log").write_text(f"{header}# {time.perf_counter() - t:.1f} s, exit "
