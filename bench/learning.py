@@ -49,6 +49,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from bench_json import machine
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 BIN = Path(sys.executable).parent
@@ -580,12 +582,6 @@ def plot(result: dict, size: Size, out: Path) -> list[Path]:
         plt.close(fig)
         paths.append(path)
     return paths
-
-
-def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), "unknown CPU") if Path("/proc/cpuinfo").exists() else "unknown CPU"
-    return f"{os.cpu_count()} cores, {cpu}"
 
 
 def write_report(result: dict, size: Size, args, out: Path, loads: tuple) -> Path:
