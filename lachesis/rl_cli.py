@@ -75,7 +75,7 @@ ONLINE_OPTIONS = [
     ("env", "--env"), ("steps", "--steps"), _both("eval_interval"), ("model", "--model"), ("init", "--init"),
     ("config", "--config"), ("tasks_file", "--tasks"), ("output", "--output"), ("resume", "--resume"),
     ("lake_root", "--lake"), ("seed", "--seed"), _both("micro_batch"), _both("max_context"), ("actors", "--actors"),
-    ("threads", "--threads"),
+    _both("gradient_checkpointing"), ("threads", "--threads"),
     ("device", "--device"), ("report_to", "--report-to", "--report_to"), ("plot", "--plot/--no-plot"),
 ]
 TRANSFER_INIT_OPTIONS = [
@@ -84,7 +84,7 @@ TRANSFER_INIT_OPTIONS = [
 ]
 TRANSFER_TRAIN_OPTIONS = [
     _both("max_steps"), ("method", "--method"), ("spec", "--spec"), _both("eval_interval"), ("data", "--data"),
-    _both("batch_size"), _both("micro_batch"), ("config", "--config"), ("lake_root", "--lake"), ("output", "--output"),
+    _both("batch_size"), _both("micro_batch"), _both("gradient_checkpointing"), ("config", "--config"), ("lake_root", "--lake"), ("output", "--output"),
     ("resume", "--resume"), ("seed", "--seed"), ("actors", "--actors"), ("threads", "--threads"), ("device", "--device"),
     ("report_to", "--report-to", "--report_to"), ("plot", "--plot/--no-plot"),
 ]

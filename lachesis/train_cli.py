@@ -41,7 +41,7 @@ def _console(quiet: bool):
 TRAIN_OPTIONS = [
     ("model", "--model"), ("data", "--data"), ("epochs", "--epochs"), ("max_steps", "--max-steps"),
     ("output", "--output"), ("lr", "--lr"), ("batch_size", "--batch-size"), ("grad_accum", "--grad-accum"),
-    ("max_length", "--max-length"), ("full", "--full/--lora"), ("lora_r", "--lora-r"), ("lora_alpha", "--lora-alpha"),
+    ("gradient_checkpointing", "--gradient-checkpointing"), ("max_length", "--max-length"), ("full", "--full/--lora"), ("lora_r", "--lora-r"), ("lora_alpha", "--lora-alpha"),
     ("lora_dropout", "--lora-dropout"), ("target_modules", "--target-modules"), ("warmup_steps", "--warmup-steps"),
     ("seed", "--seed"), ("split", "--split"), ("lake_root", "--lake"), ("record_in_lake", "--record-in-lake/--no-lake"),
     ("threads", "--threads"), ("device", "--device"), ("chat_template", "--chat-template"), ("plot", "--plot/--no-plot"),

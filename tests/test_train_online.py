@@ -125,6 +125,25 @@ def _tb_scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
+def test_gradient_checkpointing_is_on_for_the_update_only(tiny_dir, tmp_path, lake_root):
+    """--gradient-checkpointing: the policy recomputes activations when it trains (the update), and generates
+    with its KV cache as before (rollouts run in eval mode)."""
+    from trainers.online import start
+    from trainers.rl_config import OnlineConfig
+
+    def trainer(checkpointing: bool, name: str):
+        return start(OnlineConfig(env="shell", steps=1, gradient_checkpointing=checkpointing, device="cpu",
+                                  config=str(write_project(tmp_path / "l.toml")), output=str(tmp_path / name),
+                                  lake_root=str(lake_root), progress=False, plot=False))
+
+    plain, ckpt = trainer(False, "plain"), trainer(True, "ckpt")
+    assert ckpt.model.is_activation_checkpointing and not plain.model.is_activation_checkpointing
+    assert json.loads((tmp_path / "ckpt" / "config.json").read_text())["gradient_checkpointing"] is True
+    prompt = plain.tok("<|im_start|>user\nls<|im_end|>\n<|im_start|>assistant\n", return_tensors="pt")
+    same = [m.model.generate(**prompt, max_new_tokens=8, do_sample=False, use_cache=True) for m in (plain, ckpt)]
+    assert same[0].equal(same[1])
+
+
 def test_bad_input_is_one_line_before_any_work(tmp_path, lake_root):
     from trainers.errors import TrainerInputError
     from trainers.online import run_online
@@ -261,7 +280,7 @@ def test_train_transfer_keeps_frozen_layers_bit_identical(source_lake, tmp_path,
     run_transfer_init(TransferInitConfig(freeze_layers="0", lake_root=str(source_lake), config=str(project),
                                          output=str(tmp_path / "spec.json")))
     summary = run_train_transfer(TransferTrainConfig(method=method, max_steps=2, eval_interval=5, batch_size=4,
-                                                     micro_batch=3,
+                                                     micro_batch=3, gradient_checkpointing=True,
                                                      spec=str(tmp_path / "spec.json"), lake_root=str(source_lake),
                                                      config=str(project), device="cpu", report_to="tensorboard",
                                                      output=str(tmp_path / "target"), progress=False))
@@ -272,6 +291,7 @@ def test_train_transfer_keeps_frozen_layers_bit_identical(source_lake, tmp_path,
     assert recorded["transfer"]["freeze_layers"] == [0] and recorded["project"]["learning_rate"] == 3e-3
     if method == "online":  # the online update's micro-batch reaches the run (smollm2 needs a small one on CPU)
         assert recorded["micro_batch"] == 3
+    assert recorded["gradient_checkpointing"] is True  # and so does the memory option, for either method
     assert "train/loss" in _tb_scalars(tmp_path / "target")
     report = json.loads((tmp_path / "target" / "frozen_checksums.json").read_text())
     assert report["frozen_identical"] and report["before"] == report["after"]

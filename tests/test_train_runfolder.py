@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import train_helpers as th
 from train_helpers import tiny_dir  # noqa: F401  (session fixture)
 
@@ -54,3 +56,26 @@ def test_sft_and_dpo_write_the_same_protocol(tiny_dir, tmp_path):
         log = [json.loads(l) for l in (folder / "train_log.jsonl").read_text().splitlines()]
         assert log[-1]["summary"] and [r["step"] for r in log if "step" in r][-1] == 3  # the last step is logged
     assert sft["command"] == "rl_finetune_supervised" and dpo["command"] == "llm_finetune"
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_dpo_hands_gradient_checkpointing_to_trl(tiny_dir, tmp_path, monkeypatch, checkpointing):
+    """llm_finetune --method dpo --gradient-checkpointing: TRL's trainer turns it on for the model (and leaves it
+    off without the option, our default on a CPU)."""
+    from transformers import PreTrainedModel
+
+    from trainers.config import InstructConfig
+    from trainers.dpo import run_dpo
+
+    enabled, original = [], PreTrainedModel.activation_checkpointing_enable
+
+    def spy(self, *args, **kwargs):
+        enabled.append(type(self).__name__)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(PreTrainedModel, "activation_checkpointing_enable", spy)
+    summary = run_dpo(InstructConfig(method="dpo", model=str(tiny_dir), full=False, max_steps=2, batch_size=4,
+                                     data=str(th.write_jsonl(tmp_path / "prefs.jsonl", _preference_rows(8))),
+                                     gradient_checkpointing=checkpointing, output=str(tmp_path / "dpo"),
+                                     record_in_lake=False, progress=False))
+    assert summary["steps"] == 2 and bool(enabled) is checkpointing

@@ -168,3 +168,43 @@ def test_shared_prefix_batches_give_the_full_sequence_loss_and_gradients(tiny_di
     shared.backward()
     assert abs(float(full.detach()) - float(shared.detach())) < 1e-5
     assert max(float((a - p.grad).abs().max()) for a, p in zip(g_full, model.parameters())) < 1e-5
+
+
+def test_gradient_checkpointing_recomputes_each_layer_and_trains_the_same(tiny_dir, tmp_path):
+    """--gradient-checkpointing: each decoder layer runs twice per training pass (forward, then again in the
+    backward pass instead of keeping its activations), and the run's losses and weights are those without it
+    (without the shared prefix, which checkpointing turns off)."""
+    import torch
+
+    from trainers.config import SFTConfig
+    from trainers.models import load_model
+    from trainers.sft import prepare_model, run_sft
+
+    data = th.write_jsonl(tmp_path / "chats.jsonl", th.tool_chats(16))
+
+    def run(checkpointing: bool):
+        calls, held = [0], {}
+
+        def build(s):
+            model, n = prepare_model(load_model(str(tiny_dir)), s)
+            # a pre-hook inside the checkpointed layer: torch stops a recompute once the saved tensors are back,
+            # before the module's forward returns, so a forward (post) hook would not see it
+            mlp = model.get_base_model().model.layers[0].mlp
+            mlp.register_forward_pre_hook(lambda m, i: calls.__setitem__(0, calls[0] + m.training))
+            held["model"] = model
+            return model, n
+
+        out = tmp_path / f"run-{checkpointing}"
+        run_sft(SFTConfig(model=str(tiny_dir), data=str(data), output=str(out), max_steps=3, batch_size=4,
+                          full=False, lr=3e-3, gradient_checkpointing=checkpointing, share_prefix=False,
+                          record_in_lake=False,
+                          progress=False, plot=False, log_every=1), build_model=build)
+        losses = [json.loads(l)["loss"] for l in (out / "train_log.jsonl").read_text().splitlines() if '"step"' in l]
+        return calls[0], losses, {k: v.detach().clone() for k, v in held["model"].named_parameters() if "lora_" in k}
+
+    plain_calls, plain_losses, plain_weights = run(False)
+    ckpt_calls, ckpt_losses, ckpt_weights = run(True)
+    assert plain_calls > 0 and ckpt_calls == 2 * plain_calls
+    assert len(plain_losses) == 3 and ckpt_losses == pytest.approx(plain_losses, rel=1e-5)
+    assert plain_weights.keys() == ckpt_weights.keys()
+    assert all(torch.allclose(plain_weights[k], ckpt_weights[k], atol=1e-6) for k in plain_weights)

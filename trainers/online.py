@@ -46,7 +46,7 @@ from .errors import TrainerInputError
 from .evaluate import EvalSettings, evaluate_model, generate_batch, load_eval_tasks, play
 from .freeze import checksums, freeze_report, model_depth, trainable_names
 from .grpo import Rollout, backward_policy_loss, group_advantages
-from .models import model_label
+from .models import checkpoint_activations, model_label
 from .plots import write_eval_curve
 from .policy import PolicySpec, build_policy, resolve_spec, tokenizer_for
 from .project_config import ProjectConfig, load_config, reward_weights
@@ -154,6 +154,8 @@ class OnlineTrainer:
         self.tok = tokenizer_for(spec)
         weights = str(checkpoint.weights(resume_from)) if resume_from else None
         self.model, self.frozen = build_policy(spec, weights, self.device)
+        if cfg.gradient_checkpointing:
+            checkpoint_activations(self.model)
         self.ref = self._reference() if hp.kl_beta > 0 else None
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.opt = torch.optim.AdamW(self.params, lr=hp.learning_rate, betas=(0.9, 0.99), weight_decay=0.0)

@@ -27,7 +27,7 @@ from .config import SFTConfig, StepPlan, TrainConfig, set_threads, setup_env
 from .data import conversations, load_rows
 from .distributed import Processes
 from .errors import TrainerInputError
-from .models import load_model, load_tokenizer, model_label, resolve_model, trained_from_scratch
+from .models import checkpoint_activations, load_model, load_tokenizer, model_label, resolve_model, trained_from_scratch
 from .runfolder import RunFolder
 
 IGNORE = -100
@@ -263,7 +263,10 @@ class MicroBatch:
 
     @classmethod
     def of(cls, examples, batch: list[int], s: SFTConfig, first_labels: list[int], pad_id: int, dev) -> "MicroBatch":
-        P = shared_prefix_len(examples, batch, first_labels) if s.share_prefix and len(batch) > 1 else 0
+        # the shared prefix hands its KV cache to the suffixes; transformers turns the cache off in a training
+        # forward with checkpointing, so a checkpointed run feeds whole sequences
+        shares = s.share_prefix and not s.gradient_checkpointing and len(batch) > 1
+        P = shared_prefix_len(examples, batch, first_labels) if shares else 0
         if P >= 16:
             prefix, ids, labels, att = (t.to(dev) for t in collate_suffix(examples, batch, P, pad_id))
             return cls((ids, labels, att, prefix), P * (len(batch) - 1))
@@ -416,6 +419,8 @@ def run_sft(s: SFTConfig, console=None, build_model: Callable | None = None) -> 
     else:
         model, trainable = build_model(s)
         model = model.to(dev)
+    if s.gradient_checkpointing:
+        checkpoint_activations(model)
     if console is not None:
         console.print(f"[bold]{s.COMMAND}[/] {run.run_id}: {len(examples)} conversations, "
                       f"{sum(len(x) for x, _ in examples)} tokens, model {model_label(s.model)} "

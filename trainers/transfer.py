@@ -166,7 +166,8 @@ def _train_online(cfg: TransferTrainConfig, spec: dict, console) -> dict:
         env=spec["target_env"], steps=cfg.max_steps, eval_interval=cfg.eval_interval, model=spec["model"],
         init=spec["source_run_dir"], config=cfg.config, output=cfg.output, lake_root=cfg.lake_root, seed=cfg.seed,
         threads=cfg.threads, device=cfg.device, report_to=cfg.report_to, progress=cfg.progress, plot=cfg.plot,
-        freeze_layers=list(spec["freeze_layers"]), actors=cfg.actors, micro_batch=cfg.micro_batch, transfer=spec)
+        freeze_layers=list(spec["freeze_layers"]), actors=cfg.actors, micro_batch=cfg.micro_batch,
+        gradient_checkpointing=cfg.gradient_checkpointing, transfer=spec)
     return train_online(online, console, method=ONLINE_METHOD)
 
 
@@ -202,7 +203,8 @@ def _train_sft(cfg: TransferTrainConfig, spec: dict, console) -> dict:
         data = _target_data(cfg, spec["target_env"], Path(tmp) / "data")
         sft = TransferSFTConfig(model=policy.base, data=data, output=cfg.output, max_steps=cfg.max_steps,
                                 lr=hp.learning_rate, full=policy.full, lora_r=hp.lora_rank, lora_alpha=hp.lora_alpha,
-                                batch_size=cfg.batch_size, seed=hp.seed if cfg.seed is None else cfg.seed,
+                                batch_size=cfg.batch_size, gradient_checkpointing=cfg.gradient_checkpointing,
+                                seed=hp.seed if cfg.seed is None else cfg.seed,
                                 lake_root=cfg.lake_root, threads=cfg.threads, device=cfg.device,
                                 report_to=cfg.report_to, progress=cfg.progress, plot=cfg.plot, transfer=spec,
                                 project=asdict(hp))
