@@ -58,7 +58,8 @@ class TrainConfig:
         "full fine-tuning (--full) or LoRA (--lora); default: full for a model trained from scratch (tiny), "
         "LoRA for a pretrained one"))
     gradient_checkpointing: bool = field(default=False, **helped(
-        "recompute activations in the backward pass instead of keeping them: less memory (SmolLM2 on a CPU: 4.1 GB instead of 6.8 GB for one 2,000-token sequence), same gradients"))
+        "recompute activations in the backward pass instead of keeping them: less memory (SmolLM2 on a CPU: "
+        "4.1 GB instead of 6.8 GB for one 2,000-token sequence), same gradients"))
     lora_r: int = field(default=16, **helped("LoRA rank"))
     lora_alpha: int = field(default=32, **helped("LoRA alpha (scale = alpha / r)"))
     lora_dropout: float = field(default=0.0, **helped("dropout on the LoRA path"))
