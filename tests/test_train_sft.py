@@ -197,8 +197,7 @@ def test_gradient_checkpointing_recomputes_each_layer_and_trains_the_same(tiny_d
         out = tmp_path / f"run-{checkpointing}"
         run_sft(SFTConfig(model=str(tiny_dir), data=str(data), output=str(out), max_steps=3, batch_size=4,
                           full=False, lr=3e-3, gradient_checkpointing=checkpointing, share_prefix=False,
-                          record_in_lake=False,
-                          progress=False, plot=False, log_every=1), build_model=build)
+                          record_in_lake=False, progress=False, plot=False, log_every=1), build_model=build)
         losses = [json.loads(l)["loss"] for l in (out / "train_log.jsonl").read_text().splitlines() if '"step"' in l]
         return calls[0], losses, {k: v.detach().clone() for k, v in held["model"].named_parameters() if "lora_" in k}
 

@@ -97,7 +97,7 @@ def run_dpo(s: InstructConfig, console=None) -> dict:
                      learning_rate=s.lr, weight_decay=s.weight_decay, max_grad_norm=s.grad_clip,
                      lr_scheduler_type="cosine", beta=s.beta, max_length=s.max_length, logging_steps=1,
                      save_strategy="no", seed=s.seed, disable_tqdm=True,
-                     **{**cpu_defaults(dev), "activation_checkpointing": s.gradient_checkpointing})
+                     **cpu_defaults(dev, activation_checkpointing=s.gradient_checkpointing))
     trainer = DPOTrainer(model=load_model(model_path, device=dev), args=args, train_dataset=Dataset.from_list(prefs),
                          processing_class=tok, peft_config=None if s.full else lora_config(s), callbacks=[Log()])
     trainer.remove_callback(PrinterCallback)

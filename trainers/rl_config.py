@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from .config import SFTConfig, at_least, check_device, helped
+from .config import GRADIENT_CHECKPOINTING_HELP, SFTConfig, at_least, check_device, helped
 from .errors import TrainerInputError
 from .evaluate import resolve_env_name
 from .reporting import REPORT_TO_HELP, check_report_to
@@ -44,9 +44,7 @@ class OnlineConfig:
         "an existing lake for the rollouts, evaluations and runs events (default $LAKE_ROOT or ./data/lake)"))
     seed: int | None = field(default=None, **helped("seed of the task order, sampling and init (default: the config's)"))
     micro_batch: int = field(default=8, **helped("episodes per forward/backward pass in an update"))
-    gradient_checkpointing: bool = field(default=False, **helped(
-        "recompute activations in the backward pass instead of keeping them: less memory (SmolLM2 on a CPU: an "
-        "update of 2 x 2,000-token episodes peaked at 6.2 GB instead of 11.1 GB), same gradients"))
+    gradient_checkpointing: bool = field(default=False, **helped(GRADIENT_CHECKPOINTING_HELP))
     actors: int = field(default=1, **helped(
         "1: rollouts are played in the training process; N > 1: N actor processes play them with the latest "
         "policy checkpoint and append them to the lake, and the trainer (the learner) consumes them from the "
@@ -119,9 +117,7 @@ class TransferTrainConfig:
     batch_size: int = field(default=16, **helped("sft: conversations per optimizer step"))
     micro_batch: int = field(default=8, **helped(
         "online: episodes per forward/backward pass in an update (smollm2 at 8 held ~9.5 GB on CPU; 2 fits a laptop)"))
-    gradient_checkpointing: bool = field(default=False, **helped(
-        "recompute activations in the backward pass instead of keeping them: less memory (SmolLM2 on a CPU: an "
-        "update of 2 x 2,000-token episodes peaked at 6.2 GB instead of 11.1 GB), same gradients"))
+    gradient_checkpointing: bool = field(default=False, **helped(GRADIENT_CHECKPOINTING_HELP))
     config: str | None = field(default=None, **helped(
         "the project config file (default: lachesis.toml found upward from the working directory)"))
     lake_root: str | None = field(default=None, **helped("an existing lake (default $LAKE_ROOT or ./data/lake)"))
