@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 try:  # typer >= 0.22 vendors click: its parser raises typer._click's exceptions, not the click package's
     from typer._click import exceptions as click_errors
@@ -23,8 +24,16 @@ except ImportError:  # older typer runs on the click package
 if TYPE_CHECKING:  # for the annotation only: the lake is imported when a command runs
     from lake import Lake
 
-console = Console()
-err_console = Console(stderr=True)
+
+
+def new_console(*, stderr: bool = False, quiet: bool = False) -> Console:
+    """Every Rich console of the CLI. Emoji codes off: Rich would print `bash_exec_env:train:00001` with a tram
+    for `:train:`. Markup stays on for our own `[bold]`; user data goes in through `literal` or `table`."""
+    return Console(stderr=stderr, quiet=quiet, emoji=False)
+
+
+console = new_console()
+err_console = new_console(stderr=True)
 
 LakeOption = typer.Option(None, "--lake", help="Lake root (default: $LAKE_ROOT or ./data/lake).", show_default=False)
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
@@ -53,14 +62,16 @@ def option(config: type, name: str, *flags: str, **kwargs: Any) -> Any:
     help_text = f.metadata.get("help")
     if not help_text:
         raise KeyError(f"{config.__name__}.{name} has no help text")
+    if not flags:  # no flag: a positional argument (`lake export-model RUN`)
+        return typer.Argument(default, help=help_text, show_default=default is not ..., **kwargs)
     return typer.Option(default, *flags, help=help_text, **kwargs)
 
 
 def config_command(config: type, options: list[tuple[str, ...]], body: Any, *, output_options: bool = True) -> Any:
     """A typer command whose options are fields of a config dataclass, `options` = [(field, *flags)] in --help
-    order (default and help from `option`), plus --json and --quiet (unless `output_options` is False: a command
-    with no result to print). It calls `body(values, as_json, quiet)` with the options' values by field name; the
-    body builds the config, whose `__post_init__` validates them."""
+    order (default and help from `option`; a field without flags is a positional argument), plus --json and
+    --quiet (unless `output_options` is False: a command with no result to print). It calls `body(values, as_json,
+    quiet)` with the options' values by field name; the body builds the config, whose `__post_init__` validates them."""
     import inspect
     import typing
 
@@ -138,14 +149,25 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(dumps(obj) + "\n")
 
 
+def literal(value: Any) -> str:
+    """A user value to put in a markup string (`f"[bold]{literal(name)}[/]"`): `list[int]` stays `list[int]`."""
+    return escape(str(value))
+
+
+def table(columns: list[str], rows: list[list[Any]], title: Optional[str] = None, show_header: bool = True) -> Table:
+    """The one way user data reaches a Rich table: every cell and the title as plain Text, so a value prints as it
+    is (`a = x[i]` is not markup, `:train:` is not an emoji); None is an empty cell."""
+    t = Table(title=None if title is None else Text(title), show_header=show_header, show_lines=False)
+    for c in columns:
+        t.add_column(Text(c), overflow="fold")
+    for r in rows:
+        t.add_row(*[Text("" if v is None else str(_plain(v))) for v in r])
+    return t
+
+
 def print_rows(rows: list[dict[str, Any]], title: str | None = None, columns: list[str] | None = None) -> None:
     columns = columns or (list(rows[0]) if rows else [])
-    table = Table(title=title, show_lines=False)
-    for c in columns:
-        table.add_column(c, overflow="fold")
-    for r in rows:
-        table.add_row(*["" if r.get(c) is None else str(_plain(r.get(c))) for c in columns])
-    console.print(table)
+    console.print(table(columns, [[r.get(c) for c in columns] for r in rows], title=title))
 
 
 def rows_to_csv(rows: list[dict[str, Any]], columns: list[str]) -> str:

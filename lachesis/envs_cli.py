@@ -25,16 +25,12 @@ def list_environments(
     if json:
         print_json(rows)
         return
-    from rich.table import Table
+    from lachesis.console import table
 
-    table = Table(title="environments" + (f" tagged {tag}" if tag else ""))
-    for col, just in (("name", "left"), ("tags", "left"), ("aliases", "left"), ("train", "right"),
-                      ("test", "right"), ("description", "left")):
-        table.add_column(col, justify=just, overflow="fold")
-    for r in rows:
-        table.add_row(r["name"], ", ".join(r["tags"]), ", ".join(r["aliases"]), str(r["tasks"].get("train", 0)),
-                      str(r["tasks"].get("test", 0)), r["description"])
-    console.print(table)
+    rows = [[r["name"], ", ".join(r["tags"]), ", ".join(r["aliases"]), r["tasks"].get("train", 0),
+             r["tasks"].get("test", 0), r["description"]] for r in rows]
+    console.print(table(["name", "tags", "aliases", "train", "test", "description"], rows,
+                        title="environments" + (f" tagged {tag}" if tag else "")))
 
 
 def rl_list_environments_main() -> None:

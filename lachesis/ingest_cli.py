@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from ingest.config import ImportConfig, ServeConfig, WatchConfig
-from lachesis.console import JsonOption, LakeOption, fail, option, print_json
+from lachesis.console import JsonOption, LakeOption, fail, literal, new_console, option, print_json
 
 
 def _config(cls, **kw):
@@ -79,20 +79,18 @@ def watch(
     import signal
     import threading
 
-    from rich.console import Console
-
     from ingest.watch import Watcher
     from lake import CompactThresholds, Lake
 
     cfg = _config(WatchConfig, skills=skills, inbox=inbox, settle=0 if once else settle, interval=interval,
                   max_file_mb=max_file_mb, max_inflate_ratio=max_inflate_ratio, compact_interval=compact_interval)
-    console = Console(stderr=True)
+    console = new_console(stderr=True)
     lk = Lake.init(lake)  # `lake watch` may create the lake it is pointed at
     for d in (cfg.skills, cfg.inbox):
         if d is not None:
             d.mkdir(parents=True, exist_ok=True)
     w = Watcher(lk, skills_dir=cfg.skills, inbox_dir=cfg.inbox, settle=cfg.settle, max_file_bytes=cfg.max_file_bytes,
-                inflate_ratio=cfg.max_inflate_ratio, echo=None if json else (lambda m: console.print(m, highlight=False)))
+                inflate_ratio=cfg.max_inflate_ratio, echo=None if json else (lambda m: console.print(literal(m), highlight=False)))
     if once:
         w.scan()
         if json:
@@ -103,7 +101,7 @@ def watch(
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: (stop.set(), w.wake.set()))
-    console.print(f"watching skills={cfg.skills} inbox={cfg.inbox} lake={lk.root}", highlight=False)
+    console.print(literal(f"watching skills={cfg.skills} inbox={cfg.inbox} lake={lk.root}"), highlight=False)
     # the inbox's and the skills' small commits merged in the background (lake.autocompact), stopped on exit
     compactor = lk.autocompactor(CompactThresholds(interval_s=cfg.compact_interval)) if cfg.compact_interval else None
     with compactor or contextlib.nullcontext():
@@ -117,8 +115,6 @@ def import_(
     json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of the progress bar."),
 ) -> None:
     """Import trajectory files (Hermes ShareGPT, Atropos groups, native JSONL); each file is all or nothing."""
-    from rich.console import Console
-
     from ingest.importer import run_import
     from lake import Lake
 
@@ -131,20 +127,19 @@ def import_(
     if json:
         print_json(d)
     else:
-        c = Console()
+        c = new_console()
         c.print(f"{d['appended']} trajectories appended, {d['duplicates']} duplicates, "
                 f"{d['rejected']} file(s) rejected, {len(d['files'])} file(s) in {d['seconds']}s")
         for f in d["files"]:
             if f["error"]:
                 where = f" line {f['line']}" if f["line"] else ""
-                c.print(f"[red]rejected[/] {f['path']}{where}: {f['error']}", highlight=False)
+                c.print(f"[red]rejected[/] {literal(f['path'])}{where}: {literal(f['error'])}", highlight=False)
     if summary.rejected:
         raise typer.Exit(1)
 
 
 def _import_with_progress(lk, path: Path, fmt: str):
     """run_import with a progress bar over the bytes of the files (a gzip file jumps at its end)."""
-    from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     from ingest.importer import list_files, run_import
@@ -157,7 +152,7 @@ def _import_with_progress(lk, path: Path, fmt: str):
             sizes[f] = 0
     total = sum(sizes.values())
     with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True)) as prog:
+                  console=new_console(stderr=True)) as prog:
         task = prog.add_task("import", total=total or None)
         done = 0
         current: list[Path] = []
@@ -168,7 +163,7 @@ def _import_with_progress(lk, path: Path, fmt: str):
                 done += sizes.get(current[-1], 0)
                 prog.update(task, completed=done)
             current[:] = [p]
-            prog.update(task, description=f"import {p.name}")
+            prog.update(task, description=f"import {literal(p.name)}")
 
         def advance(nbytes: int):
             if current and not current[-1].name.lower().endswith(".gz"):

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from lachesis.console import (AsOfOption, JsonOption, LakeOption, console, fail, open_lake, print_json, print_rows,
+from lachesis.console import (AsOfOption, JsonOption, LakeOption, console, fail, literal, open_lake, print_json, print_rows,
                               rows_to_csv)
 
 
@@ -22,7 +22,7 @@ def init(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
     if json:
         print_json(info)
     else:
-        console.print(f"lake ready at [bold]{lk.root}[/] with tables: {', '.join(info['tables'])}")
+        console.print(f"lake ready at [bold]{literal(lk.root)}[/] with tables: {literal(', '.join(info['tables']))}")
 
 
 def tables(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
@@ -67,9 +67,9 @@ def append(
     if json:
         print_json(info)
     elif result.duplicate:
-        console.print(f"batch {seq} of writer {writer_id} is already committed: nothing written")
+        console.print(f"batch {seq} of writer {literal(writer_id)} is already committed: nothing written")
     else:
-        console.print(f"appended {result.rows} rows to {table} (version {result.version})")
+        console.print(f"appended {result.rows} rows to {literal(table)} (version {result.version})")
 
 
 def sql(

@@ -91,9 +91,9 @@ TRANSFER_TRAIN_OPTIONS = [
 
 
 def _stderr_console(quiet: bool):
-    from rich.console import Console
+    from lachesis.console import new_console
 
-    return Console(stderr=True, quiet=quiet)
+    return new_console(stderr=True, quiet=quiet)
 
 
 def _guarded(fn, *args):

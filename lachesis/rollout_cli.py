@@ -28,7 +28,7 @@ def rollout(
     """Run episodes of ENV with a scripted policy and append each one to the lake as a trajectory."""
     import envs
     from ingest.rollout import RolloutInputError, append_rollouts, iter_rollouts, summarize
-    from lachesis.console import console, err_console, fail, print_json
+    from lachesis.console import console, err_console, fail, literal, print_json
     from lake import LakeError, RecordError, resolve_root
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -63,7 +63,7 @@ def rollout(
     else:
         console.print(f"{summary['episodes']} {policy} episodes of {name} ({split}): mean reward "
                       f"{summary['mean_reward']:.2f}, success {summary['success_rate']:.0%}; appended "
-                      f"{result.rows} rows to trajectories v{result.version} at {summary['lake']}")
+                      f"{result.rows} rows to trajectories v{result.version} at {literal(summary['lake'])}")
 
 
 def register(app: typer.Typer) -> None:

@@ -12,7 +12,7 @@ from typing import Callable
 
 import typer
 
-from lachesis.console import config_command, fail, print_json, run
+from lachesis.console import config_command, fail, literal, new_console, print_json, run, table
 from trainers.config import InstructConfig, SFTConfig, TrainConfig
 from trainers.errors import TrainerInputError
 from trainers.evaluate import EvalSettings
@@ -31,9 +31,7 @@ def _run(fn, *args, **kw):
 
 
 def _console(quiet: bool):
-    from rich.console import Console
-
-    return Console(stderr=True, quiet=quiet)
+    return new_console(stderr=True, quiet=quiet)
 
 
 # ----------------------------------------------------------------------------------------------- the commands
@@ -77,17 +75,12 @@ def _train(config: TrainConfig, console, as_json: bool) -> None:
     if as_json:
         print_json(summary)
         return
-    from rich.table import Table
-
-    t = Table(title=f"run {summary['run_id']}", show_header=False)
-    for k in ("model", "method", "full", "data", "conversations", "steps", "warmup_steps", "first_loss", "final_loss",
-              "tokens_per_s", "train_s", "adapter_path", "loss_plot", "run_dir"):
-        v = summary.get(k)
-        t.add_row(k, f"{v:.4f}" if isinstance(v, float) else str(v))
-    for w in summary["warnings"]:
-        t.add_row("warning", w)
+    rows = [[k, f"{v:.4f}" if isinstance(v, float) else str(v)] for k in (
+        "model", "method", "full", "data", "conversations", "steps", "warmup_steps", "first_loss", "final_loss",
+        "tokens_per_s", "train_s", "adapter_path", "loss_plot", "run_dir") for v in [summary.get(k)]]
+    rows += [["warning", w] for w in summary["warnings"]]
     console.quiet = False
-    console.print(t)
+    console.print(table(["key", "value"], rows, title=f"run {summary['run_id']}", show_header=False))
 
 
 def _trainer_for(config: TrainConfig) -> Callable:
@@ -108,17 +101,13 @@ def _evaluate(config: EvalSettings, console, as_json: bool) -> None:
     if as_json:
         print_json(summary)
         return
-    from rich.table import Table
-
-    t = Table(title=f"{summary['env']} / {summary['split']}: {summary['model']}"
-                    + (f" + {summary['adapter']}" if summary.get("adapter") else ""))
-    for col in ("task_id", "success", "reward", "turns", "valid calls"):
-        t.add_column(col)
-    for r in summary["per_task"]:  # every task: a table that stops early hides failures
-        t.add_row(str(r["task_id"]), "yes" if r["success"] else "no", f"{r['reward']:.2f}", str(r["turns"]),
-                  f"{r['valid_tool_call_rate']:.2f}")
+    title = (f"{summary['env']} / {summary['split']}: {summary['model']}"
+             + (f" + {summary['adapter']}" if summary.get("adapter") else ""))
+    # every task: a table that stops early hides failures
+    rows = [[r["task_id"], "yes" if r["success"] else "no", f"{r['reward']:.2f}", r["turns"],
+             f"{r['valid_tool_call_rate']:.2f}"] for r in summary["per_task"]]
     console.quiet = False
-    console.print(t)
+    console.print(table(["task_id", "success", "reward", "turns", "valid calls"], rows, title=title))
     console.print(f"success rate [bold]{summary['success_rate']:.3f}[/]  mean reward [bold]{summary['mean_reward']:.3f}[/]  "
                   f"valid tool calls {summary['valid_tool_call_rate']:.3f}  episodes {summary['episodes']}  "
                   f"({summary['wall_s']:.1f} s)")

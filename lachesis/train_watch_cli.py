@@ -33,11 +33,10 @@ ONLINE_KEYS = ("run_id", "env", "steps", "rollouts", "success_before", "success_
 
 
 def _emitter(as_json: bool, quiet: bool):
-    from rich.console import Console
+    from lachesis.console import dumps, literal, new_console
 
-    from lachesis.console import dumps
-
-    err = Console(stderr=True, quiet=quiet, soft_wrap=True)  # one line per event: `just up` shows the last
+    err = new_console(stderr=True, quiet=quiet)
+    err.soft_wrap = True  # one line per event: `just up` shows the last
 
     def emit(rec: dict) -> None:
         if as_json:
@@ -46,16 +45,18 @@ def _emitter(as_json: bool, quiet: bool):
             return
         kind = rec["event"]
         if kind == "ready":
-            err.print(f"[bold]{rec['name']}[/]: from increment {rec['increment']}, offsets {rec['offsets']}"
+            err.print(f"[bold]{literal(rec['name'])}[/]: from increment {rec['increment']}, offsets {rec['offsets']}"
                       + (f", {rec['reconciled']} runs events recovered" if rec["reconciled"] else ""), highlight=False)
         elif kind == "increment":
             loss = f", loss {rec['final_loss']:.3f}" if rec.get("final_loss") is not None else ""
             err.print(f"increment {rec['increment']}: {rec['rows_consumed']} rows, {rec['new_examples']} new + "
                       f"{rec['replayed_examples']} replayed examples, {rec['steps']} steps{loss}, "
-                      f"{rec['increment_s']:.2f} s -> {rec['adapter']}", highlight=False)
+                      f"{rec['increment_s']:.2f} s -> {literal(rec['adapter'])}", highlight=False)
         elif kind == "online":
             err.print(f"online: {rec['steps']} steps on {rec['rollouts']} rollouts, success {rec['success_before']} -> "
-                      f"{rec['success_after']} -> {rec['run_dir']}", highlight=False)
+                      f"{rec['success_after']} -> {literal(rec['run_dir'])}", highlight=False)
+        elif kind == "warning":  # a broken checkpoint or file met at start, a rewind: one line each, never silent
+            err.print(f"[yellow]warning:[/] {rec['message']}", highlight=False)
         elif kind == "eval":
             err.print(f"eval after increment {rec['increment']}: success {rec['success_rate']:.3f}, "
                       f"mean reward {rec['mean_reward']:.3f}", highlight=False)
@@ -97,13 +98,12 @@ def _online(cfg: WatchConfig, as_json: bool, quiet: bool) -> None:
     """The online recipe: rl_train_online --actors N's one loop (trainers/learner.py), its summary as one event."""
     from dataclasses import replace
 
-    from rich.console import Console
-
+    from lachesis.console import new_console
     from trainers.learner import train_online
 
     online = replace(cfg.online_config(), progress=not (quiet or as_json))
     try:
-        summary = train_online(online, Console(stderr=True, quiet=quiet or as_json))
+        summary = train_online(online, new_console(stderr=True, quiet=quiet or as_json))
     except TrainerInputError as exc:
         fail(str(exc), exc.exit_code)
     _emitter(as_json, quiet)({"event": "online", **{k: summary.get(k) for k in ONLINE_KEYS}})

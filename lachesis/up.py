@@ -85,8 +85,9 @@ def _render(rows: list[dict]):
 
 def up(values: dict, _as_json: bool, _quiet: bool) -> None:
     """Serve the lake, watch skills + inbox and train as data lands; Ctrl-C stops everything."""
-    from rich.console import Console
     from rich.live import Live
+
+    from lachesis.console import literal, new_console
 
     from lake import Lake
 
@@ -95,12 +96,12 @@ def up(values: dict, _as_json: bool, _quiet: bool) -> None:
     except ValueError as exc:
         fail(str(exc))
     root = Lake.init(cfg.lake_root).root
-    console = Console(stderr=True)
+    console = new_console(stderr=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    sup = Supervisor(components(cfg, root), Path(cfg.logs), on_event=lambda m: console.print(m, highlight=False))
-    console.print(f"lake {root}; logs in {cfg.logs}/; Ctrl-C stops everything", highlight=False)
+    sup = Supervisor(components(cfg, root), Path(cfg.logs), on_event=lambda m: console.print(literal(m), highlight=False))
+    console.print(literal(f"lake {root}; logs in {cfg.logs}/; Ctrl-C stops everything"), highlight=False)
     with Live(_render([]), console=console, refresh_per_second=2, transient=False) as live:
         sup.run(stop, lambda rows: live.update(_render(rows)))
     console.print("stopped", highlight=False)

@@ -11,9 +11,7 @@ from typing import List, Optional
 
 import typer
 
-from rich.markup import escape
-
-from lachesis.console import (AsOfOption, JsonOption, LakeOption, console, err_console, fail, open_lake, option,
+from lachesis.console import (AsOfOption, JsonOption, LakeOption, console, err_console, fail, literal, open_lake, option,
                               print_json, print_rows, run)
 from views.instruction_config import InstructionInputError, SkillToInstructionConfig
 
@@ -82,9 +80,10 @@ def _print_export(manifest: dict, view: str, output: Path, as_json: bool, extra:
     splits = manifest.get("splits")
     split_text = f" ({', '.join(f'{k} {v}' for k, v in splits.items())})" if splits else ""
     versions = ", ".join(f"{t}@{v}" for t, v in manifest["lake_versions"].items())
-    console.print(f"exported [bold]{manifest['row_count']}[/] rows of view [bold]{view}[/]{split_text} "
-                  f"to {output} as {manifest['format']} ({len(manifest['files'])} files)", highlight=False)
-    console.print(f"lake versions: {versions}; event ids sha256 {manifest['event_ids_sha256'][:16]}", highlight=False)
+    console.print(f"exported [bold]{manifest['row_count']}[/] rows of view [bold]{literal(view)}[/]{literal(split_text)} "
+                  f"to {literal(output)} as {manifest['format']} ({len(manifest['files'])} files)", highlight=False)
+    console.print(literal(f"lake versions: {versions}; event ids sha256 {manifest['event_ids_sha256'][:16]}"),
+                  highlight=False)
 
 
 def export(
@@ -173,7 +172,7 @@ def atropos_trajectory_export(
     count = count_interactions(output, manifest, min_interactions)
     warning = count.warning()
     if warning:  # one line on stderr; the per-task counts follow the summary (or sit in --json's `interactions`)
-        err_console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold yellow]warning:[/] {literal(warning)}", highlight=False, soft_wrap=True)
     _print_export(manifest, view, output, json, {"interactions": count.as_dict()})
     if warning and not json and count.per_task:
         print_rows(task_rows(count), title="complete interactions per task")
@@ -252,8 +251,8 @@ def skill_to_instruction(
     if json:
         print_json(summary)
         return
-    console.print(f"selected {len(result.candidates)} skills ({_filter_text(cfg)}); converted "
-                  f"{len(result.converted)} into {len(result.pairs)} pairs in {cfg.output}", highlight=False)
+    console.print(literal(f"selected {len(result.candidates)} skills ({_filter_text(cfg)}); converted "
+                          f"{len(result.converted)} into {len(result.pairs)} pairs in {cfg.output}"), highlight=False)
     if result.skipped:
         print_rows([{"skill": c["name"], "uses": c["uses"], "reason": c["reason"]} for c in result.skipped],
                    title=f"skipped {len(result.skipped)} skills")

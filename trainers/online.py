@@ -447,7 +447,10 @@ def run_online(cfg: OnlineConfig, console=None, method: str = METHOD, make_train
     trainer = start(cfg, method, make_trainer)
     if console is not None:
         hp = trainer.hp
-        console.print(f"[bold]{trainer.cfg.COMMAND}[/] {trainer.run_id} on {trainer.cfg.env}: step {trainer.step} -> "
+        from rich.markup import escape  # run ids and paths are user text, not markup
+
+        console.print(f"[bold]{trainer.cfg.COMMAND}[/] " + escape(
+                      f"{trainer.run_id} on {trainer.cfg.env}: step {trainer.step} -> "
                       f"{trainer.cfg.steps}, {trainer.rollout_plan()}, "
                       f"{'full' if trainer.spec.full else 'LoRA'} ({sum(p.numel() for p in trainer.params):,} trainable), "
                       f"lr {hp.learning_rate:g}, run folder {trainer.run.path}", highlight=False)

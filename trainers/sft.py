@@ -422,11 +422,14 @@ def run_sft(s: SFTConfig, console=None, build_model: Callable | None = None) -> 
     if s.gradient_checkpointing:
         checkpoint_activations(model)
     if console is not None:
-        console.print(f"[bold]{s.COMMAND}[/] {run.run_id}: {len(examples)} conversations, "
+        from rich.markup import escape  # run ids and model paths are user text, not markup
+
+        console.print(f"[bold]{s.COMMAND}[/] " + escape(
+                      f"{run.run_id}: {len(examples)} conversations, "
                       f"{sum(len(x) for x, _ in examples)} tokens, model {model_label(s.model)} "
                       f"({'full' if s.full else f'LoRA r={s.lora_r}'}, {trainable:,} trainable), {plan.total} steps "
                       f"({plan.warmup} warm-up), device {dev}"
-                      + (f", {procs.world} processes" if procs.world > 1 else ""))
+                      + (f", {procs.world} processes" if procs.world > 1 else "")))
 
     def save(state: dict) -> None:
         if run is not None:
