@@ -4,9 +4,14 @@ The corpus (`ingest/data/hermes_skills_0.19.0.tar.gz`: every SKILL.md and DESCRI
 `skills/` and `optional-skills/` trees, with its MIT licence; see ingest/data/README.md) is package data, so
 the demo, the tests and a user of the wheel all read the same skills. `sample_skills_tree` turns it into the
 folder `lake watch --skills` watches: `~/.hermes/skills` after the optional skills are installed from the hub.
+There every skill is bundled or hub, and none has usage counts, so skill_to_instruction (agent-created skills
+used at least 5 times) rightly selects none of them; `agent_skills_tree` lays the same skills out as an agent's
+own (no bundle manifest, no hub lock) with a sample `.usage.json`, so strategy 4 runs end to end out of the box
+(`lake samples skills DIR`).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tarfile
@@ -31,6 +36,40 @@ def _frontmatter_name(skill_md: Path) -> str | None:
     return None
 
 
+def _copy_trees(src: Path, dest: Path) -> list[str]:
+    """The bundled and optional trees merged into `dest`; the skill names, sorted."""
+    shutil.copytree(src / "skills", dest, dirs_exist_ok=True)
+    shutil.copytree(src / "optional-skills", dest, dirs_exist_ok=True)
+    return sorted({n for p in dest.rglob("SKILL.md") if (n := _frontmatter_name(p))})
+
+
+# The sample counters: a fixed date and a use count from the name's hash, 0-14, so about two thirds of the skills
+# reach the guide's 5 uses and the rest show the filter at work; the same on every machine.
+SAMPLE_USAGE_AT = "2026-05-01T00:00:00+00:00"
+
+
+def sample_usage(name: str) -> dict:
+    """A `.usage.json` record (Hermes' `_empty_record` fields) for an agent-created skill, marked as a sample."""
+    uses = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) % 15
+    return {"archived_at": None, "created_at": SAMPLE_USAGE_AT, "created_by": "agent", "last_patched_at": None,
+            "last_used_at": SAMPLE_USAGE_AT if uses else None, "last_viewed_at": SAMPLE_USAGE_AT if uses else None,
+            "patch_count": 0, "pinned": False, "state": "active", "use_count": uses, "view_count": uses,
+            "sample": True}
+
+
+def agent_skills_tree(dest: Path) -> Path:
+    """The 177 sample skills at `dest` as an agent's own skills folder: `<category>/<name>/SKILL.md`, no
+    `.bundled_manifest` and no `.hub/lock.json` (so every skill's provenance is agent), and a `.usage.json` of
+    sample counters (`sample_usage`, written as Hermes writes it: indent 2, sorted keys). Returns `dest`."""
+    dest = Path(dest)
+    with tempfile.TemporaryDirectory() as tmp:
+        names = _copy_trees(extract_corpus(Path(tmp)), dest)
+    usage = {n: sample_usage(n) for n in names}
+    (dest / ".usage.json").write_text(json.dumps(usage, indent=2, sort_keys=True, ensure_ascii=False),
+                                      encoding="utf-8")
+    return dest
+
+
 def sample_skills_tree(dest: Path) -> Path:
     """A Hermes skills folder (`<category>/<name>/SKILL.md`, 177 skills) at `dest`: the bundled skills with the
     hub-installable optional ones merged in, `.bundled_manifest` naming the bundled ones and `.hub/lock.json`
@@ -38,8 +77,7 @@ def sample_skills_tree(dest: Path) -> Path:
     dest = Path(dest)
     with tempfile.TemporaryDirectory() as tmp:
         src = extract_corpus(Path(tmp))
-        shutil.copytree(src / "skills", dest, dirs_exist_ok=True)
-        shutil.copytree(src / "optional-skills", dest, dirs_exist_ok=True)
+        _copy_trees(src, dest)
         bundled = [n for p in sorted((src / "skills").rglob("SKILL.md")) if (n := _frontmatter_name(p))]
         hub = sorted({p.parent.name for p in (src / "optional-skills").rglob("SKILL.md")})
     (dest / ".bundled_manifest").write_text("".join(f"{n}:0\n" for n in bundled), encoding="utf-8")

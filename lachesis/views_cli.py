@@ -13,7 +13,7 @@ import typer
 
 from lachesis.console import (AsOfOption, JsonOption, LakeOption, console, err_console, fail, literal, open_lake, option,
                               print_json, print_rows, run)
-from views.instruction_config import InstructionInputError, SkillToInstructionConfig
+from views.instruction_config import TRY_SAMPLES, InstructionInputError, SkillToInstructionConfig
 
 # The guide's minimum for strategy 1: fine-tune on at least 50 complete interactions.
 GUIDE_MIN_INTERACTIONS = 50
@@ -216,20 +216,22 @@ def skill_to_instruction(
                                        provenance=provenance, since=since, now=now, min_success=min_success,
                                        min_lift=min_lift, confidence=confidence, system_prompt=system_prompt,
                                        as_of=as_of, overwrite=overwrite)
+        skills_dir, lake_root = cfg.source()
     except InstructionInputError as exc:
         fail(str(exc))
     kw = dict(min_uses=cfg.min_uses, provenance=cfg.provenance, system_prompt=cfg.system_prompt)
     try:
-        if cfg.skills is not None:
-            if not cfg.skills.is_dir():
-                fail(f"--skills {cfg.skills}: no such folder")
-            result, folder = instruction_from_folder(cfg.skills, **kw)
+        if skills_dir is not None:
+            if not skills_dir.is_dir():
+                fail(f"--skills {skills_dir}: no such folder")
+            result, folder = instruction_from_folder(skills_dir, **kw)
             source = {"skills_folder_sha256": folder.digest, "skill_files": len(folder.skills),
                       "usage_records": len(folder.usage)}
             problems = [{"path": p.path, "reason": p.reason} for p in folder.problems]
         else:
-            lk = open_lake(cfg.lake)
-            snap = lk.snapshot(cfg.as_of, for_query="SELECT * FROM instruction_candidates, instruction")
+            lk = open_lake(lake_root)
+            snap = lk.snapshot(cfg.as_of, for_query="SELECT * FROM instruction_candidates, instruction, "
+                                                    "instruction_funnel")
             try:
                 result = instruction_from_connection(snap.con, since=cfg.since_at, min_success=cfg.min_success,
                                                      min_lift=cfg.min_lift, z=cfg.z, **kw)
@@ -242,17 +244,21 @@ def skill_to_instruction(
     except (ExportError, LakeError) as exc:
         fail(str(exc))
     except RecordError as exc:  # a folder entry the lake could not store either (.usage.json nested 300 deep)
-        fail(f"--skills {cfg.skills}: {exc.message} (field {exc.field}); nothing was written")
+        fail(f"--skills {skills_dir}: {exc.message} (field {exc.field}); nothing was written")
     summary = {
         "output": str(cfg.output), "selected": len(result.candidates), "converted": len(result.converted),
         "pairs": len(result.pairs), "skipped": [{"skill": c["name"], "reason": c["reason"]} for c in result.skipped],
         "unreadable": problems, "files": [f["path"] for f in manifest["files"]], "filters": manifest["filters"],
+        "source": str(skills_dir if skills_dir is not None else lake_root), "why_none": result.why_none(cfg.min_uses),
     }
     if json:
         print_json(summary)
         return
     console.print(literal(f"selected {len(result.candidates)} skills ({_filter_text(cfg)}); converted "
                           f"{len(result.converted)} into {len(result.pairs)} pairs in {cfg.output}"), highlight=False)
+    if summary["why_none"]:
+        err_console.print(literal(f"nothing selected from {summary['source']}: {summary['why_none']}; {TRY_SAMPLES}"),
+                          highlight=False, soft_wrap=True)
     if result.skipped:
         print_rows([{"skill": c["name"], "uses": c["uses"], "reason": c["reason"]} for c in result.skipped],
                    title=f"skipped {len(result.skipped)} skills")

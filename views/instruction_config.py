@@ -20,6 +20,10 @@ _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
+TRY_SAMPLES = ("to try it on the sample skills (used often, created by the agent): "
+               "`lake samples skills skills/ && skill_to_instruction --skills skills/`")
+
+
 class InstructionInputError(ValueError):
     """A bad skill_to_instruction option; one line, the CLI prints it and exits 2."""
 
@@ -52,11 +56,13 @@ def window_start(since: str, now: dt.datetime) -> dt.datetime:
 class SkillToInstructionConfig:
     """skill_to_instruction: skills -> instruction-tuning pairs, one .jsonl per skill plus manifest.json."""
 
-    output: Path = field(metadata=_help("Folder for one .jsonl per skill, e.g. ft_prompts/."))
-    skills: Optional[Path] = field(default=None, metadata=_help("A Hermes skills folder (with .usage.json)."))
+    output: Path = field(default=Path("ft_prompts"), metadata=_help("Folder for one .jsonl per skill."))
+    skills: Optional[Path] = field(default=None, metadata=_help(
+        "A Hermes skills folder (with .usage.json). Default, when there is no lake either: $HERMES_HOME/skills "
+        "(~/.hermes/skills) if it exists."))
     lake: Optional[Path] = field(default=None, metadata=_help(
         "Read the lake's instruction view instead of a folder (default when --skills is not given: $LAKE_ROOT or "
-        "./data/lake)."))
+        "./data/lake, when it holds a lake)."))
     min_uses: int = field(default=5, metadata=_help(
         "Keep skills used at least this often (use_count, or view_count on old sidecars whose use_count is 0)."))
     provenance: str = field(default="agent", metadata=_help(
@@ -107,6 +113,25 @@ class SkillToInstructionConfig:
             if lake_only:
                 raise InstructionInputError(f"{', '.join(lake_only)} read the lake (skill versions and trajectories); "
                                             "a skills folder has neither: use --lake")
+
+    def source(self) -> tuple[Optional[Path], Optional[Path]]:
+        """(skills folder, lake root): the one given, else the lake at $LAKE_ROOT or ./data/lake when it holds a
+        lake, else $HERMES_HOME/skills (~/.hermes/skills) when it exists; neither is a one-line error that says
+        how to try the command on the shipped sample skills."""
+        import os
+
+        from lake import is_lake, resolve_root
+
+        if self.skills is not None or self.lake is not None:
+            return self.skills, self.lake
+        root = resolve_root(None)
+        if is_lake(root):
+            return None, Path(root) if isinstance(root, Path) else root
+        hermes = Path(os.environ.get("HERMES_HOME") or Path.home() / ".hermes") / "skills"
+        if hermes.is_dir():
+            return hermes, None
+        raise InstructionInputError(f"no lake at {root} and no skills folder at {hermes}: give --lake ROOT or "
+                                    f"--skills FOLDER; {TRY_SAMPLES}")
 
     @property
     def z(self) -> float:

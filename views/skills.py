@@ -102,6 +102,24 @@ def _lake_rows(table: str, records: list[dict]) -> pa.Table:
 class InstructionResult:
     candidates: list[dict]
     pairs: list[dict]
+    funnel: list[dict] = field(default_factory=list)  # instruction_funnel's rows: why these were selected
+
+    def why_none(self, min_uses: int) -> str:
+        """Which filter took every skill, in one sentence ('' when something was selected)."""
+        if self.candidates:
+            return ""
+        total = sum(r["skills"] for r in self.funnel)
+        if not total:
+            return "there are no skills"
+        by = ", ".join(f"{r['skills']} {r['provenance']}" for r in self.funnel)
+        kept = [r for r in self.funnel if r["provenance_kept"]]
+        if not kept:
+            return (f"none of the {total} skills ({by}) has the provenance asked for (created by the agent: not "
+                    "listed in .bundled_manifest or .hub/lock.json)")
+        usage = sum(r["with_usage"] for r in kept)
+        n = sum(r["skills"] for r in kept)
+        return (f"none of the {n} skills of the provenance asked for (of {total}: {by}) was used {min_uses} times or "
+                f"more ({usage} have .usage.json counts)")
 
     @property
     def converted(self) -> list[dict]:
@@ -129,7 +147,8 @@ def instruction_from_connection(con: duckdb.DuckDBPyConnection, *, min_uses: int
                    "FROM instruction_candidates ORDER BY name").to_arrow_table().to_pylist()
     pairs = con.sql("SELECT messages, skill, category, kind FROM instruction "
                     "ORDER BY skill, kind_index").to_arrow_table().to_pylist()
-    return InstructionResult(cand, pairs)
+    funnel = con.sql("SELECT * FROM instruction_funnel ORDER BY provenance").to_arrow_table().to_pylist()
+    return InstructionResult(cand, pairs, funnel)
 
 
 def skill_file_name(skill: str) -> str:
