@@ -73,17 +73,19 @@ def append(
 
 
 def sql(
-    query: str = typer.Argument(..., help="DuckDB SQL over the tables and views of the lake."),
+    query: str = typer.Argument(..., help="One DuckDB SELECT over the tables and views of the lake (read-only: "
+                                          "no COPY, ATTACH, INSTALL, SET, CREATE; files outside the lake unread)."),
     lake: Optional[Path] = LakeOption,
     as_of: Optional[str] = AsOfOption,
     fmt: str = typer.Option("table", "--format", help="table, json or csv."),
     limit: int = typer.Option(1000, help="Most rows printed as a table (json/csv print all)."),
     json: bool = typer.Option(False, "--json", help="Same as --format json."),
 ) -> None:
-    """Run a SQL query on a snapshot of the lake (the latest, or --as-of a version)."""
+    """Run one read-only SQL query (a SELECT) on a snapshot of the lake (the latest, or --as-of a version)."""
     import duckdb
 
     from lake import LakeError
+    from lake.query import check_query
 
     if fmt not in ("table", "json", "csv"):
         fail(f"--format must be table, json or csv, not {fmt!r}")
@@ -92,7 +94,7 @@ def sql(
     fmt = "json" if json else fmt
     lk = open_lake(lake)
     try:
-        snap = lk.snapshot(as_of, for_query=query)
+        snap = lk.snapshot(as_of, for_query=check_query(query), read_only=True)
         rel = snap.sql(query)
     except LakeError as exc:
         fail(str(exc))

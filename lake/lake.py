@@ -197,10 +197,11 @@ class Lake:
         return out
 
     # -- reading ----------------------------------------------------------------------------------------
-    def snapshot(self, as_of: AsOf = None, for_query: str | None = None) -> Snapshot:
+    def snapshot(self, as_of: AsOf = None, for_query: str | None = None, read_only: bool = False) -> Snapshot:
         """A DuckDB view of the lake pinned at `as_of` (any spelling of lake.as_of; a bad one is an AsOfError,
-        a LakeError); `for_query` registers only the tables and views that SQL reads."""
-        return Snapshot(self.table_set, as_of, self.views_dir, for_query=for_query)
+        a LakeError); `for_query` registers only the tables and views that SQL reads; `read_only` for a user's
+        SQL (lake/query.py: it can read the lake's files and write none)."""
+        return Snapshot(self.table_set, as_of, self.views_dir, for_query=for_query, read_only=read_only)
 
     def resolve_versions(self, as_of: AsOf = None) -> dict[str, int]:
         return self.table_set.resolve_versions(as_of)

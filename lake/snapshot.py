@@ -3,6 +3,10 @@
 Each table is a view over the data files of its pinned Delta version (the snapshot's file list, never a
 glob: a glob sees duplicates during compaction), on a local disk or object storage (lake/duck.py). Then every `views/*.sql` file becomes a view; a file holds
 one SELECT and its name is the view's name.
+
+A snapshot for user SQL (`read_only=True`: `lake sql`, export filters) lives on a database of its own whose
+files are reachable only for reading, locked once the tables and views are registered (lake/duck.py,
+lake/query.py): the lake's own temp views are the last thing created there.
 """
 from __future__ import annotations
 
@@ -41,10 +45,11 @@ class Snapshot:
     Delta logs. `versions` still lists every table: the others are pinned when it is first read.
     `refresh()` advances the registered tables to their latest versions, reading only the new commits:
     a long-lived process keeps one snapshot and refreshes it instead of opening a new one.
+    `read_only`: for user SQL, on a locked database that can only read the lake's files (not refreshable).
     """
 
     def __init__(self, table_set: TableSet, as_of: AsOf = None, views_dir: str | os.PathLike | None = None,
-                 for_query: str | None = None):
+                 for_query: str | None = None, read_only: bool = False):
         self.table_set = table_set
         self.views_dir = Path(views_dir) if views_dir else None
         self._as_of = parse_as_of(as_of)
@@ -52,13 +57,19 @@ class Snapshot:
         needed = view_closure(for_query, view_sql) if for_query else None
         tables = [t for t in table_set.tables() if needed is None or t in needed]
         self._versions = table_set.resolve_versions(self._as_of, tables)
-        self.con, self._drop_schema = duck.session()
+        self._query_db = duck.QueryDatabase(table_set.store) if read_only else None
+        if self._query_db is not None:
+            self.con, self._drop_schema = self._query_db.con, self._query_db.close
+        else:
+            self.con, self._drop_schema = duck.session()
         self.files: dict[str, list[str]] = {}
         for table in tables:
             self._register_table(table_set.state(table, self._versions[table]))
         if needed is not None:
             view_sql = {k: v for k, v in view_sql.items() if k in needed}
         self.views, self.view_errors = register_views(self.con, view_sql)
+        if self._query_db is not None:
+            self._query_db.lock()
 
     @property
     def versions(self) -> dict[str, int]:
@@ -71,6 +82,8 @@ class Snapshot:
     def refresh(self) -> dict[str, int]:
         """Advance every registered table to its latest version; returns {table: version} of those that moved.
         Views over them need nothing: DuckDB binds a view's SQL at each query."""
+        if self._query_db is not None:
+            raise ViewError("a read-only snapshot is locked to its files: open a new one to see later versions")
         moved = {}
         for table in list(self.files):
             state = self.table_set.state(table)
@@ -99,7 +112,10 @@ class Snapshot:
         per_file = self.table_set.file_columns(files)
         present = frozenset().union(*per_file) | {"day"}
         union = ", union_by_name=true" if any(cols != per_file[0] for cols in per_file) else ""
-        names = duck.file_names(self.table_set.store, files)  # object storage: through lake.duck's bridge
+        if self._query_db is not None:  # user SQL: every file through the read-only bridge
+            names = self._query_db.names(files)
+        else:  # object storage: through lake.duck's bridge
+            names = duck.file_names(self.table_set.store, files)
         source = (f"read_parquet([{', '.join(_quote(f) for f in names)}], hive_partitioning=true, "
                   f"hive_types_autocast=false{union})")
         cols = []

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from lake import Lake
 from lake.as_of import MANIFEST_NAME, AsOf
+from lake.query import QueryError, ident, where_clause
 from lake.snapshot import Snapshot
 from views import list_views, view_order
 from views.registry import view_sql_hash
@@ -106,8 +107,11 @@ def export_view(lake: Lake, view: str, output: str | os.PathLike, *, format: str
     known = sorted(set(list_views(lake.views_dir)) | set(lake.tables()))
     if view not in known:
         raise UnknownViewError(view, known)
-    query = f'SELECT * FROM "{view}"' + (f" WHERE ({where})" if where and where.strip() else "")
-    with lake.snapshot(as_of, for_query=query) as snap:
+    try:
+        query = f"SELECT * FROM {ident(view)}{where_clause(where)}"
+    except QueryError as exc:
+        raise ExportError(str(exc)) from None
+    with lake.snapshot(as_of, for_query=query, read_only=True) as snap:  # a filter reads, never writes
         err = snap.view_errors.get(view)
         if err and view not in available_views(snap.con):
             raise ExportError(f"view {view!r} does not bind on this lake: {err.splitlines()[0]}")
@@ -123,15 +127,16 @@ def query_view(con: duckdb.DuckDBPyConnection, view: str, where: str | None = No
     if view not in views:
         raise UnknownViewError(view, views)
     try:
-        described = con.execute(f'DESCRIBE SELECT * FROM "{view}"').fetchall()
+        described = con.execute(f"DESCRIBE SELECT * FROM {ident(view)}").fetchall()
     except duckdb.Error as exc:
         raise ExportError(f"view {view!r} failed: {exc}") from None
     cols = [r[0] for r in described]
     json_cols = {r[0] for r in described if r[1] == "JSON"}
     order = _order_columns(view, cols, views_dir)
-    sql = f'SELECT * FROM "{view}"'
-    if where and where.strip():
-        sql += f" WHERE ({where})"
+    try:
+        sql = f"SELECT * FROM {ident(view)}{where_clause(where)}"  # the filter: one expression (lake.query)
+    except QueryError as exc:
+        raise ExportError(str(exc)) from None
     if order:
         sql += " ORDER BY " + ", ".join(f'"{c}" NULLS FIRST' for c in order)
     else:
