@@ -1,0 +1,37 @@
+"""`lake export-model RUN --output DIR`: a run's weights as a full Hugging Face model folder (trainers/export_model.py).
+
+Options are fields of ExportModelConfig (default and help from there); a bad value or run is one line, exit 2.
+"""
+from __future__ import annotations
+
+import typer
+
+from lachesis.console import config_command, fail, print_json
+from trainers.errors import TrainerInputError
+from trainers.export_model import ExportModelConfig
+
+EXPORT_OPTIONS = [("run",), ("output", "--output", "-o"), ("format", "--format"), ("model", "--model"),
+                  ("step", "--step"), ("dtype", "--dtype")]
+
+
+def _export(values: dict, as_json: bool, quiet: bool) -> None:
+    from rich.console import Console
+
+    from trainers.export_model import export_model
+
+    try:
+        info = export_model(ExportModelConfig(**values), Console(stderr=True, quiet=quiet or as_json))
+    except TrainerInputError as exc:
+        fail(str(exc), exc.exit_code)
+    if as_json:
+        print_json(info)
+    elif not quiet:
+        what = f"{info['weights']} merged into {info['base_model']}" if info["lora"] else info["weights"]
+        print(f"exported {what} -> {info['output']} ({info['parameters']:,} parameters, {info['dtype']}, "
+              f"{info['export_s']:.1f} s)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export-model", help="Export a run's model as one Hugging Face folder (a LoRA adapter merged into its "
+                                     "base) for vLLM, TGI or transformers.")(
+        config_command(ExportModelConfig, EXPORT_OPTIONS, _export))

@@ -1,0 +1,116 @@
+"""`lake export-model` (issue 25, item 4): a LoRA run merged into one Hugging Face folder that plain
+`from_pretrained` loads and that computes what the adapter model computes; a full run exported as it is; bad
+runs, a non-empty output and --format gguf are one-line errors that write nothing."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+import train_helpers as th
+from ingest_helpers import lake_cmd
+from train_helpers import tiny_dir  # noqa: F401  (session fixture)
+
+
+def _lake(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*lake_cmd(), *args], capture_output=True, text=True, timeout=120, cwd=str(th.REPO),
+                          env={**os.environ})
+
+
+def _train(tiny_dir, tmp_path, full: bool):
+    from trainers.config import SFTConfig
+    from trainers.sft import run_sft
+
+    run = tmp_path / "run"
+    run_sft(SFTConfig(model=str(tiny_dir), data=str(th.write_jsonl(tmp_path / "d.jsonl", th.tool_chats(8))),
+                      output=str(run), full=full, max_steps=2, batch_size=4, lr=1e-2, record_in_lake=False,
+                      progress=False, plot=False))
+    return run
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["lora", "full"])
+def test_export_merged_loads_with_from_pretrained_and_matches_the_run(tiny_dir, tmp_path, full):
+    """The LoRA run through the real command; the full run through the function it calls."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainers.models import load_model
+
+    th.set_threads()
+    run = _train(tiny_dir, tmp_path, full)
+    out = tmp_path / "exported"
+    if full:
+        from trainers.export_model import ExportModelConfig, export_model
+
+        info = export_model(ExportModelConfig(run=str(run), output=str(out)))
+    else:
+        r = _lake("export-model", str(run), "--output", str(out), "--json")
+        assert r.returncode == 0, r.stderr
+        info = json.loads(r.stdout)
+    assert info["lora"] is (not full) and info["output"] == str(out.resolve())
+    assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()
+    assert not (out / "adapter_config.json").exists()  # a plain model, no peft needed
+    assert (out / "chat_template.jinja").is_file() and json.loads((out / "lachesis_export.json").read_text())["run"]
+
+    merged = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    trained = load_model(str(tiny_dir), str(run), device=torch.device("cpu")).eval()
+    base = load_model(str(tiny_dir), device=torch.device("cpu")).eval()
+    tok = AutoTokenizer.from_pretrained(out)
+    text = tok.apply_chat_template([{"role": "user", "content": "run `wc -l < a.txt`"}], tools=th.TOOLS,
+                                   add_generation_prompt=True, tokenize=False)
+    ids = tok(text, return_tensors="pt", add_special_tokens=False).input_ids
+    with torch.no_grad():
+        got, want, before = merged(input_ids=ids).logits, trained(input_ids=ids).logits, base(input_ids=ids).logits
+    assert not torch.allclose(want, before, atol=1e-3)  # the run changed the model: the comparison means something
+    assert (got - want).abs().max().item() < 1e-5
+
+
+def test_export_of_a_streaming_checkpoint_takes_the_newest_or_the_named_step(tiny_dir, tmp_path):
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from trainers import checkpoint
+    from trainers.errors import TrainerInputError
+    from trainers.export_model import ExportModelConfig, export_model, run_weights
+    from trainers.models import load_model
+    from trainers.watch import IncrementCounter
+
+    th.set_threads()
+    model = get_peft_model(load_model(str(tiny_dir), device=torch.device("cpu")),
+                           LoraConfig(r=4, target_modules=["q_proj"], init_lora_weights=False))
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
+    folder = tmp_path / "watch-run"
+    for step in (1, 2):
+        checkpoint.save(folder, step, model.save_pretrained, opt, IncrementCounter(step), {"offsets": {}})
+    assert run_weights(str(folder)) == (folder / "checkpoints" / "step-00000002" / "weights", 2)
+    assert run_weights(str(folder), 1)[1] == 1
+    with pytest.raises(TrainerInputError, match=r"no checkpoint of step 7: it keeps steps \[1, 2\]"):
+        run_weights(str(folder), 7)
+    out = tmp_path / "o"
+    info = export_model(ExportModelConfig(run=str(folder / "checkpoints" / "step-00000001"), output=str(out)))
+    assert info["step"] == 1 and info["lora"] and (out / "model.safetensors").is_file()
+
+
+def test_bad_runs_and_outputs_are_one_line_errors_that_write_nothing(tiny_dir, tmp_path):
+    from trainers.errors import TrainerInputError
+    from trainers.export_model import ExportModelConfig, export_model
+
+    out = tmp_path / "out"
+    r = _lake("export-model", str(tmp_path / "missing"), "--output", str(out))  # what a user sees: one line, exit 2
+    assert r.returncode == 2 and "does not exist" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TrainerInputError, match="no adapter/ or model/"):
+        export_model(ExportModelConfig(run=str(tmp_path / "empty"), output=str(out)))
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    with pytest.raises(TrainerInputError, match="not empty"):
+        ExportModelConfig(run=str(tiny_dir), output=str(busy))
+    assert (busy / "keep.txt").read_text() == "mine"
+    with pytest.raises(TrainerInputError, match=r"convert_hf_to_gguf.py.*--format merged|--format merged.*convert_hf"):
+        ExportModelConfig(run=str(tiny_dir), output=str(out), format="gguf")
+    with pytest.raises(TrainerInputError, match="unknown --dtype"):
+        ExportModelConfig(run=str(tiny_dir), output=str(out), dtype="int4")
+    assert not out.exists() and not list(tmp_path.glob(".out.tmp*"))
