@@ -36,6 +36,23 @@ def inflate_limit(compressed: int, cap: int, ratio: float) -> int:
     """The most bytes `compressed` bytes of gzip may inflate to: at most `cap`, and `ratio` times their size
     beyond INFLATE_FLOOR."""
     return min(cap, max(INFLATE_FLOOR, int(ratio * compressed)))
+
+
+def resolve_token(token: str | None, token_file: Path | None) -> str | None:
+    """The bearer token of a server of ours (`lake serve`, `lake serve-model`): --token / LACHESIS_TOKEN, or the
+    first line of --token-file; ValueError (one line) when it cannot be read."""
+    if token_file is not None:
+        if token:
+            raise ValueError("give the token one way: --token-file, --token or LACHESIS_TOKEN")
+        try:
+            token = token_file.read_text(encoding="utf-8").splitlines()[0].strip()
+        except (OSError, UnicodeDecodeError, IndexError) as exc:
+            raise ValueError(f"--token-file {token_file}: cannot read a token ({exc})") from None
+        if not token:
+            raise ValueError(f"--token-file {token_file}: the first line is empty")
+    return token or None  # an empty LACHESIS_TOKEN is no token
+
+
 SERVE_MODES = ("at-least-once", "at-most-once")
 COMPACT_HELP = ("Seconds between passes of the automatic compaction (lake.autocompact: the small files of streaming "
                 "ingest merged per day partition in the background, without blocking a writer); 0 turns it off.")
@@ -85,16 +102,7 @@ class ServeConfig:
         if self.bind_retry_s < 0:
             raise ValueError("--bind-retry-s must not be negative")
         check_compact_interval(self.compact_interval)
-        if self.token_file is not None:
-            if self.token:
-                raise ValueError("give the token one way: --token-file, --token or LACHESIS_TOKEN")
-            try:
-                self.token = self.token_file.read_text(encoding="utf-8").splitlines()[0].strip()
-            except (OSError, UnicodeDecodeError, IndexError) as exc:
-                raise ValueError(f"--token-file {self.token_file}: cannot read a token ({exc})") from None
-            if not self.token:
-                raise ValueError(f"--token-file {self.token_file}: the first line is empty")
-        self.token = self.token or None  # an empty LACHESIS_TOKEN is no token
+        self.token = resolve_token(self.token, self.token_file)
 
     @property
     def max_body(self) -> int:

@@ -1,0 +1,65 @@
+"""`lake serve-model`: the trained policy behind an OpenAI-compatible API (serving/app.py), every call recorded in
+the lake.
+
+Options are fields of ServeModelConfig (default and help from there). A bad option, model, adapter or followed
+folder is one line on stderr, exit 2, before the port is bound. The token comes from --token-file, LACHESIS_TOKEN
+(or LAKE_TOKEN) or --token, as for `lake serve`.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from lachesis.console import config_command, fail
+from serving.config import ServeModelConfig
+from trainers.errors import TrainerInputError
+
+SERVE_MODEL_OPTIONS = [
+    ("model", "--model"), ("adapter", "--adapter"), ("follow", "--follow"),
+    ("promote_if_better", "--promote-if-better"), ("keep_versions", "--keep-versions"),
+    ("served_name", "--served-name"), ("engine", "--engine"), ("host", "--host"), ("port", "--port"),
+    ("token", "--token"), ("token_file", "--token-file"), ("allowed_hosts", "--allowed-hosts"),
+    ("lake_root", "--lake"), ("record", "--record"), ("no_record", "--no-record"), ("record_queue", "--record-queue"),
+    ("batch_window_ms", "--batch-window-ms"), ("max_batch", "--max-batch"), ("max_tokens", "--max-tokens"),
+    ("default_max_tokens", "--default-max-tokens"), ("context", "--context"), ("poll_interval", "--poll-interval"),
+    ("max_body_mb", "--max-body-mb"), ("seed", "--seed"), ("threads", "--threads"), ("device", "--device"),
+    ("chat_template", "--chat-template"), ("log_level", "--log-level"),
+]
+
+
+def _serve_model(values: dict, as_json: bool, quiet: bool) -> None:
+    from serving.app import serve
+
+    if values["token"]:
+        print("warning: --token shows in `ps` to every user of this machine; pass it as LACHESIS_TOKEN or "
+              "--token-file", file=sys.stderr, flush=True)
+    elif not values["token_file"]:
+        values["token"] = os.environ.get("LACHESIS_TOKEN") or os.environ.get("LAKE_TOKEN") or None
+    try:
+        cfg = ServeModelConfig(**values)
+    except TrainerInputError as exc:
+        fail(str(exc), exc.exit_code)
+    if not cfg.token and not cfg.loopback:
+        print(f"WARNING: lake serve-model listens on {cfg.host}, beyond this machine, WITHOUT A TOKEN: anyone who "
+              f"can reach port {cfg.port} can use the model and write calls into the lake. Set LACHESIS_TOKEN or "
+              "--token-file.", file=sys.stderr, flush=True)
+
+    def ready(engine) -> None:
+        print(f"lake serve-model: http://{cfg.host}:{cfg.port}/v1 serving {', '.join(v.name for v in engine.versions())}"
+              f" record={cfg.record} auth={'on' if cfg.token else 'off'}", file=sys.stderr, flush=True)
+
+    try:
+        serve(cfg, on_ready=ready)
+    except TrainerInputError as exc:
+        fail(str(exc), exc.exit_code)
+    except OSError as exc:  # the port is taken, the address is not ours
+        fail(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve-model", help="Serve the trained policy over the OpenAI API (chat completions with tools and "
+                                    "streaming, completions, models); every call recorded in the lake; --follow swaps "
+                                    "in each new increment of a streaming trainer.")(
+        config_command(ServeModelConfig, SERVE_MODEL_OPTIONS, _serve_model, output_options=False))

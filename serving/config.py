@@ -1,0 +1,114 @@
+"""`lake serve-model`'s options: one typed dataclass (default and help per field, validated in `__post_init__`).
+
+Kept free of heavy imports (no torch, no fastapi): the CLI builds its options from this class at start-up.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ingest.config import MiB, inflate_limit, is_loopback
+from trainers.config import at_least, helped
+from trainers.errors import TrainerInputError
+
+RECORD_MODES = ("sync", "async", "off")
+ENGINES = ("embedded",)
+
+
+@dataclass
+class ServeModelConfig:
+    """lake serve-model: the trained policy behind an OpenAI-compatible API, every call recorded in the lake."""
+
+    model: str = field(default="tiny", **helped("tiny | smollm2 | hermes-3 | a local model folder | a hub id"))
+    adapter: Optional[str] = field(default=None, **helped(
+        "serve this run folder's adapter (its adapter/ or, for --full runs, model/) on the model"))
+    follow: Optional[str] = field(default=None, **helped(
+        "a streaming trainer's folder (runs/<watch-run>): serve its newest increment and swap to each new one "
+        "as it is written, without failing requests in flight"))
+    promote_if_better: bool = field(default=False, **helped(
+        "with --follow: swap only to increments whose --eval-every evaluation (a runs event in the lake) did not "
+        "fall below the one served"))
+    keep_versions: int = field(default=2, **helped(
+        "with --follow: versions kept loaded and addressable by name (<model>@<step>); older ones are unloaded"))
+    served_name: Optional[str] = field(default=None, **helped(
+        "the name versions are served under (<name>@<step>; a request for <name> gets the newest); default: the "
+        "model's alias (tiny, smollm2) or folder name"))
+    engine: str = field(default="embedded", **helped(
+        "embedded: this process generates with the project's generation path (transformers + peft), concurrent "
+        "requests batched together"))
+    host: str = field(default="127.0.0.1", **helped("interface to bind (loopback by default)"))
+    port: int = field(default=8001, **helped("TCP port"))
+    token: Optional[str] = field(default=None, **helped(
+        "bearer token required on every route but /v1/health (clients: api_key). Prefer LACHESIS_TOKEN or "
+        "--token-file: a --token shows in `ps`"))
+    token_file: Optional[Path] = field(default=None, **helped("read the bearer token from this file (its first line)"))
+    allowed_hosts: Optional[str] = field(default=None, **helped(
+        "comma-separated host names clients may use in the Host header besides addresses, localhost and this "
+        "machine's names ('*': any); others get 403 (a DNS-rebinding guard)"))
+    lake_root: Optional[str] = field(default=None, **helped(
+        "the lake calls are recorded in (created if missing; default $LAKE_ROOT or ./data/lake)"))
+    record: str = field(default="sync", **helped(
+        "sync: a response is sent once its call is committed to the lake (group commit); async: recorded in the "
+        "background through a bounded queue (a crash loses what is queued); off: nothing recorded"))
+    no_record: bool = field(default=False, **helped("record nothing (the same as --record off)"))
+    record_queue: int = field(default=1024, **helped(
+        "--record async: calls queued for the lake at most; a full queue makes requests wait (back-pressure)"))
+    batch_window_ms: float = field(default=10.0, **helped(
+        "how long the generation thread gathers concurrent requests into one batch after the first arrives"))
+    max_batch: int = field(default=32, **helped("requests generated together at most"))
+    max_tokens: int = field(default=1024, **helped(
+        "the largest max_tokens a request may ask for (a larger one is a 400)"))
+    default_max_tokens: int = field(default=256, **helped("max_tokens of a request that gives none"))
+    context: Optional[int] = field(default=None, **helped(
+        "longest prompt + max_tokens in tokens (default: the model's max_position_embeddings)"))
+    poll_interval: float = field(default=0.25, **helped("--follow: seconds between looks for a new increment"))
+    max_body_mb: float = field(default=16.0, **helped("largest request body accepted (MiB)"))
+    seed: int = field(default=0, **helped("seed of sampling for requests without their own seed"))
+    threads: Optional[int] = field(default=None, **helped("torch threads (default 1 or $LACHESIS_THREADS)"))
+    device: str = field(default="auto", **helped("auto (cuda when available) | cpu | cuda | cuda:N"))
+    chat_template: Optional[str] = field(default=None, **helped("chatml (ours, Hermes-style) or a .jinja file"))
+    log_level: str = field(default="warning", **helped("uvicorn log level"))
+
+    def __post_init__(self):
+        from ingest.config import resolve_token
+        from trainers.config import check_device
+
+        if self.engine not in ENGINES:
+            raise TrainerInputError(f"unknown --engine {self.engine!r}: use {' or '.join(ENGINES)}")
+        if self.no_record:
+            self.record = "off"
+        if self.record not in RECORD_MODES:
+            raise TrainerInputError(f"--record must be one of {', '.join(RECORD_MODES)}, not {self.record!r}")
+        if self.adapter and self.follow:
+            raise TrainerInputError("give --adapter or --follow, not both (--follow serves the trainer's increments)")
+        if self.promote_if_better and not self.follow:
+            raise TrainerInputError("--promote-if-better needs --follow runs/<watch-run>")
+        if not 0 <= self.port < 65536:
+            raise TrainerInputError(f"--port must be between 0 and 65535, not {self.port}")
+        at_least(self, 1, "keep_versions", "record_queue", "max_batch", "max_tokens", "default_max_tokens",
+                 "context", "threads")
+        at_least(self, 0, "batch_window_ms")
+        if self.poll_interval <= 0 or self.max_body_mb <= 0:
+            raise TrainerInputError("--poll-interval and --max-body-mb must be positive")
+        if self.default_max_tokens > self.max_tokens:
+            raise TrainerInputError(f"--default-max-tokens {self.default_max_tokens} is above --max-tokens "
+                                    f"{self.max_tokens}")
+        try:
+            self.token = resolve_token(self.token, self.token_file)
+        except ValueError as exc:
+            raise TrainerInputError(str(exc)) from None
+        self.device = check_device(self.device)
+
+    @property
+    def max_body(self) -> int:
+        return int(self.max_body_mb * MiB)
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.host)
+
+    def inflated_limit(self, compressed: int) -> int:
+        """How far a gzip body may inflate: --max-body-mb, and 100x its size beyond the first MiB (a gzip bomb
+        stops early; ingest/config.py explains the ratio)."""
+        return inflate_limit(compressed, self.max_body, 100.0)

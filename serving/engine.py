@@ -1,0 +1,338 @@
+"""The embedded engine: the served versions of the policy and one thread that owns them and generates.
+
+Why one thread: a model is not safe to use from two threads at once, and a peft model switches adapters by state;
+the thread is also what batches. Requests arrive on a queue; the thread takes the first, gathers whatever else
+arrives within `--batch-window-ms` (up to `--max-batch`), and runs one `trainers.generation.generate` call per
+version (and per request seed) in that batch, so 32 concurrent agents cost about one batched decode, not 32.
+Loading and unloading versions are commands on the same queue, run between batches: a swap never lands in the
+middle of a generation, and a request keeps the version it was resolved to (a new version only changes what
+later requests get).
+
+Versions: `<name>@<step>`. A LoRA adapter is loaded as a named adapter of one peft model over the base (peft's
+`load_adapter` / `set_adapter`, so N versions cost N adapters, not N models); a fully fine-tuned model (the tiny
+model's increments) is a model of its own. The base model is `<name>@base`.
+
+The engine interface the HTTP layer uses (a second engine, e.g. vLLM, provides the same): `tokenizer`, `context`,
+`label`, `versions()`, `resolve(name)`, `await generate(prompt, sampling, version, seed, on_token)`,
+`add_version(...)`, `start()`, `close()`.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import queue
+import threading
+import time
+from collections import OrderedDict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from trainers import checkpoint
+from trainers.config import device as pick_device, set_threads, setup_env
+from trainers.errors import TrainerInputError
+from trainers.generation import Generation, Sampling, generate
+from trainers.models import is_model_folder, load_model, load_tokenizer, model_label, resolve_adapter, resolve_model
+
+from .config import ServeModelConfig
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+class UnknownModel(LookupError):
+    """A request named a model this server does not serve (404)."""
+
+
+class VersionGone(RuntimeError):
+    """The version a queued request was resolved to was unloaded before it ran (--keep-versions)."""
+
+
+@dataclass
+class Version:
+    """One servable version of the policy."""
+
+    name: str  # <label>@<step>
+    step: str  # the increment number, a run's name, or "base"
+    kind: str  # base | lora | full
+    path: str | None  # the adapter or model folder (None for the base)
+    sha256: str | None  # of its weight files (None for the base)
+    created: int = field(default_factory=lambda: int(time.time()))
+    model: object = None  # full / base: the model to generate with
+    adapter: str | None = None  # lora: the peft adapter name
+    gone: bool = False
+
+    def info(self) -> dict:
+        return {"name": self.name, "step": self.step, "kind": self.kind, "path": self.path, "sha256": self.sha256,
+                "created": self.created}
+
+
+def weights_sha256(folder: str | Path) -> str:
+    """sha256 over a weight folder's weight files (name and bytes, in name order): what a recorded call names."""
+    h = hashlib.sha256()
+    files = sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
+    for p in files:
+        h.update(str(p.relative_to(folder)).encode() + b"\0")
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass
+class _Job:
+    prompt: list[int]
+    sampling: Sampling
+    version: Version
+    seed: int | None
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future
+    on_token: Callable[[int, float], None] | None  # called on the event loop, in order
+
+
+class EmbeddedEngine:
+    """The model(s) in this process; see the module docstring."""
+
+    def __init__(self, cfg: ServeModelConfig):
+        setup_env()
+        self.cfg = cfg
+        self.dev = pick_device(cfg.device)
+        set_threads(cfg.threads)
+        import torch
+
+        self.model_path = resolve_model(cfg.model)
+        self.label = cfg.served_name or _label(cfg.model)
+        self.tokenizer = load_tokenizer(self.model_path, cfg.chat_template)
+        self._generator = torch.Generator(device=self.dev).manual_seed(cfg.seed)
+        self._base = None  # the base model, loaded when a version needs it
+        self._peft = None  # the peft model holding the LoRA versions (over the base)
+        self._versions: OrderedDict[str, Version] = OrderedDict()  # replaced whole (copy on write): readers never lock
+        self._queue: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self.context = cfg.context
+        self.batches = 0  # generate calls run, for /v1/health and the bench
+        self.batched_requests = 0
+
+    # ------------------------------------------------------------------------------------------- versions
+    def versions(self) -> list[Version]:
+        """Served versions, oldest first (the last is what a request for the bare name gets)."""
+        return list(self._versions.values())
+
+    def resolve(self, name: str | None) -> Version:
+        """The version a request's `model` names: a version name, or the bare served name (or none) for the newest."""
+        versions = self._versions
+        if not versions:
+            raise UnknownModel("no version is loaded yet")
+        if not name or name == self.label:
+            return next(reversed(versions.values()))
+        if name in versions:
+            return versions[name]
+        raise UnknownModel(f"model {name!r} is not served here: use {self.label!r} (the newest version) or one of "
+                           f"{', '.join(versions)}")
+
+    def load_initial(self, adapter: str | None, follow_step: tuple[str, str] | None) -> Version:
+        """The version served from the start (before the thread runs): --adapter's, a followed run's newest
+        increment (step, weights folder), or the base."""
+        if follow_step is not None:
+            return self._install(self._load(follow_step[0], follow_step[1]))
+        if adapter:
+            path = resolve_adapter(adapter)
+            return self._install(self._load(_run_name(path), path))
+        return self._install(self._load("base", None))
+
+    def add_version(self, step: str, path: str) -> Version:
+        """Load a new version (on the engine's thread, between batches) and make it the newest; blocks until it
+        serves. The oldest beyond --keep-versions are unloaded."""
+        done: queue.Queue = queue.Queue(maxsize=1)
+
+        def command():
+            try:
+                v = self._install(self._load(step, path))
+                self._trim()
+                done.put(v)
+            except BaseException as exc:  # handed to the caller: the engine thread keeps serving
+                done.put(exc)
+
+        self._queue.put(command)
+        out = done.get()
+        if isinstance(out, BaseException):
+            raise out
+        return out
+
+    def _load(self, step: str, path: str | None) -> Version:
+        name = f"{self.label}@{step}"
+        if path is None:
+            return Version(name, step, "base", None, None, model=self._base_model())
+        sha = weights_sha256(path)
+        if (Path(path) / "adapter_config.json").is_file():
+            adapter = "v_" + hashlib.sha1(name.encode()).hexdigest()[:12]  # peft names are module keys: no '.' or '@'
+            if self._peft is None:
+                from peft import PeftModel
+
+                self._peft = PeftModel.from_pretrained(self._base_model(), path, adapter_name=adapter).eval()
+            else:
+                self._peft.load_adapter(path, adapter_name=adapter)
+            return Version(name, step, "lora", path, sha, adapter=adapter)
+        if not is_model_folder(Path(path)):
+            raise TrainerInputError(f"{path} is neither a LoRA adapter nor a model folder")
+        return Version(name, step, "full", path, sha, model=load_model(path, device=self.dev).eval())
+
+    def _base_model(self):
+        if self._base is None:
+            self._base = load_model(self.model_path, device=self.dev).eval()
+            if self.context is None:
+                self.context = int(getattr(self._base.config, "max_position_embeddings", 2048))
+        return self._base
+
+    def _install(self, v: Version) -> Version:
+        if self.context is None and v.model is not None:
+            self.context = int(getattr(v.model.config, "max_position_embeddings", 2048))
+        versions = OrderedDict(self._versions)
+        versions[v.name] = v
+        versions.move_to_end(v.name)
+        self._versions = versions
+        return v
+
+    def _trim(self) -> None:
+        versions = OrderedDict(self._versions)
+        while len(versions) > self.cfg.keep_versions:
+            _, old = versions.popitem(last=False)
+            old.gone = True
+            if old.kind == "lora":
+                keep = next(v.adapter for v in versions.values() if v.kind == "lora")
+                self._peft.set_adapter(keep)
+                self._peft.delete_adapter(old.adapter)
+            old.model = None
+        self._versions = versions
+
+    @contextmanager
+    def _active(self, v: Version):
+        """The model to generate with for `v`, switched to it."""
+        if v.kind == "lora":
+            self._peft.set_adapter(v.adapter)
+            yield self._peft
+        elif v.kind == "base" and self._peft is not None:  # the base under LoRA layers: adapters off
+            with self._peft.disable_adapter():
+                yield self._peft
+        else:
+            yield v.model
+
+    # ------------------------------------------------------------------------------------------- requests
+    async def generate(self, prompt: list[int], sampling: Sampling, version: Version, seed: int | None = None,
+                       on_token: Callable[[int, float], None] | None = None) -> Generation:
+        """Queue one request for the engine thread and wait for its generation. `on_token(token_id, logprob)` runs
+        on the event loop for each token as it is chosen (streaming)."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._queue.put(_Job(prompt, sampling, version, seed, loop, fut, on_token))
+        return await fut
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="serve-model-engine", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def _run(self) -> None:
+        window = self.cfg.batch_window_ms / 1000
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if not isinstance(item, _Job):
+                item()
+                continue
+            batch, after = [item], _NOTHING
+            deadline = time.monotonic() + window
+            while len(batch) < self.cfg.max_batch:
+                left = deadline - time.monotonic()
+                try:
+                    nxt = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if not isinstance(nxt, _Job):
+                    after = nxt  # a command or the stop: after this batch
+                    break
+                batch.append(nxt)
+            self._run_batch(batch)
+            if after is None:  # the stop
+                return
+            if after is not _NOTHING:
+                after()
+
+    def _run_batch(self, batch: list[_Job]) -> None:
+        groups: dict[tuple, list[_Job]] = {}
+        for job in batch:
+            groups.setdefault((job.version.name, job.seed), []).append(job)
+        for (_, seed), jobs in groups.items():
+            live = [j for j in jobs if not j.future.done()]  # a client that went away: nothing to generate
+            if not live:
+                continue
+            v = live[0].version
+            if v.gone:
+                for j in live:
+                    _settle(j, exc=VersionGone(f"version {v.name} was unloaded before the request ran "
+                                               f"(--keep-versions {self.cfg.keep_versions}): retry"))
+                continue
+            self._generate(v, live, seed)
+
+    def _generate(self, v: Version, jobs: list[_Job], seed: int | None) -> None:
+        import torch
+
+        def on_token(row: int, tid: int, lp: float) -> None:
+            j = jobs[row]
+            if j.on_token is not None:
+                j.loop.call_soon_threadsafe(j.on_token, tid, lp)
+
+        generator = torch.Generator(device=self.dev).manual_seed(seed) if seed is not None else self._generator
+        try:
+            with self._active(v) as model:
+                gens = generate(model, self.tokenizer, [j.prompt for j in jobs], [j.sampling for j in jobs],
+                                on_token=on_token, generator=generator)
+        except (RuntimeError, ValueError, IndexError, TypeError, TrainerInputError) as exc:
+            # torch's and the model's errors: the batch's requests fail (500), the engine thread serves on
+            for j in jobs:
+                _settle(j, exc=exc)
+            return
+        self.batches += 1
+        self.batched_requests += len(jobs)
+        for j, g in zip(jobs, gens):
+            _settle(j, result=g)
+
+
+_NOTHING = object()  # no command came in while a batch gathered
+
+
+def _settle(job: _Job, result: Generation | None = None, exc: BaseException | None = None) -> None:
+    """Hand a result to the request's event loop (a cancelled request is skipped there)."""
+
+    def put():
+        if job.future.done():
+            return
+        if exc is not None:
+            job.future.set_exception(exc)
+        else:
+            job.future.set_result(result)
+
+    job.loop.call_soon_threadsafe(put)
+
+
+def _label(model: str) -> str:
+    """The served name of --model: its alias (tiny, smollm2), a hub id's last part, or a folder's name."""
+    label = model_label(model)
+    return Path(label).name if ("/" in label or label.startswith(".")) else label
+
+
+def _run_name(path: str) -> str:
+    """The step part of an --adapter version: a checkpoint's step number, else the run folder's name."""
+    p = Path(path)
+    if p.name in ("adapter", "model", "weights"):  # a run's adapter/ or model/, a checkpoint's weights/
+        p = p.parent
+    if p.name.startswith(checkpoint.PREFIX) and p.name[len(checkpoint.PREFIX):].isdigit():
+        return str(int(p.name[len(checkpoint.PREFIX):]))
+    return p.name
+

@@ -1,0 +1,143 @@
+"""--follow runs/<watch-run>: serve each new increment of the streaming trainer as it is written.
+
+The trainer writes increment N as one atomic folder `checkpoints/step-<N>/` (trainers/checkpoint.py: temp folder,
+fsync, rename), so a folder that exists under its final name is complete: polling the folder every
+`--poll-interval` s and loading the new ones is safe, and a load that fails (a folder removed by --keep, a broken
+file) is reported and skipped, never served. Loading happens on the engine's thread between batches
+(engine.add_version), so requests in flight finish on the version they started with.
+
+--promote-if-better: an increment is served only when its `--eval-every` evaluation (the trainer's hermes_eval of
+that increment's weights: a `runs` event of kind `eval` whose adapter_path is the increment's weights/) has a
+success rate no lower than that of the version served; an increment the trainer does not evaluate (N not a multiple
+of --eval-every) is never promoted, and one whose evaluation has not landed yet is waited for.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+from lake import Lake, LakeError
+from trainers import checkpoint
+from trainers.errors import TrainerInputError
+from trainers.watch_config import WATCH_FILE
+
+from .engine import EmbeddedEngine
+
+
+def step_of(ckpt: Path) -> int:
+    return int(ckpt.name[len(checkpoint.PREFIX):])
+
+
+class Follower:
+    """Polls a watcher's folder and hands each new increment (or, with promote_if_better, each evaluated one that
+    did not fall) to the engine."""
+
+    def __init__(self, engine: EmbeddedEngine, folder: str | Path, *, poll_interval: float,
+                 promote_if_better: bool = False, lake_root: str | None = None):
+        self.engine = engine
+        self.folder = Path(folder)
+        if not self.folder.is_dir():
+            raise TrainerInputError(f"--follow {self.folder}: no such folder (a streaming trainer's, runs/<name>)")
+        meta = self._meta()
+        self.poll_interval = poll_interval
+        self.promote = promote_if_better
+        self.eval_every = int((meta.get("config") or {}).get("eval_every") or 0)
+        if self.promote and self.eval_every <= 0:
+            raise TrainerInputError(f"--promote-if-better: the trainer in {self.folder} does not evaluate its "
+                                    "increments (start it with --eval-every K)")
+        self.lake_root = meta.get("lake_root") or lake_root
+        self.seen = 0  # the newest increment looked at (served, skipped or refused)
+        self.best: float | None = None  # the served version's evaluated success rate (promote_if_better)
+        self.events: list[dict] = []  # what happened to each increment: for /v1/health and the tests
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _meta(self) -> dict:
+        path = self.folder / WATCH_FILE
+        if not path.is_file():
+            raise TrainerInputError(f"--follow {self.folder}: no {WATCH_FILE}: not a streaming trainer's folder "
+                                    "(`lake train watch --output ...` writes one)")
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise TrainerInputError(f"--follow {self.folder}: {WATCH_FILE} is unreadable ({exc})") from None
+
+    def newest(self) -> tuple[str, str] | None:
+        """(step, weights folder) of the newest increment at start, or None (the base is served until one comes)."""
+        found = checkpoint.complete(self.folder)
+        if not found:
+            return None
+        ckpt = found[-1]
+        self.seen = step_of(ckpt)
+        if self.promote:
+            self.best = self._success_rate(ckpt)
+        return str(self.seen), str(checkpoint.weights(ckpt))
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="serve-model-follow", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.poll_interval):
+            self.poll()
+
+    def poll(self) -> None:
+        """Serve what is new (in order); with promote_if_better, stop at an increment whose evaluation is awaited."""
+        for ckpt in checkpoint.complete(self.folder):
+            n = step_of(ckpt)
+            if n <= self.seen:
+                continue
+            if self.promote:
+                if n % self.eval_every:
+                    self._note(n, "skipped", "not evaluated by the trainer")
+                    continue
+                rate = self._success_rate(ckpt)
+                if rate is None:
+                    return  # its evaluation has not landed yet: look again next time
+                if self.best is not None and rate < self.best:
+                    self._note(n, "skipped", f"eval success {rate:.3f} < {self.best:.3f} served")
+                    continue
+            t0 = time.time()
+            try:
+                v = self.engine.add_version(str(n), str(checkpoint.weights(ckpt)))
+            except (TrainerInputError, OSError, ValueError, RuntimeError) as exc:
+                self._note(n, "refused", f"{type(exc).__name__}: {str(exc)[:200]}")
+                print(f"lake serve-model: increment {n} not served: {exc}", file=sys.stderr, flush=True)
+                continue
+            if self.promote:
+                self.best = rate
+            written = ckpt.stat().st_mtime if ckpt.exists() else t0
+            self._note(n, "served", v.name, load_s=round(time.time() - t0, 3),
+                       written_to_served_s=round(time.time() - written, 3))
+
+    def _note(self, n: int, what: str, detail: str, **extra) -> None:
+        self.seen = max(self.seen, n)
+        self.events.append({"increment": n, "event": what, "detail": detail, "at": time.time(), **extra})
+
+    def _success_rate(self, ckpt: Path) -> float | None:
+        """The success rate of the trainer's evaluation of this increment's weights, or None if there is none yet."""
+        if not self.lake_root:
+            return None
+        weights = checkpoint.weights(ckpt).resolve()
+        tail = f"{ckpt.name}/{checkpoint.weights(ckpt).name}"
+        try:
+            lake = Lake.open(self.lake_root)
+            with lake.snapshot(for_query="SELECT adapter_path, metrics FROM runs") as snap:
+                rows = snap.arrow(f"SELECT adapter_path, metrics FROM runs WHERE kind = 'eval' AND "
+                                  f"ends_with(adapter_path, '{tail}')").to_pylist()
+        except LakeError:
+            return None
+        for r in rows:
+            p = Path(r["adapter_path"])
+            if (p.resolve() if p.is_absolute() else (self.folder.parent.parent / p).resolve()) == weights \
+                    or str(p).endswith(f"{self.folder.name}/{checkpoint.DIR}/{tail}"):
+                return float(json.loads(r["metrics"])["success_rate"])
+        return None

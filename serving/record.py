@@ -1,0 +1,149 @@
+"""Every call the server answers, appended to the lake's `trajectories` as trajectory data.
+
+One row per call (rows are immutable): the conversation so far including the reply (`messages`, the reply's tool
+calls in `tool_calls`), `policy_version` = the served version's name, the call's prompt and completion token ids in
+`tokens` with Atropos' conventions (`masks` -100 on the prompt and the token id on the completion;
+`inference_logprobs` 1.0 on the prompt and the sampled log-probs on the completion: the log-softmax of the model's
+raw float32 logits, the number the trainer computes), and in `metadata` the adapter's sha256, the sampling
+parameters, the endpoint and the call's place in its conversation.
+
+Calls of one conversation share a `trajectory_id`: the `X-Lachesis-Session` header names the conversation
+(trajectory id = uuid5 of it, so it survives a restart), else a call whose messages start with an earlier call's
+messages plus its reply continues that call's trajectory (prefix matching; kept in memory for the last
+PREFIX_MEMORY conversations). Each continued call appends a new row with the same id, and
+views/trajectories_current.sql picks the latest row per trajectory: the whole conversation. The id goes back in
+the `X-Lachesis-Trajectory` header, so a reward can be posted later to `lake serve`'s /v1/rewards.
+
+Durability: `--record sync` (default) answers a request only after its row is committed (lake.append: concurrent
+calls' rows share one Delta commit through the lake's group commit); `--record async` queues rows (bounded:
+`--record-queue`; a full queue makes requests wait) and a background task appends them in batches, so a crash loses
+what was queued; `--record off` records nothing.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import uuid
+from collections import OrderedDict
+
+from lake import Lake
+
+SOURCE = "lake serve-model"
+SESSION_NS = uuid.UUID("5f1e3c1a-6f0b-4d59-9a62-1c7d0c1e2a77")  # trajectory id = uuid5(SESSION_NS, session)
+PREFIX_MEMORY = 10_000
+ASYNC_BATCH = 256  # rows per background append at most
+
+
+def _key(messages: list[dict]) -> str:
+    """A conversation's identity for prefix matching: roles, text and tool calls (names and parsed arguments), not
+    ids or reasoning, which clients drop or rewrite when they send a conversation back."""
+    canon = []
+    for m in messages:
+        calls = [(c.get("name"), _args(c.get("arguments"))) for c in (m.get("tool_calls") or [])]
+        canon.append([m.get("role"), m.get("content") or "", calls])
+    return hashlib.sha256(json.dumps(canon, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _args(a):
+    if isinstance(a, str):
+        try:
+            return json.loads(a)
+        except ValueError:
+            return a
+    return a
+
+
+class Conversations:
+    """Which trajectory a call belongs to, and how many calls it has had."""
+
+    def __init__(self, limit: int = PREFIX_MEMORY):
+        self.limit = limit
+        self._ends: OrderedDict[str, tuple[str, int]] = OrderedDict()  # key of messages + reply -> (id, calls)
+        self._sessions: dict[str, int] = {}
+
+    def join(self, messages: list[dict], session: str | None) -> tuple[str, int]:
+        """(trajectory id, index of this call in it) for a call with these messages."""
+        if session:
+            tid = str(uuid.uuid5(SESSION_NS, session))
+            return tid, self._sessions.get(tid, 0)
+        for k in range(len(messages) - 1, 0, -1):  # the longest earlier conversation this one extends
+            if messages[k - 1].get("role") != "assistant":
+                continue
+            hit = self._ends.get(_key(messages[:k]))
+            if hit is not None:
+                return hit
+        return str(uuid.uuid4()), 0
+
+    def remember(self, messages_with_reply: list[dict], tid: str, call: int) -> None:
+        self._sessions[tid] = call + 1
+        key = _key(messages_with_reply)
+        self._ends[key] = (tid, call + 1)
+        self._ends.move_to_end(key)
+        while len(self._ends) > self.limit:
+            self._ends.popitem(last=False)
+        if len(self._sessions) > self.limit:
+            self._sessions.pop(next(iter(self._sessions)))
+
+
+def call_record(*, trajectory_id: str, label: str, version: dict, messages: list[dict], prompt_ids: list[int],
+                token_ids: list[int], logprobs: list[float], metadata: dict) -> dict:
+    """One call as a trajectories record (see the module docstring for the columns)."""
+    return {
+        "trajectory_id": trajectory_id, "model": label, "policy_version": version["name"], "messages": messages,
+        "tokens": list(prompt_ids) + list(token_ids),
+        "masks": [-100] * len(prompt_ids) + list(token_ids),
+        "inference_logprobs": [1.0] * len(prompt_ids) + [float(x) for x in logprobs],
+        "metadata": {"source": SOURCE, "adapter_sha256": version["sha256"], "adapter_path": version["path"],
+                     "version_step": version["step"], "prompt_tokens": len(prompt_ids),
+                     "completion_tokens": len(token_ids), **metadata},
+    }
+
+
+class Recorder:
+    """Appends call records to the lake: sync (after the commit), async (bounded queue) or off."""
+
+    def __init__(self, lake: Lake | None, mode: str, queue_size: int):
+        self.lake = lake
+        self.mode = mode if lake is not None else "off"
+        self.recorded = 0
+        self.failed = 0
+        self._queue: asyncio.Queue | None = asyncio.Queue(maxsize=queue_size) if self.mode == "async" else None
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        if self._queue is not None:
+            self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def record(self, rec: dict) -> None:
+        """sync: returns once the row is committed (raises if the commit fails); async: once queued."""
+        if self.mode == "off":
+            return
+        if self._queue is not None:
+            await self._queue.put(rec)
+            return
+        await asyncio.to_thread(self.lake.append, "trajectories", [rec])
+        self.recorded += 1
+
+    async def _drain(self) -> None:
+        while True:
+            rows = [await self._queue.get()]
+            while len(rows) < ASYNC_BATCH and not self._queue.empty():
+                rows.append(self._queue.get_nowait())
+            try:
+                await asyncio.to_thread(self.lake.append, "trajectories", rows)
+                self.recorded += len(rows)
+            except (RuntimeError, OSError, ValueError) as exc:  # LakeError, RecordError, I/O: counted and said
+                self.failed += len(rows)
+                print(f"lake serve-model: {len(rows)} recorded calls lost: {type(exc).__name__}: {exc}",
+                      flush=True)
+            finally:
+                for _ in rows:
+                    self._queue.task_done()
+
+    async def close(self) -> None:
+        """Async mode: append what is queued, then stop."""
+        if self._task is None:
+            return
+        await self._queue.join()
+        self._task.cancel()

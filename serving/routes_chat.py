@@ -1,0 +1,250 @@
+"""POST /v1/chat/completions and /v1/completions: render, generate (batched by the engine), answer, record.
+
+A chat request's messages and tools go through the model's own chat template (trainers/chat.py: Hermes tool
+signatures in the system turn), the reply comes back through the project's one tool-call parser
+(envs/toolcalls.py, via envs/episode.py's assistant_message: `<think>` to reasoning, each parsed `<tool_call>` to a
+tool call), so what the server returns and records is what the environments and hermes_eval read. A reply with tool
+calls ends with finish_reason "tool_calls".
+
+Streaming (`stream: true`): OpenAI's chunks as server-sent events, one per decoded piece of text as tokens are
+chosen, ending with `data: [DONE]`. With tools, text from a `<tool_call>` on is held back and sent as `tool_calls`
+deltas once the reply is complete (parsed whole, as without streaming). The call is recorded before the last chunk.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from jinja2 import TemplateError
+
+from envs.episode import assistant_message
+from trainers.chat import prompt_ids
+from trainers.generation import Generation
+
+from . import protocol as P
+from .engine import Version
+from .http import ServingState, get_serving, guard, json_request
+from .record import call_record
+
+router = APIRouter(dependencies=[Depends(guard)])
+SESSION_HEADER = "x-lachesis-session"
+TRAJECTORY_HEADER = "X-Lachesis-Trajectory"
+VERSION_HEADER = "X-Lachesis-Version"
+TOOL_OPEN = "<tool_call>"
+
+
+def _budget(st: ServingState, prompt: int, asked: int | None) -> int:
+    """max_new_tokens of a request: what it asked (within --max-tokens and the context), else the default."""
+    cfg, ctx = st.config, st.engine.context
+    if asked is not None and asked > cfg.max_tokens:
+        raise P.ApiError(400, f"max_tokens {asked} is above this server's limit of {cfg.max_tokens} "
+                              "(lake serve-model --max-tokens)", param="max_tokens")
+    room = ctx - prompt
+    if room < 1 or (asked is not None and asked > room):
+        raise P.ApiError(400, f"the prompt is {prompt} tokens and max_tokens {asked or 1}: more than this model's "
+                              f"context of {ctx} tokens", param="messages", code="context_length_exceeded")
+    return asked or min(cfg.default_max_tokens, room)
+
+
+def _headers(tid: str | None, v: Version) -> dict:
+    return {VERSION_HEADER: v.name, **({TRAJECTORY_HEADER: tid} if tid else {})}
+
+
+async def _render(tok, messages: list[dict], tools: list[dict] | None) -> list[int]:
+    try:
+        return await asyncio.to_thread(prompt_ids, tok, messages, tools)
+    except (TemplateError, ValueError, TypeError, KeyError) as exc:  # incl. a template's raise_exception
+        raise P.ApiError(400, f"the chat template cannot render these messages: {type(exc).__name__}: "
+                              f"{str(exc)[:200]}", param="messages") from None
+
+
+class _Call:
+    """One chat request, parsed and rendered: what generation, the answer and the record need."""
+
+    def __init__(self, st: ServingState, req: P.ChatRequest, session: str | None):
+        self.st, self.req, self.session = st, req, session
+        self.tok = st.engine.tokenizer
+        self.version = st.engine.resolve(req.model)
+        self.template, self.tools, self.lake_messages = P.chat_inputs(req)
+        self.id, self.created = P.completion_id("chatcmpl"), P.now()
+        recording = st.recorder.mode != "off"
+        self.tid, self.call = st.conversations.join(self.lake_messages, session) if recording else (None, 0)
+
+    async def prepare(self) -> None:
+        self.prompt = await _render(self.tok, self.template, self.tools)
+        req = self.req
+        top = (req.top_logprobs or 0) if req.logprobs else 0
+        self.sampling = P.sampling(req, _budget(self.st, len(self.prompt), req.max_completion_tokens or req.max_tokens),
+                                   top, P.stop_tokens(self.tok, req.stop))
+
+    def reply(self, gen: Generation) -> tuple[dict, str]:
+        """(the lake's assistant message, finish_reason)."""
+        text = self.tok.decode(gen.token_ids, skip_special_tokens=True)
+        if self.tools:
+            msg = assistant_message(text, self.call)
+        else:
+            msg = {"role": "assistant", "content": text}
+        finish = "tool_calls" if msg.get("tool_calls") else ("length" if gen.finish_reason == "length" else "stop")
+        return msg, finish
+
+    def message(self, msg: dict) -> dict:
+        """The reply in OpenAI's shape."""
+        out = {"role": "assistant", "content": msg["content"] if msg["content"] or not msg.get("tool_calls") else None}
+        if msg.get("tool_calls"):
+            out["tool_calls"] = P.openai_tool_calls(msg["tool_calls"])
+        if msg.get("reasoning"):
+            out["reasoning_content"] = msg["reasoning"]
+        return out
+
+    async def record(self, gen: Generation, msg: dict, finish: str, endpoint: str = "chat.completions") -> None:
+        st = self.st
+        if st.recorder.mode == "off":
+            return
+        lake_reply = {**msg, "tool_calls": msg.get("tool_calls")}
+        messages = self.lake_messages + [lake_reply]
+        s = self.sampling
+        rec = call_record(
+            trajectory_id=self.tid, label=st.engine.label, version=self.version.info(), messages=messages,
+            prompt_ids=self.prompt, token_ids=gen.token_ids, logprobs=gen.logprobs,
+            metadata={"endpoint": endpoint, "request_id": self.id, "session": self.session, "call": self.call,
+                      "finish_reason": finish, "tools": self.tools,
+                      "sampling": {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_new_tokens,
+                                   "stop_token_ids": list(s.stop_token_ids), "seed": self.req.seed,
+                                   "top_logprobs": s.top_logprobs}})
+        await st.recorder.record(rec)
+        st.conversations.remember(messages, self.tid, self.call)
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(request: Request, obj=Depends(json_request), st: ServingState = Depends(get_serving)):
+    st.requests += 1
+    req = P.parse(P.ChatRequest, obj)
+    P.check_common(req)
+    call = _Call(st, req, request.headers.get(SESSION_HEADER))
+    await call.prepare()
+    if req.stream:
+        return StreamingResponse(_stream(call), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", **_headers(call.tid, call.version)})
+    gen = await st.engine.generate(call.prompt, call.sampling, call.version, req.seed)
+    msg, finish = call.reply(gen)
+    await call.record(gen, msg, finish)
+    choice = {"index": 0, "message": call.message(msg), "finish_reason": finish,
+              "logprobs": P.chat_logprobs(call.tok, gen) if req.logprobs else None}
+    body = {"id": call.id, "object": "chat.completion", "created": call.created, "model": call.version.name,
+            "system_fingerprint": call.version.sha256, "choices": [choice],
+            "usage": P.usage(len(call.prompt), len(gen.token_ids))}
+    return JSONResponse(body, headers=_headers(call.tid, call.version))
+
+
+def _sse(obj) -> bytes:
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+
+def _shown(text: str, tools: bool) -> str:
+    """The part of the text so far that can be streamed as content: with tools, everything before a `<tool_call>`
+    (or before a tail that may be the start of one)."""
+    if not tools:
+        return text
+    at = text.find(TOOL_OPEN)
+    if at >= 0:
+        return text[:at]
+    for k in range(min(len(TOOL_OPEN) - 1, len(text)), 0, -1):
+        if TOOL_OPEN.startswith(text[-k:]):
+            return text[:-k]
+    return text
+
+
+async def _stream(call: _Call):
+    st, req, tok = call.st, call.req, call.tok
+    head = {"id": call.id, "object": "chat.completion.chunk", "created": call.created, "model": call.version.name,
+            "system_fingerprint": call.version.sha256}
+
+    def chunk(delta: dict, finish: str | None = None, logprobs: dict | None = None) -> bytes:
+        return _sse({**head, "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]})
+
+    tokens: asyncio.Queue = asyncio.Queue()
+    task = asyncio.ensure_future(st.engine.generate(call.prompt, call.sampling, call.version, req.seed,
+                                                    on_token=lambda t, lp: tokens.put_nowait((t, lp))))
+    task.add_done_callback(lambda _t: tokens.put_nowait(None))
+    try:
+        yield chunk({"role": "assistant", "content": ""})
+        ids, lps, sent, first_unsent = [], [], 0, 0
+        while (item := await tokens.get()) is not None:
+            ids.append(item[0])
+            lps.append(item[1])
+            text = tok.decode(ids, skip_special_tokens=True)
+            if text.endswith("\ufffd"):  # half of a multi-byte character: wait for the rest
+                continue
+            shown = _shown(text, bool(call.tools))
+            if len(shown) > sent:
+                lp = None
+                if req.logprobs:
+                    part = Generation(ids, lps, [])
+                    lp = P.chat_logprobs(tok, part, first_unsent, len(ids))
+                yield chunk({"content": shown[sent:]}, logprobs=lp)
+                sent, first_unsent = len(shown), len(ids)
+        gen = task.result()
+        msg, finish = call.reply(gen)
+        if msg.get("tool_calls"):
+            calls = P.openai_tool_calls(msg["tool_calls"])
+            yield chunk({"tool_calls": [{"index": i, **c} for i, c in enumerate(calls)]})
+        elif (rest := (msg["content"] or "")[sent:]) and not call.tools:
+            yield chunk({"content": rest})
+        await call.record(gen, msg, finish)
+        yield chunk({}, finish)
+        if req.stream_options is not None and req.stream_options.include_usage:
+            yield _sse({**head, "choices": [], "usage": P.usage(len(call.prompt), len(gen.token_ids))})
+        yield b"data: [DONE]\n\n"
+    except P.ApiError as exc:  # the status is already sent: the error goes in the stream, as OpenAI's does
+        yield _sse(exc.body())
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+@router.post("/v1/completions")
+async def completions(request: Request, obj=Depends(json_request), st: ServingState = Depends(get_serving)):
+    """A raw continuation of a prompt (no chat template). Not streamed: stream true is a 400 here."""
+    st.requests += 1
+    req = P.parse(P.CompletionRequest, obj)
+    P.check_common(req)
+    for f in ("echo", "suffix", "stream"):
+        if getattr(req, f):
+            raise P.ApiError(400, f"{f} is not supported on /v1/completions here", param=f)
+    tok = st.engine.tokenizer
+    prompt = req.prompt
+    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
+        if len(prompt) != 1:
+            raise P.ApiError(400, "one prompt per request (send several requests: they are batched together)",
+                             param="prompt")
+        prompt = prompt[0]
+    ids = list(prompt) if isinstance(prompt, list) else tok.encode(prompt, add_special_tokens=False)
+    if not ids:
+        raise P.ApiError(400, "the prompt is empty", param="prompt")
+    if any(not 0 <= t < len(tok) for t in ids):
+        raise P.ApiError(400, f"the prompt has token ids outside this model's vocabulary of {len(tok)}",
+                         param="prompt")
+    version = st.engine.resolve(req.model)
+    samp = P.sampling(req, _budget(st, len(ids), req.max_tokens), req.logprobs or 0, P.stop_tokens(tok, req.stop))
+    gen = await st.engine.generate(ids, samp, version, req.seed)
+    text = tok.decode(gen.token_ids, skip_special_tokens=True)
+    finish = "length" if gen.finish_reason == "length" else "stop"
+    cid = P.completion_id("cmpl")
+    tid = None
+    if st.recorder.mode != "off":
+        prompt_text = prompt if isinstance(prompt, str) else tok.decode(ids)
+        messages = [{"role": "user", "content": prompt_text}, {"role": "assistant", "content": text}]
+        tid, _ = st.conversations.join(messages[:1], request.headers.get(SESSION_HEADER))
+        rec = call_record(trajectory_id=tid, label=st.engine.label, version=version.info(), messages=messages,
+                          prompt_ids=ids, token_ids=gen.token_ids, logprobs=gen.logprobs,
+                          metadata={"endpoint": "completions", "request_id": cid, "finish_reason": finish,
+                                    "sampling": {"temperature": samp.temperature, "top_p": samp.top_p,
+                                                 "max_tokens": samp.max_new_tokens, "seed": req.seed}})
+        await st.recorder.record(rec)
+    choice = {"index": 0, "text": text, "finish_reason": finish,
+              "logprobs": P.completion_logprobs(tok, gen) if req.logprobs is not None else None}
+    body = {"id": cid, "object": "text_completion", "created": P.now(), "model": version.name,
+            "choices": [choice], "usage": P.usage(len(ids), len(gen.token_ids))}
+    return JSONResponse(body, headers=_headers(tid, version))
