@@ -21,7 +21,7 @@ from envs.checks import CheckReport
 from envs.registry import tags_of
 from envs.rewards import RewardWeights, StepTally, final_reward, step_terms
 from envs.sandbox import Limits, Sandbox
-from envs.tasks import SPLITS, Task, TaskFileError, line_of, load_tasks_file, loaded_task, remember_tasks
+from envs.tasks import FAMILY_SPLIT, SPLITS, Task, TaskFileError, line_of, load_tasks_file, loaded_task, remember_tasks
 from envs.toolcalls import ToolCall, parse_tool_calls
 
 
@@ -92,14 +92,18 @@ class AnyText(spaces.Text):
 
 @dataclass(frozen=True)
 class Suite:
-    """Tasks by split: built-in ones are generated on demand from (split, index); file tasks are a list."""
+    """Tasks by split: built-in ones are generated on demand from (split, index, template); file tasks are a list.
+
+    Built-in task i of a split has template i % n of that split's templates (every template is in every slice):
+    the held-out families (`held_out`) make up the test_families split and are in no other split."""
 
     env: str
     counts: dict[str, int]
-    generate: Callable[[str, int], Task] | None = None
+    generate: Callable[[str, int, str], Task] | None = None
     tasks: tuple[Task, ...] = ()
-    template_names: tuple[str, ...] = ()  # built-in task i has template_names[i % len]
+    template_names: tuple[str, ...] = ()  # every template (family), held-out ones included
     only: tuple[str, ...] = ()  # keep just these templates (task ids keep their full-suite index)
+    held_out: tuple[str, ...] = ()  # the families of the test_families split only
 
     def only_templates(self, names: list[str] | tuple[str, ...] | None) -> "Suite":
         if not names:
@@ -109,15 +113,22 @@ class Suite:
             raise ValueError(f"{self.env}: unknown templates {unknown}; templates: {', '.join(self.template_names)}")
         return replace(self, only=tuple(names))
 
-    def _positions(self) -> list[int]:
-        return sorted(self.template_names.index(n) for n in self.only)
+    def templates_of(self, split: str) -> tuple[str, ...]:
+        """The templates a split's built-in tasks cycle through (before `only`)."""
+        if split == FAMILY_SPLIT:
+            return self.held_out
+        return tuple(t for t in self.template_names if t not in self.held_out)
+
+    def _positions(self, split: str) -> list[int]:
+        names = self.templates_of(split)
+        return [i for i, n in enumerate(names) if not self.only or n in self.only]
 
     def count(self, split: str) -> int:
         full = self.counts.get(split, 0)
-        if not self.only:
+        if not self.only or self.generate is None:
             return full
-        n = len(self.template_names)
-        return sum(-(-(full - p) // n) for p in self._positions() if p < full)
+        n = len(self.templates_of(split))
+        return sum(-(-(full - p) // n) for p in self._positions(split) if p < full)
 
     def task(self, split: str, index: int) -> Task:
         if split not in SPLITS:
@@ -126,11 +137,12 @@ class Suite:
         if not 0 <= index < n:
             raise IndexError(f"{self.env}: {split} has {n} tasks, no index {index}")
         if self.generate is not None:
+            names = self.templates_of(split)
             if self.only:
-                pos = self._positions()
+                pos = self._positions(split)
                 q, r = divmod(index, len(pos))
-                index = q * len(self.template_names) + pos[r]
-            return self.generate(split, index)
+                index = q * len(names) + pos[r]
+            return self.generate(split, index, names[index % len(names)])
         return [t for t in self.tasks if t.split == split][index]
 
     def all(self, split: str) -> list[Task]:
@@ -364,8 +376,6 @@ def rng_for(env: str, split: str, index: int) -> random.Random:
     return random.Random(f"{env}:{split}:{index}")
 
 
-def template_for(templates, index: int) -> str:
-    """The template of built-in task `index`: template i % n, so every template is in every slice of a
-    split (Suite.only_templates counts on this order)."""
-    names = list(templates)
-    return names[index % len(names)]
+def builtin_id(env: str, split: str, index: int) -> str:
+    """The task_id of built-in task `index` of a split (Suite.find parses it back)."""
+    return f"{env}:{split}:{index:05d}"

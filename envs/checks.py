@@ -104,6 +104,9 @@ def output_matches(check: dict, last_output: str, answer: str | None) -> bool:
         elif check.get("match") == "first_token":
             if (got.split() or [""])[0] == want.strip():
                 return True
+        elif check.get("match") == "last_token":  # `uniq -c | sort -rn | head -n 1` prints "  5 word"
+            if (got.split() or [""])[-1] == want.strip():
+                return True
         elif got.strip() == want.strip():
             return True
     return False
@@ -143,7 +146,10 @@ def _judge_state(c: dict, seen: object) -> tuple[bool, str]:
         if not isinstance(names, list):
             return False, f"{path}: no such archive"
         missing = [m for m in c["members"] if m not in set(names)]
-        return not missing, f"{path}: missing {missing}" if missing else f"{path}: members ok"
+        if missing:
+            return False, f"{path}: missing {missing}"
+        extra = sorted(set(names) - set(c["members"])) if c.get("exact") else []
+        return not extra, f"{path}: unexpected {extra[:5]}" if extra else f"{path}: members ok"
     if kind == "command":
         shown = " ".join(c["argv"])
         if "returncode" in c and seen.get("rc") != c["returncode"]:

@@ -10,8 +10,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable
 
-from envs.base import (SUBMIT_SCHEMA, ToolArgumentError, ToolEnv, ToolFailed, rng_for, str_arg, template_for,
-                       tool_schema)
+from envs.base import SUBMIT_SCHEMA, ToolArgumentError, ToolEnv, ToolFailed, builtin_id, rng_for, str_arg, tool_schema
 from envs.checks import CheckReport, run_state_checks, validate_checks
 from envs.pools import Pools
 from envs.sandbox import Sandbox
@@ -24,24 +23,43 @@ class Draft:
     """One template's task before it gets its id."""
 
     phrasing: str  # format string over the slots
-    command: str  # the one `run` command that solves it (the expert's solution)
+    command: str  # the `run` command that solves it (the expert's solution, after `before`)
     checks: list[dict]
     slots: dict[str, str]
     files: dict[str, str] = field(default_factory=dict)  # the workspace's initial files
     setup: list[str] = field(default_factory=list)  # shell commands that build the workspace (git history)
+    # Multi-step tasks: the expert's commands before `command`, when one command is not the whole story (the
+    # first one fails and its error says what to do next, or an output must be read before acting).
+    before: tuple[str, ...] = ()
 
 
 Template = Callable[[Pools, random.Random], Draft]
 
 
-def command_task(env: str, templates: dict[str, Template], pools: Pools, split: str, index: int) -> Task:
-    """Built-in task `index` of a split, from the template its index picks."""
+def command_task(env: str, templates: dict[str, Template], pools: Pools, split: str, index: int,
+                 template: str) -> Task:
+    """Built-in task `index` of a split, from `template` (the one Suite.task picks for the index)."""
     rng = rng_for(env, split, index)
-    template = template_for(templates, index)
     d = templates[template](pools, rng)
-    return Task(task_id=f"{env}:{split}:{index:05d}", instruction=d.phrasing.format(**d.slots), files=d.files,
-                solution=[{"name": "run", "arguments": {"command": d.command}}], checker={"checks": d.checks},
+    solution = [{"name": "run", "arguments": {"command": c}} for c in (*d.before, d.command)]
+    return Task(task_id=builtin_id(env, split, index), instruction=d.phrasing.format(**d.slots), files=d.files,
+                solution=solution, checker={"checks": d.checks},
                 setup=d.setup, env=env, split=split, template=template, slots=d.slots, source="builtin")
+
+
+def cmd(argv: list[str], stdout: str | None = None, returncode: int | None = 0) -> dict:
+    """A `command` check: argv run by the checker (system PATH, clean environment) in the workspace."""
+    c: dict = {"type": "command", "argv": argv}
+    if stdout is not None:
+        c["stdout"] = stdout
+    if returncode is not None:
+        c["returncode"] = returncode
+    return c
+
+
+def sh(script: str) -> dict:
+    """A `command` check that a /bin/sh script exits 0."""
+    return cmd(["/bin/sh", "-c", script])
 
 
 def run_tools(description: str) -> list[dict]:
@@ -55,6 +73,14 @@ class CommandEnv(ToolEnv):
     def validate_task(self, task: Task) -> tuple[str, str] | None:
         problem = validate_checks(task.checker.get("checks"))
         return ("checks", problem) if problem else None
+
+    def prepare(self, box: Sandbox, task: Task) -> None:
+        """Run the task's setup (an archive to unpack, a repository's history) before the agent's first command."""
+        if not task.setup:
+            return
+        result = box.run("set -e\n" + "\n".join(task.setup), timeout_s=30)
+        if result.exit_code != 0:
+            raise RuntimeError(f"{task.task_id}: workspace setup failed: {result.observation()[-500:]}")
 
     def call_tool(self, box: Sandbox, call: ToolCall) -> str:
         if call.name != "run":

@@ -1,5 +1,6 @@
 """git_repo_env: tasks on a scripted repository (commit, branch, merge, conflict, revert, cherry-pick,
-bisect, recover a deleted branch, tag, amend). Tool `run` executes a command; the reward checks the
+bisect, recover a deleted branch, tag, amend; git_families.py adds branches, the stash, undoing, history
+questions and .gitignore, four of them held out as the test_families split). Tool `run` executes a command; the reward checks the
 repository state with plumbing commands run by the checker (hooks and fsmonitor disabled).
 
 Author, committer and dates are fixed in the sandbox environment, so commit hashes, and with them the
@@ -18,15 +19,17 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
+from envs import git_families
 from envs.base import Suite
-from envs.command_env import CommandEnv, Draft, Template, command_task, run_tools
+from envs.command_env import CommandEnv, Draft, Template, cmd, command_task, run_tools, sh
+from envs.git_script import (EXTENSIONS, NO_MERGE, ON_MAIN, base_repo, commit_all, message, new_name,
+                             write_lines)
 from envs.pools import Pools, PoolsBySplit, vocabulary
 from envs.sandbox import Sandbox
-from envs.tasks import Task
+from envs.tasks import FAMILY_SPLIT, Task, pool_split
 
 ENV = "git_repo_env"
-TRAIN_TASKS, TEST_TASKS = 3000, 100
-EXTENSIONS = ("txt", "md", "py", "cfg")
+TRAIN_TASKS, TEST_TASKS, FAMILY_TASKS = 3000, 100, 100
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@example.com",
     "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@example.com",
@@ -39,69 +42,21 @@ GIT_ENV = {
 }
 
 
-def _write(path: str, lines: list[str]) -> str:
-    return "printf '%s\\n' " + " ".join(f"'{x}'" for x in lines) + f" > {path}"
-
-
-def _commit(msg: str) -> str:
-    return f"git add -A && git commit -qm '{msg}'"
-
-
-def _msg(p: Pools, rng: random.Random) -> str:
-    return f"{p.word(rng)} {p.word(rng)}"
-
-
-def _base(p: Pools, rng: random.Random, names: set[str]) -> tuple[list[str], dict[str, list[str]]]:
-    """A repository on main with one or two commits; returns the setup and the committed files."""
-    setup = ["git init -q ."]
-    files: dict[str, list[str]] = {}
-    for _ in range(rng.randint(1, 2)):
-        f = _name(p, rng, names, ext=True)
-        files[f] = p.lines(rng, 2)
-        setup += [_write(f, files[f]), _commit(_msg(p, rng))]
-    return setup, files
-
-
-def _name(p: Pools, rng: random.Random, taken: set[str], ext: bool = False) -> str:
-    while True:
-        n = p.stem(rng) + (f".{rng.choice(EXTENSIONS)}" if ext else "")
-        if n not in taken:
-            taken.add(n)
-            return n
-
-
-def cmd(argv: list[str], stdout: str | None = None, returncode: int | None = 0) -> dict:
-    c: dict = {"type": "command", "argv": argv}
-    if stdout is not None:
-        c["stdout"] = stdout
-    if returncode is not None:
-        c["returncode"] = returncode
-    return c
-
-
-def sh(script: str) -> dict:
-    return cmd(["/bin/sh", "-c", script])
-
-
-ON_MAIN = cmd(["git", "symbolic-ref", "--short", "HEAD"], "main")
-NO_MERGE = sh("! git rev-parse -q --verify MERGE_HEAD >/dev/null")
-
-
 def t_commit(p: Pools, rng: random.Random) -> Draft:
     names: set[str] = set()
-    setup, _ = _base(p, rng, names)
-    f = _name(p, rng, names, ext=True)
+    setup, _ = base_repo(p, rng, names)
+    f = new_name(p, rng, names, ext=True)
     lines = p.lines(rng, 2)
-    m = _msg(p, rng)
+    m = message(p, rng)
     return Draft(rng.choice(COMMIT), f"git add {f} && git commit -qm '{m}'",
                  [cmd(["git", "log", "-1", "--format=%s"], m), cmd(["git", "show", f"HEAD:{f}"], "\n".join(lines)),
-                  ON_MAIN], {"f": f, "m": m}, setup=setup + [_write(f, lines)])
+                  ON_MAIN], {"f": f, "m": m}, setup=setup + [write_lines(f, lines)])
 
 
 def t_branch(p: Pools, rng: random.Random) -> Draft:
     names: set[str] = set()
-    setup, _ = _base(p, rng, names)
-    b = _name(p, rng, names)
+    setup, _ = base_repo(p, rng, names)
+    b = new_name(p, rng, names)
     return Draft(rng.choice(BRANCH), f"git branch {b}",
                  [sh(f'test "$(git rev-parse -q --verify refs/heads/{b})" = "$(git rev-parse HEAD)"'), ON_MAIN],
                  {"b": b}, setup=setup)
@@ -109,8 +64,8 @@ def t_branch(p: Pools, rng: random.Random) -> Draft:
 
 def t_switch(p: Pools, rng: random.Random) -> Draft:
     names: set[str] = set()
-    setup, _ = _base(p, rng, names)
-    b = _name(p, rng, names)
+    setup, _ = base_repo(p, rng, names)
+    b = new_name(p, rng, names)
     return Draft(rng.choice(SWITCH), f"git checkout -qb {b}",
                  [cmd(["git", "symbolic-ref", "--short", "HEAD"], b),
                   sh(f'test "$(git rev-parse {b})" = "$(git rev-parse main)"')], {"b": b}, setup=setup)
@@ -118,13 +73,13 @@ def t_switch(p: Pools, rng: random.Random) -> Draft:
 
 def t_merge(p: Pools, rng: random.Random) -> Draft:
     names: set[str] = set()
-    setup, _ = _base(p, rng, names)
-    b = _name(p, rng, names)
-    f, g = _name(p, rng, names, ext=True), _name(p, rng, names, ext=True)
+    setup, _ = base_repo(p, rng, names)
+    b = new_name(p, rng, names)
+    f, g = new_name(p, rng, names, ext=True), new_name(p, rng, names, ext=True)
     fl, gl = p.lines(rng, 2), p.lines(rng, 2)
-    setup += [f"git checkout -qb {b}", _write(f, fl), _commit(_msg(p, rng)), "git checkout -q main"]
+    setup += [f"git checkout -qb {b}", write_lines(f, fl), commit_all(message(p, rng)), "git checkout -q main"]
     if rng.random() < 0.5:  # half the merges are true merges, half fast-forwards
-        setup += [_write(g, gl), _commit(_msg(p, rng))]
+        setup += [write_lines(g, gl), commit_all(message(p, rng))]
     return Draft(rng.choice(MERGE), f"git merge -q --no-edit {b}",
                  [sh(f"git merge-base --is-ancestor {b} HEAD"), ON_MAIN, NO_MERGE,
                   cmd(["git", "show", f"HEAD:{f}"], "\n".join(fl))], {"b": b}, setup=setup)
@@ -132,14 +87,14 @@ def t_merge(p: Pools, rng: random.Random) -> Draft:
 
 def t_conflict(p: Pools, rng: random.Random) -> Draft:
     names: set[str] = set()
-    setup, files = _base(p, rng, names)
+    setup, files = base_repo(p, rng, names)
     f = next(iter(files))
-    b = _name(p, rng, names)
+    b = new_name(p, rng, names)
     ours, theirs = p.lines(rng, 2), p.lines(rng, 2)
     while theirs[0] == ours[0]:
         theirs = p.lines(rng, 2)
-    setup += [f"git checkout -qb {b}", _write(f, theirs), _commit(_msg(p, rng)), "git checkout -q main",
-              _write(f, ours), _commit(_msg(p, rng)), f"git merge -q {b} >/dev/null 2>&1 || true"]
+    setup += [f"git checkout -qb {b}", write_lines(f, theirs), commit_all(message(p, rng)), "git checkout -q main",
+              write_lines(f, ours), commit_all(message(p, rng)), f"git merge -q {b} >/dev/null 2>&1 || true"]
     return Draft(rng.choice(CONFLICT), f"git checkout --theirs {f} && git add {f} && git commit -q --no-edit",
                  [cmd(["git", "show", f"HEAD:{f}"], "\n".join(theirs)), NO_MERGE, ON_MAIN,
                   sh("test $(git rev-list --parents -n 1 HEAD | wc -w) = 3")], {"f": f, "b": b}, setup=setup)
@@ -147,12 +102,12 @@ def t_conflict(p: Pools, rng: random.Random) -> Draft:
 
 def t_revert(p: Pools, rng: random.Random) -> Draft:
     names: set[str] = set()
-    setup, files = _base(p, rng, names)
+    setup, files = base_repo(p, rng, names)
     f = next(iter(files))
-    m, m2 = _msg(p, rng), _msg(p, rng)
-    g = _name(p, rng, names, ext=True)
+    m, m2 = message(p, rng), message(p, rng)
+    g = new_name(p, rng, names, ext=True)
     changed = p.lines(rng, 2)
-    setup += [_write(f, changed), _commit(m), _write(g, p.lines(rng, 2)), _commit(m2)]
+    setup += [write_lines(f, changed), commit_all(m), write_lines(g, p.lines(rng, 2)), commit_all(m2)]
     return Draft(rng.choice(REVERT), f"git revert --no-edit ':/{m}'",
                  [cmd(["git", "show", f"HEAD:{f}"], "\n".join(files[f])), cmd(["git", "cat-file", "-e", f"HEAD:{g}"]),
                   cmd(["git", "log", "-1", "--format=%s"], f'Revert "{m}"'), ON_MAIN], {"m": m}, setup=setup)
@@ -160,12 +115,12 @@ def t_revert(p: Pools, rng: random.Random) -> Draft:
 
 def t_cherry_pick(p: Pools, rng: random.Random) -> Draft:
     names: set[str] = set()
-    setup, _ = _base(p, rng, names)
-    b = _name(p, rng, names)
-    h, k = _name(p, rng, names, ext=True), _name(p, rng, names, ext=True)
+    setup, _ = base_repo(p, rng, names)
+    b = new_name(p, rng, names)
+    h, k = new_name(p, rng, names, ext=True), new_name(p, rng, names, ext=True)
     hl = p.lines(rng, 2)
-    m, m2 = _msg(p, rng), _msg(p, rng)
-    setup += [f"git checkout -qb {b}", _write(h, hl), _commit(m), _write(k, p.lines(rng, 2)), _commit(m2),
+    m, m2 = message(p, rng), message(p, rng)
+    setup += [f"git checkout -qb {b}", write_lines(h, hl), commit_all(m), write_lines(k, p.lines(rng, 2)), commit_all(m2),
               "git checkout -q main"]
     return Draft(rng.choice(CHERRY), f"git cherry-pick ':/{m}'",
                  [cmd(["git", "show", f"HEAD:{h}"], "\n".join(hl)), cmd(["git", "cat-file", "-e", f"HEAD:{k}"],
@@ -175,9 +130,9 @@ def t_cherry_pick(p: Pools, rng: random.Random) -> Draft:
 
 def t_bisect(p: Pools, rng: random.Random) -> Draft:
     names: set[str] = set()
-    f = _name(p, rng, names, ext=True)
+    f = new_name(p, rng, names, ext=True)
     w = p.word(rng)
-    t = _name(p, rng, names)
+    t = new_name(p, rng, names)
     n = rng.randint(5, 9)
     bad = rng.randint(1, n - 1)
     lines = [x for x in p.lines(rng, n) if w not in x]
@@ -189,7 +144,7 @@ def t_bisect(p: Pools, rng: random.Random) -> Draft:
     for i in range(n):
         line = f"{lines[i]} {w}" if i == bad else lines[i]
         msgs.append(f"{p.word(rng)} {p.word(rng)}")
-        setup += [f"printf '%s\\n' '{line}' >> {f}", _commit(msgs[-1])]
+        setup += [f"printf '%s\\n' '{line}' >> {f}", commit_all(msgs[-1])]
     command = (f"git bisect start HEAD $(git rev-list --max-parents=0 HEAD) && "
                f"git bisect run sh -c '! grep -q {w} {f}' && git tag {t} refs/bisect/bad && git bisect reset")
     return Draft(rng.choice(BISECT), command,
@@ -199,11 +154,11 @@ def t_bisect(p: Pools, rng: random.Random) -> Draft:
 
 def t_recover(p: Pools, rng: random.Random) -> Draft:
     names: set[str] = set()
-    setup, _ = _base(p, rng, names)
-    b = _name(p, rng, names)
-    h = _name(p, rng, names, ext=True)
-    m = _msg(p, rng)
-    setup += [f"git checkout -qb {b}", _write(h, p.lines(rng, 2)), _commit(m), "git checkout -q main",
+    setup, _ = base_repo(p, rng, names)
+    b = new_name(p, rng, names)
+    h = new_name(p, rng, names, ext=True)
+    m = message(p, rng)
+    setup += [f"git checkout -qb {b}", write_lines(h, p.lines(rng, 2)), commit_all(m), "git checkout -q main",
               f"git branch -qD {b}"]
     return Draft(rng.choice(RECOVER), f"git branch {b} HEAD@{{1}}",
                  [cmd(["git", "log", "-1", "--format=%s", f"refs/heads/{b}"], m), ON_MAIN], {"b": b}, setup=setup)
@@ -211,8 +166,8 @@ def t_recover(p: Pools, rng: random.Random) -> Draft:
 
 def t_tag(p: Pools, rng: random.Random) -> Draft:
     names: set[str] = set()
-    setup, _ = _base(p, rng, names)
-    t = _name(p, rng, names)
+    setup, _ = base_repo(p, rng, names)
+    t = new_name(p, rng, names)
     return Draft(rng.choice(TAG), f"git tag {t}",
                  [sh(f'test "$(git rev-parse -q --verify refs/tags/{t})" = "$(git rev-parse HEAD)"')], {"t": t},
                  setup=setup)
@@ -220,8 +175,8 @@ def t_tag(p: Pools, rng: random.Random) -> Draft:
 
 def t_amend(p: Pools, rng: random.Random) -> Draft:
     names: set[str] = set()
-    setup, _ = _base(p, rng, names)
-    m = _msg(p, rng)
+    setup, _ = base_repo(p, rng, names)
+    m = message(p, rng)
     return Draft(rng.choice(AMEND), f"git commit --amend -qm '{m}'",
                  [cmd(["git", "log", "-1", "--format=%s"], m),
                   cmd(["git", "rev-list", "--count", "HEAD"], str(sum(1 for s in setup if "commit -qm" in s)))],
@@ -258,19 +213,20 @@ AMEND = ["Change the last commit message to '{m}'.", "Amend the latest commit so
 TEMPLATES: dict[str, Template] = {
     "commit": t_commit, "branch": t_branch, "switch": t_switch, "merge": t_merge, "conflict": t_conflict,
     "revert": t_revert, "cherry_pick": t_cherry_pick, "bisect": t_bisect, "recover": t_recover,
-    "tag": t_tag, "amend": t_amend,
+    "tag": t_tag, "amend": t_amend, **git_families.TEMPLATES,
 }
+HELD_OUT = git_families.HELD_OUT
 SYSTEM_PROMPT = "You are a git agent. Use the run tool, then call submit."
 STOPWORDS = vocabulary(*COMMIT, *BRANCH, *SWITCH, *MERGE, *CONFLICT, *REVERT, *CHERRY, *BISECT, *RECOVER, *TAG,
-                       *AMEND, *EXTENSIONS, SYSTEM_PROMPT,
+                       *AMEND, *EXTENSIONS, SYSTEM_PROMPT, *git_families.PHRASINGS, git_families.COMMAND_WORDS,
                        "git add commit branch checkout merge revert cherry pick bisect start run reset tag amend HEAD "
                        "refs bad good main theirs ours edit rev list parents max printf sh grep exit code no output "
                        "truncated killed submitted reward error tool submit command agent example com")
 _pools = PoolsBySplit(STOPWORDS)
 
 
-def generate(split: str, index: int) -> Task:
-    return command_task(ENV, TEMPLATES, _pools(split), split, index)
+def generate(split: str, index: int, template: str) -> Task:
+    return command_task(ENV, TEMPLATES, _pools(pool_split(split)), split, index, template)
 
 
 class RepoCache:
@@ -331,15 +287,11 @@ class GitRepoEnv(CommandEnv):
 
     @classmethod
     def builtin_suite(cls) -> Suite:
-        return Suite(ENV, {"train": TRAIN_TASKS, "test": TEST_TASKS}, generate, template_names=tuple(TEMPLATES))
+        return Suite(ENV, {"train": TRAIN_TASKS, "test": TEST_TASKS, FAMILY_SPLIT: FAMILY_TASKS}, generate,
+                     template_names=tuple(TEMPLATES), held_out=HELD_OUT)
 
     def prepare(self, box: Sandbox, task: Task) -> None:
-        if not task.setup:
+        if not task.setup or _REPOS.restore(task, box):
             return
-        if _REPOS.restore(task, box):
-            return
-        script = "set -e\n" + "\n".join(task.setup)
-        result = box.run(script, timeout_s=30)
-        if result.exit_code != 0:
-            raise RuntimeError(f"{task.task_id}: repository setup failed: {result.observation()[-500:]}")
+        super().prepare(box, task)
         _REPOS.store(task, box)

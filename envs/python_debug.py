@@ -13,13 +13,13 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from envs.base import (SUBMIT_SCHEMA, Suite, ToolArgumentError, ToolEnv, ToolFailed, rng_for, str_arg, template_for,
+from envs.base import (SUBMIT_SCHEMA, Suite, ToolArgumentError, ToolEnv, ToolFailed, builtin_id, rng_for, str_arg,
                        tool_schema)
 from envs.checks import CheckReport, run_hidden_tests, run_visible_tests
 from envs.pools import PoolsBySplit, vocabulary
 from envs.probes import HiddenTestError, split_suite
 from envs.sandbox import Sandbox, safe_relpath
-from envs.tasks import Task
+from envs.tasks import FAMILY_SPLIT, Task, pool_split
 from envs.toolcalls import ToolCall
 
 ENV = "python_debug_env"
@@ -114,11 +114,10 @@ def _test_source(mod: str, fn: str, cases: list[tuple[tuple, object]]) -> str:
     return "\n".join(body)
 
 
-def generate(split: str, index: int) -> Task:
+def generate(split: str, index: int, template: str) -> Task:
     rng = rng_for(ENV, split, index)
-    template = template_for(FAMILIES, index)
     fam = FAMILIES[template]
-    p = _pools(split)
+    p = _pools(pool_split(split))
     names = p.distinct(p.identifier, rng, 3 + len(fam.args) + len(fam.extra))
     mod, fn = names[0], names[1]
     slots = {"mod": mod, "fn": fn, **dict(zip(fam.args + fam.extra, names[2:]))}
@@ -132,7 +131,7 @@ def generate(split: str, index: int) -> Task:
     solution = [{"name": "read_file", "arguments": {"path": f"{mod}.py"}},
                 {"name": "replace_in_file", "arguments": {"path": f"{mod}.py", "old": line_bug, "new": line_fix}},
                 {"name": "run_tests", "arguments": {}}]
-    return Task(task_id=f"{ENV}:{split}:{index:05d}", instruction=instruction, files=files, solution=solution,
+    return Task(task_id=builtin_id(ENV, split, index), instruction=instruction, files=files, solution=solution,
                 checker={"tests": _test_source(mod, fn, hidden)}, env=ENV, split=split, template=template,
                 slots={"mod": mod, "fn": fn}, source="builtin")
 

@@ -18,7 +18,15 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SPLITS = ("train", "test")
+# train: what training sees; test: held-out names (slot values no train text holds) of the train families;
+# test_families: whole task families that no train or test task comes from (issue 24), with test-split names.
+FAMILY_SPLIT = "test_families"
+SPLITS = ("train", "test", FAMILY_SPLIT)
+
+
+def pool_split(split: str) -> str:
+    """The slot-value pool of a split (envs/pools.py): every held-out split draws from the test pool."""
+    return "train" if split == "train" else "test"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,48 @@
+"""Scripted repositories for git_repo_env's task templates: the shell lines that write files and commit them,
+a base repository on main, fresh branch and file names, and the checks most tasks share.
+
+Setups are plain shell lines run once per task (git_repo.RepoCache copies the result for later episodes).
+"""
+from __future__ import annotations
+
+import random
+
+from envs.command_env import cmd, sh
+from envs.pools import Pools
+
+EXTENSIONS = ("txt", "md", "py", "cfg")
+ON_MAIN = cmd(["git", "symbolic-ref", "--short", "HEAD"], "main")
+NO_MERGE = sh("! git rev-parse -q --verify MERGE_HEAD >/dev/null")
+CLEAN = cmd(["git", "status", "--porcelain"], "")
+
+
+def write_lines(path: str, lines: list[str]) -> str:
+    return "printf '%s\\n' " + " ".join(f"'{x}'" for x in lines) + f" > {path}"
+
+
+def commit_all(msg: str) -> str:
+    return f"git add -A && git commit -qm '{msg}'"
+
+
+def message(p: Pools, rng: random.Random) -> str:
+    return f"{p.word(rng)} {p.word(rng)}"
+
+
+def base_repo(p: Pools, rng: random.Random, names: set[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """A repository on main with one or two commits; returns the setup and the committed files."""
+    setup = ["git init -q ."]
+    files: dict[str, list[str]] = {}
+    for _ in range(rng.randint(1, 2)):
+        f = new_name(p, rng, names, ext=True)
+        files[f] = p.lines(rng, 2)
+        setup += [write_lines(f, files[f]), commit_all(message(p, rng))]
+    return setup, files
+
+
+def new_name(p: Pools, rng: random.Random, taken: set[str], ext: bool = False) -> str:
+    while True:
+        n = p.stem(rng) + (f".{rng.choice(EXTENSIONS)}" if ext else "")
+        if n not in taken:
+            taken.add(n)
+            return n
+
