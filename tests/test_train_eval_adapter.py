@@ -55,3 +55,40 @@ def test_a_folder_that_is_no_run_is_a_one_line_error(tmp_path):
         resolve_adapter(str(tmp_path / "empty"))
     with pytest.raises(TrainerInputError, match="does not exist"):
         resolve_adapter(str(tmp_path / "missing"))
+
+
+def _narrow_tiny(tiny_dir, dest):
+    """A second from-scratch model of another width (64, not 128) with tiny's tokenizer: an adapter trained on it
+    cannot go on tiny."""
+    from transformers import AutoConfig, AutoTokenizer, LlamaForCausalLM
+
+    import torch
+
+    cfg = AutoConfig.from_pretrained(tiny_dir)
+    cfg.hidden_size, cfg.intermediate_size = 64, 128
+    torch.manual_seed(0)
+    LlamaForCausalLM(cfg).save_pretrained(dest)
+    AutoTokenizer.from_pretrained(tiny_dir).save_pretrained(dest)
+    return dest
+
+
+def test_hermes_eval_reads_the_model_from_the_run_and_a_mismatch_is_one_line(tiny_dir, tmp_path):
+    # issue 27 item 4: `hermes_eval --adapter runs/<run>` evaluated the default tiny model with the run's adapter
+    # (a size-mismatch traceback when the run trained another model)
+    from trainers.config import SFTConfig
+    from trainers.sft import run_sft
+
+    narrow = _narrow_tiny(tiny_dir, tmp_path / "narrow")
+    run = tmp_path / "run"
+    run_sft(SFTConfig(model=str(narrow), data=str(th.write_jsonl(tmp_path / "d.jsonl", th.tool_chats(8))),
+                      output=str(run), full=False, max_steps=1, batch_size=4, record_in_lake=False, progress=False,
+                      plot=False))
+    args = ["--task", "shell", "--adapter", str(run), "--limit", "1", "--max-turns", "1", "--max-new-tokens", "4",
+            "--no-lake"]
+    r = th.run_cli("hermes_eval", *args, "--json")
+    assert r.returncode == 0, r.stderr
+    assert f'"model": "{narrow}"' in r.stdout and str(run / "adapter") in r.stdout
+    r = th.run_cli("hermes_eval", "--model", str(tiny_dir), *args)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "size mismatch" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"trained on {narrow}, not on {tiny_dir}" in " ".join(r.stderr.split()), r.stderr

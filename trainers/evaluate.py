@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import envs
@@ -30,7 +30,9 @@ END_OF_TURN = "<|im_end|>"
 class EvalSettings:
     """hermes_eval: which model, which tasks, how long episodes may run, where they are recorded."""
 
-    model: str = field(default="tiny", **_help("tiny | smollm2 | hermes-3 | a local model folder | a hub id"))
+    model: str | None = field(default=None, **_help(
+        "tiny | smollm2 | hermes-3 | a local model folder | a hub id (default: the model the --adapter run was "
+        "trained from, else tiny)"))
     task: str = field(default="shell", **_help("an environment name or alias: debug-python | shell | git | a "
                                                "registered environment"))
     split: str = field(default="test", **_help("the task split to evaluate on (test: held out of training)"))
@@ -203,7 +205,14 @@ def run_eval(s: EvalSettings, console=None) -> dict:
     if s.limit:
         tasks = tasks[: s.limit]
     lake = _open_lake(s)
-    model_path = resolve_model(s.model)
+    if s.model is None and s.adapter:  # the run's own base model, as rl_train_online --init reads it
+        from .policy import run_base_model
+
+        spec, model_path = run_base_model(s.adapter)
+        s = replace(s, model=spec)
+    else:
+        s = replace(s, model=s.model or "tiny")
+        model_path = resolve_model(s.model)
     adapter = resolve_adapter(s.adapter)
     set_threads(s.threads)
     import torch

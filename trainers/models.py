@@ -296,8 +296,22 @@ def load_model(path: str, adapter: str | None = None, trainable: bool = False, d
     if adapter:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, adapter, is_trainable=trainable)
+        try:
+            model = PeftModel.from_pretrained(model, adapter, is_trainable=trainable)
+        except RuntimeError as exc:  # torch's load_state_dict: "size mismatch for ...", 80 lines of it
+            if "size mismatch" not in str(exc):
+                raise
+            raise TrainerInputError(f"the adapter {adapter} was trained on {_adapter_base(adapter)}, not on {path}: "
+                                    "give that model with --model (or leave --model out to use the run's own)") from None
     return model.to(dev)
+
+
+def _adapter_base(adapter: str) -> str:
+    """The base model a LoRA adapter names (adapter_config.json's base_model_name_or_path)."""
+    try:
+        return json.loads((Path(adapter) / "adapter_config.json").read_text()).get("base_model_name_or_path") or "?"
+    except (OSError, ValueError):
+        return "another model"
 
 
 def checkpoint_activations(model) -> None:

@@ -65,14 +65,20 @@ def resolve_spec(model: str, init: str | None, lora_rank: int, lora_alpha: int, 
                       layers=list(freeze or []), lora_rank=lora_rank, lora_alpha=lora_alpha)
 
 
-def init_base_model(run: str) -> str:
-    """The base model of a LoRA run folder: its config.json's model_path (the adapter alone is no model)."""
+def run_base_model(run: str) -> tuple[str, str]:
+    """(the --model a run folder was trained from as its config.json names it, that model's path): what
+    `rl_train_online --init RUN` and `hermes_eval --adapter RUN` start from (the adapter alone is no model)."""
     for cfg in (Path(run) / "config.json", Path(run).parent / "config.json"):  # the run folder, or its adapter/
-        path = json.loads(cfg.read_text()).get("model_path") if cfg.is_file() else None
-        if path:
-            return resolve_model(path)
+        config = json.loads(cfg.read_text()) if cfg.is_file() else {}
+        if config.get("model_path"):
+            return str(config.get("model") or config["model_path"]), resolve_model(config["model_path"])
     raise TrainerInputError(f"{run} holds a LoRA adapter but no config.json naming its base model: pass the run "
-                            "folder rl_finetune_supervised wrote (runs/<run_id>)")
+                            "folder rl_finetune_supervised wrote (runs/<run_id>), or --model")
+
+
+def init_base_model(run: str) -> str:
+    """The base model of a LoRA run folder: its config.json's model_path."""
+    return run_base_model(run)[1]
 
 
 def _load_full(spec: PolicySpec, weights: str | None, device):
