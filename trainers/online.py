@@ -453,7 +453,7 @@ def run_online(cfg: OnlineConfig, console=None, method: str = METHOD, make_train
                       f"{trainer.run_id} on {trainer.cfg.env}: step {trainer.step} -> "
                       f"{trainer.cfg.steps}, {trainer.rollout_plan()}, "
                       f"{'full' if trainer.spec.full else 'LoRA'} ({sum(p.numel() for p in trainer.params):,} trainable), "
-                      f"lr {hp.learning_rate:g}, run folder {trainer.run.path}", highlight=False)
+                      f"lr {hp.learning_rate:g}, run folder {trainer.run.path}"), highlight=False)
     if not trainer.cfg.progress:
         return trainer.run_all()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
