@@ -128,8 +128,13 @@ class WatchConfig:
 
     skills: Optional[Path] = field(default=None, metadata={"help": "Hermes skills folder to mirror into the lake."})
     inbox: Optional[Path] = field(default=None, metadata={
-        "help": "Folder to take trajectory files from (*.jsonl, *.ndjson, plain or .gz; other files are left "
-                "alone): each is ingested whole, then moved to .done/ (or .rejected/ with a reason)."})
+        "help": "A dedicated folder to drop trajectory files into: it takes every *.jsonl / *.ndjson (plain or .gz; "
+                "other files are left alone), each ingested whole, then moved to .done/ (or .rejected/ with a "
+                "reason). For the folder Hermes runs in, use --hermes-dir."})
+    hermes_dir: Optional[Path] = field(default=None, metadata={
+        "help": "The folder Hermes Agent runs in: takes only Hermes' own trajectory files (trajectory_samples*."
+                "jsonl, failed_trajectories*.jsonl, plain or .gz, and batch_runner's trajectories.jsonl) as --inbox "
+                "does; any other .jsonl there (your own) stays where it is, said once."})
     settle: float = field(default=0.5, metadata={"help": "Seconds a file must stay unchanged before it is read."})
     interval: float = field(default=2.0, metadata={
         "help": "Rescan interval in seconds (watchdog wakes it earlier)."})
@@ -141,8 +146,11 @@ class WatchConfig:
 
     def __post_init__(self):
         check_compact_interval(self.compact_interval)
-        if self.skills is None and self.inbox is None:
-            raise ValueError("give --skills DIR and/or --inbox DIR")
+        if self.skills is None and self.inbox is None and self.hermes_dir is None:
+            raise ValueError("give --skills DIR and/or --inbox DIR (or --hermes-dir DIR)")
+        if self.inbox is not None and self.hermes_dir is not None:
+            raise ValueError("give --inbox DIR (a dedicated folder: every trajectory file) or --hermes-dir DIR (Hermes' "
+                             "working folder: its own file names only), not both")
         if self.settle < 0 or self.interval <= 0:
             raise ValueError("--settle must not be negative and --interval must be positive")
         if self.max_file_mb <= 0:

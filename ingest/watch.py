@@ -5,16 +5,22 @@ whatever changed while the watcher was down) and writes only differences. watchd
 early; a file is acted on only once its size and mtime have been stable for `settle` seconds, so
 half-written files wait. Editor temp files and dot-files are ignored.
 
-The inbox takes only trajectory files by name (`INBOX_SUFFIXES`: JSON lines, plain or gzip), because users
-point it at a working directory: Hermes Agent appends `trajectory_samples.jsonl` / `failed_trajectories.jsonl`
-(or `.jsonl.gz`) to the folder it runs in, next to the user's own files, and batch_runner writes
-`trajectories.jsonl` beside `checkpoint.json` and `statistics.json`. Every other file (notes.md, scripts,
-`.json` documents) is left where it is; `lake import` reads `.json` files when asked to.
+The inbox takes only trajectory files by name, by one of two rules:
+- `--inbox DIR`, a dedicated folder files are dropped into: every JSON-lines file (`INBOX_SUFFIXES`, plain or
+  gzip); one that cannot be read is moved to `.rejected/` with its reason, since it was put there to be ingested.
+- `--hermes-dir DIR`, the folder Hermes Agent runs in: only Hermes' own file names (`HERMES_NAMES`: it appends
+  `trajectory_samples.jsonl` / `failed_trajectories.jsonl`, or `.jsonl.gz`, to the folder it runs in, and
+  batch_runner writes `trajectories.jsonl` beside `checkpoint.json`), because the user's own files live there
+  too: a `mydata.jsonl` beside them was moved to `.rejected/` when that folder was watched as an inbox. Any other
+  JSON-lines file there stays where it is, said once.
+Every other file (notes.md, scripts, `.json` documents) is left where it is; `lake import` reads `.json` files
+when asked to.
 """
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import threading
 import time
@@ -42,6 +48,10 @@ log = logging.getLogger("lachesis.ingest.watch")
 TEMP_SUFFIXES = ("~", ".tmp", ".temp", ".part", ".partial", ".swp", ".swx", ".swo", ".crdownload", ".lock",
                  ".download")
 INBOX_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
+# Hermes Agent's trajectory files (run_agent.py: trajectory_samples / failed_trajectories, newer versions with a
+# suffix and .gz; batch_runner.py: trajectories.jsonl); docs/hermes-formats.md
+HERMES_NAMES = re.compile(r"^(?:(?:trajectory_samples|failed_trajectories)[^/]*|trajectories)\.jsonl(?:\.gz)?$")
+HERMES_NAMES_TEXT = "trajectory_samples*.jsonl, failed_trajectories*.jsonl (plain or .gz), trajectories.jsonl"
 
 
 def is_temp(name: str) -> bool:
@@ -53,6 +63,11 @@ def is_temp(name: str) -> bool:
 def is_inbox_file(name: str) -> bool:
     """A file the inbox takes: a JSON-lines trajectory file that is not a dot-file or an editor temp file."""
     return name.lower().endswith(INBOX_SUFFIXES) and not is_temp(name)
+
+
+def is_hermes_file(name: str) -> bool:
+    """A file `--hermes-dir` takes: one of Hermes Agent's own trajectory file names."""
+    return bool(HERMES_NAMES.match(name)) and not is_temp(name)
 
 
 def _sig(p: Path):
@@ -117,10 +132,15 @@ class Stability:
 class Watcher:
     def __init__(self, lake: Lake, *, skills_dir: Path | None = None, inbox_dir: Path | None = None,
                  settle: float = 0.5, max_file_bytes: int = 256 << 20, inflate_ratio: float = 100.0,
-                 writer_name: str = "ingest-watch", echo=None):
+                 writer_name: str = "ingest-watch", echo=None, hermes_dir: Path | None = None):
         self.lake = lake
         self.skills_dir = Path(skills_dir).resolve() if skills_dir else None
-        self.inbox_dir = Path(inbox_dir).resolve() if inbox_dir else None
+        if inbox_dir and hermes_dir:
+            raise ValueError("one inbox: a dedicated folder (inbox_dir) or Hermes' working folder (hermes_dir)")
+        # Hermes' folder is an inbox with a narrower rule: its own file names only (the module docstring)
+        self.hermes_only = hermes_dir is not None
+        self.inbox_dir = Path(inbox_dir or hermes_dir).resolve() if (inbox_dir or hermes_dir) else None
+        self.left_alone: set[str] = set()  # JSON-lines files --hermes-dir does not take, each said once
         self.writer = lake.writer(process_writer_id(writer_name))
         self.stab = Stability(settle)
         self.max_file_bytes, self.inflate_ratio = max_file_bytes, inflate_ratio
@@ -166,7 +186,7 @@ class Watcher:
         self.writer.append("ingest_errors", [exc.error_record(path, "watch", key=key, **(extra or {}))])
         self.reported.add(key)
         self.stats["errors"] += 1
-        self.echo(f"[red]error[/] {path}: {exc.describe()}")
+        self.echo(f"error {path}: {exc.describe()}")
 
     def _fits(self, table: str, rec: dict, path: str, key: str) -> bool:
         """True when the lake takes `rec`; else its error is recorded (once per key) and the caller leaves it
@@ -286,10 +306,10 @@ class Watcher:
                 m = e["metadata"]
                 self.skills[e["name"]] = {"sha256": m["sha256"], "provenance": e["provenance"], "path": e["path"],
                                           "category": e["category"], "root": m["root"]}
-                self.echo(f"skill [green]{e['name']}[/] ({e['provenance']}, {e['category'] or '-'})")
+                self.echo(f"skill {e['name']} ({e['provenance']}, {e['category'] or '-'})")
             for d in deletes:
                 self.skills.pop(d["name"], None)
-                self.echo(f"skill [yellow]{d['name']}[/] deleted")
+                self.echo(f"skill {d['name']} deleted")
             self.stats["skill_upserts"] += len(events)
             self.stats["skill_deletes"] += len(deletes)
         n = len(events) + len(deletes)
@@ -343,6 +363,12 @@ class Watcher:
         for entry in sorted(os.scandir(inbox), key=lambda e: e.name):
             if not entry.is_file(follow_symlinks=False) or not is_inbox_file(entry.name):
                 continue  # not a trajectory file: not ours to read or move
+            if self.hermes_only and not is_hermes_file(entry.name):
+                if entry.name not in self.left_alone:  # the user's own file beside Hermes': not ours to move
+                    self.left_alone.add(entry.name)
+                    self.echo(f"left {entry.name} where it is: not a Hermes trajectory file name ({HERMES_NAMES_TEXT}); "
+                              f"to ingest it, drop it into an --inbox folder or run `lake import {entry.path}`")
+                continue
             p = Path(entry.path)
             sig = self.stab.stable(p)
             if sig is None or not self.backoff.ready(entry.name, sig):
@@ -368,7 +394,7 @@ class Watcher:
             self.backoff.ok(entry.name)
             self.stats["trajectories"] += res.appended
             self.stats["duplicates"] += res.duplicates
-            self.echo(f"inbox [green]{p.name}[/]: {res.appended} trajectories ({res.format}), "
+            self.echo(f"inbox {p.name}: {res.appended} trajectories ({res.format}), "
                       f"{res.duplicates} duplicate(s)")
             if _sig(p) != sig:
                 continue  # appended to while it was read: the next pass reads it whole (ids skip what is in)
@@ -409,6 +435,8 @@ class Watcher:
         if self.inbox_dir is not None:
             parts.append(f"inbox: {st['files_done']} file(s) ingested ({st['trajectories']} trajectories, "
                          f"{st['duplicates']} duplicate(s)), {st['files_rejected']} rejected")
+        if self.left_alone:
+            parts.append(f"{len(self.left_alone)} other .jsonl file(s) left where they are (not Hermes' names)")
         if st["errors"]:
             parts.append(f"{st['errors']} error(s) recorded in ingest_errors")
         return "; ".join(parts)

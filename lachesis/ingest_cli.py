@@ -65,6 +65,7 @@ def serve(
 def watch(
     skills: Optional[Path] = option(WatchConfig, "skills", "--skills"),
     inbox: Optional[Path] = option(WatchConfig, "inbox", "--inbox"),
+    hermes_dir: Optional[Path] = option(WatchConfig, "hermes_dir", "--hermes-dir"),
     lake: Optional[Path] = LakeOption,
     settle: float = option(WatchConfig, "settle", "--settle"),
     once: bool = typer.Option(False, "--once", help="Reconcile once, print what changed and exit (no watching)."),
@@ -82,14 +83,16 @@ def watch(
     from ingest.watch import Watcher
     from lake import CompactThresholds, Lake
 
-    cfg = _config(WatchConfig, skills=skills, inbox=inbox, settle=0 if once else settle, interval=interval,
+    cfg = _config(WatchConfig, skills=skills, inbox=inbox, hermes_dir=hermes_dir, settle=0 if once else settle,
+                  interval=interval,
                   max_file_mb=max_file_mb, max_inflate_ratio=max_inflate_ratio, compact_interval=compact_interval)
     console = new_console(stderr=True)
     lk = Lake.init(lake)  # `lake watch` may create the lake it is pointed at
-    for d in (cfg.skills, cfg.inbox):
+    for d in (cfg.skills, cfg.inbox, cfg.hermes_dir):
         if d is not None:
             d.mkdir(parents=True, exist_ok=True)
-    w = Watcher(lk, skills_dir=cfg.skills, inbox_dir=cfg.inbox, settle=cfg.settle, max_file_bytes=cfg.max_file_bytes,
+    w = Watcher(lk, skills_dir=cfg.skills, inbox_dir=cfg.inbox, hermes_dir=cfg.hermes_dir, settle=cfg.settle,
+                max_file_bytes=cfg.max_file_bytes,
                 inflate_ratio=cfg.max_inflate_ratio, echo=None if json else (lambda m: console.print(literal(m), highlight=False)))
     if once:
         w.scan()
@@ -101,7 +104,8 @@ def watch(
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: (stop.set(), w.wake.set()))
-    console.print(literal(f"watching skills={cfg.skills} inbox={cfg.inbox} lake={lk.root}"), highlight=False)
+    where = f"inbox={cfg.inbox}" if cfg.hermes_dir is None else f"hermes-dir={cfg.hermes_dir}"
+    console.print(literal(f"watching skills={cfg.skills} {where} lake={lk.root}"), highlight=False)
     # the inbox's and the skills' small commits merged in the background (lake.autocompact), stopped on exit
     compactor = lk.autocompactor(CompactThresholds(interval_s=cfg.compact_interval)) if cfg.compact_interval else None
     with compactor or contextlib.nullcontext():
