@@ -2,7 +2,7 @@
 against a baseline measured in the same run.
 
 Generation: the first prompts of 8 bash_exec_env test tasks as hermes_eval builds them (our ChatML, the tools
-block in the system prompt), greedy, up to 32 new tokens, stopping at <|im_end|>. Ours = one left-padded batch through trainers.evaluate.generate_batch (hermes_eval's
+block in the system prompt), greedy, up to 32 new tokens, stopping at <|im_end|>. Ours = one left-padded batch through trainers.generation.generate (hermes_eval's
 path, KV cache); baseline = plain transformers `model.generate` one prompt at a time. Tokens/s counts the tokens
 each prompt produced (up to and including <|im_end|>), the same work for both; the outputs are compared. The
 batched prompt pass (one new token) is timed too: with ~230-token prompts it dominates on a CPU, so decode
@@ -47,8 +47,11 @@ def prompts(tok, n: int) -> list[list[int]]:
 def generation(path: str, args) -> dict:
     import torch
 
-    from trainers.evaluate import generate_batch
+    from trainers.generation import Sampling, generate
     from trainers.models import load_model, load_tokenizer
+
+    def generate_batch(model, tok, prompts, n):
+        return [g.token_ids for g in generate(model, tok, prompts, Sampling(max_new_tokens=n))]
 
     tok = load_tokenizer(path)
     model = load_model(path).eval()

@@ -322,14 +322,14 @@ class Scorer:
         return total / n
 
     def answers(self, model, prompts: list[list[dict]], max_new_tokens: int = 96) -> list[str]:
-        from trainers.evaluate import generate_batch
+        from trainers.generation import Sampling, generate
 
         out = []
         for i in range(0, len(prompts), 16):
             ids = [self.tok.apply_chat_template(p, add_generation_prompt=True, tokenize=True, return_dict=True)
                    ["input_ids"][-768:] for p in prompts[i:i + 16]]
-            out += [self.tok.decode(x, skip_special_tokens=True) for x in
-                    generate_batch(model, self.tok, ids, max_new_tokens)]
+            out += [self.tok.decode(g.token_ids, skip_special_tokens=True) for g in
+                    generate(model, self.tok, ids, Sampling(max_new_tokens=max_new_tokens))]
         return out
 
 

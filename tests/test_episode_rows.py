@@ -40,6 +40,7 @@ def _trainer_rollout() -> dict:
 def _hermes_eval(tok) -> dict:
     """hermes_eval's loop with the expert's replies as the "generated" tokens."""
     from trainers.evaluate import END_OF_TURN, EvalSettings, Episode, episode_record, play
+    from trainers.generation import Generation
 
     task = envs.find_task(ENV, TASK_ID)
     plan = [envs.format_tool_call(c["name"], c["arguments"]) for c in task.solution]
@@ -47,7 +48,7 @@ def _hermes_eval(tok) -> dict:
     eos = tok.convert_tokens_to_ids(END_OF_TURN)
     episode = Episode(envs.make(ENV, split="test"), TASK_ID, TASK_INDEX, tok)
     try:
-        play([episode], lambda prompts, eps: [tok.encode(plan[e.turns], add_special_tokens=False) + [eos]
+        play([episode], lambda prompts, eps: [Generation.scripted(tok.encode(plan[e.turns], add_special_tokens=False) + [eos])
                                               for e in eps], tok, EvalSettings())
     finally:
         episode.env.close()

@@ -11,6 +11,7 @@ def test_expert_replies_through_the_eval_loop_succeed_and_prompts_match_the_temp
     import envs
 
     from trainers.evaluate import EvalSettings, Episode, play
+    from trainers.generation import Generation
     from trainers.models import load_tokenizer
 
     tok = load_tokenizer(str(tiny_dir))
@@ -21,7 +22,8 @@ def test_expert_replies_through_the_eval_loop_succeed_and_prompts_match_the_temp
     eos = tok.convert_tokens_to_ids("<|im_end|>")
 
     def expert_generate(prompts, episodes):  # the expert's replies as "generated" tokens
-        return [tok.encode(plans[e.task_id][e.turns], add_special_tokens=False) + [eos] for e in episodes]
+        return [Generation.scripted(tok.encode(plans[e.task_id][e.turns], add_special_tokens=False) + [eos])
+                for e in episodes]
 
     play(eps, expert_generate, tok, EvalSettings(batch_size=2))
     for e in eps:
@@ -95,6 +97,7 @@ def test_an_unclosed_final_tool_call_is_run_by_the_env_and_counted_valid_by_the_
     import envs
 
     from trainers.evaluate import END_OF_TURN, EvalSettings, Episode, play
+    from trainers.generation import Generation
     from trainers.models import load_tokenizer
 
     tok = load_tokenizer(str(tiny_dir))
@@ -103,8 +106,8 @@ def test_an_unclosed_final_tool_call_is_run_by_the_env_and_counted_valid_by_the_
                envs.format_tool_call("submit", {})]
     episode = Episode(envs.make("bash_exec_env", split="test"), "bash_exec_env:test:00000", 0, tok)
     try:
-        play([episode], lambda prompts, eps: [tok.encode(replies[e.turns], add_special_tokens=False) + [eos]
-                                              for e in eps], tok, EvalSettings())
+        play([episode], lambda prompts, eps: [Generation.scripted(tok.encode(replies[e.turns], add_special_tokens=False)
+                                                                    + [eos]) for e in eps], tok, EvalSettings())
     finally:
         episode.env.close()
     steps = episode.recorder.steps

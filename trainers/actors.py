@@ -29,6 +29,7 @@ from . import checkpoint
 from .config import device as pick_device, set_threads, setup_env
 from .errors import TrainerInputError
 from .evaluate import load_eval_tasks
+from .generation import rollout_model, use_bf16
 from .models import model_label
 from .online import TaskStream, play_groups, read_run_config, rollout_rows
 from .policy import PolicySpec, build_policy, tokenizer_for
@@ -88,7 +89,7 @@ def run_actor(run_dir: Path, index: int, count: int, learner_pid: int) -> int:
         key = seed_key(version, index, count)
         torch.manual_seed(hp.seed * 1_000_003 + key)
         position = (version * count + index) * hp.batch_size
-        res = play_groups(model, tok, cfg, hp, stream, position, key)
+        res = play_groups(rollout_model(model, use_bf16(cfg.bf16, dev)), tok, cfg, hp, stream, position, key)
         rows = rollout_rows(res, label, hp, SOURCE, str(version), f"{cfg.run_id}/actor{index}-v{version}", position,
                             {"train_run_id": cfg.run_id, "actor": index})
         writer.append("trajectories", rows)

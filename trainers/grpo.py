@@ -9,9 +9,20 @@ supervision): A = (R - mean of its group) / (std of its group), R the episode's 
 environment's per-step rewards). A group whose returns are all equal carries no signal and no gradient.
 
 Conventions as trl's GRPOTrainer (loss_type "dapo", scale_rewards "group", one update per generation batch, so
-the importance ratio is 1 and clipping is inactive): the loss is the sum over sampled tokens of -A * log p,
+the PPO ratio is 1 and clipping is inactive): the loss is the sum over sampled tokens of -w * A * log p,
 divided by the number of sampled tokens in the batch; with kl_beta > 0 the k3 estimator
 exp(ref - logp) - (ref - logp) - 1 is added per token, weighted by kl_beta.
+
+w corrects for the rollouts coming from another engine than the trainer's forward (a merged bf16 copy: log-probs
+~0.005 nats apart per token): truncated importance sampling as trl's `vllm_importance_sampling_correction` and
+verl's TIS, w = min(exp(logp_train - logp_rollout), C) per token, detached, C = `tis_cap` (2 by default; 0 turns it
+off), with logp_rollout the log-prob generation recorded for the token (1 where none was recorded). The mean
+|logp_train - logp_rollout| is reported as the step's `logprob_drift`.
+
+The rows of a micro-batch share the environment's system prompt and tools (~250 tokens of SmolLM2's ~270-token
+first prompt): that prefix runs once and its KV cache is expanded to the batch, as SFT does
+(sft.shared_prefix_inputs; the same loss, gradients within 1e-5 relative, tested): 2.0x fewer CPU-seconds per
+update measured.
 """
 from __future__ import annotations
 
@@ -19,8 +30,12 @@ import math
 from dataclasses import dataclass
 
 from .evaluate import Episode
+from .generation import Generation
 
 ADV_EPS = 1e-4  # trl's epsilon in the std normalisation
+TIS_CAP = 2.0  # trl's vllm_importance_sampling_cap default
+NOT_SAMPLED = 1.0  # the log-prob written where the policy did not sample (Atropos' inference_logprobs convention)
+MIN_SHARED = 16  # shared-prefix tokens below which the prefix pass costs more than it saves (as SFT)
 
 
 class Rollout(Episode):
@@ -31,14 +46,16 @@ class Rollout(Episode):
         self.group = group
         self.spans: list[tuple[int, int]] = []
         self.tail: list[int] = []  # the final turn: the environment ended the episode, so ids does not hold it
+        self.logps: list[float] = []  # the sampled tokens' log-probs at generation, in order
         self.advantage = 0.0
 
-    def advance(self, tok, new_ids: list[int], max_context: int) -> None:
+    def advance(self, tok, gen: Generation, max_context: int) -> None:
         start = len(self.ids)
-        super().advance(tok, new_ids, max_context)
-        self.spans.append((start, start + len(new_ids)))
+        super().advance(tok, gen, max_context)
+        self.spans.append((start, start + len(gen.token_ids)))
+        self.logps += gen.logprobs
         if len(self.ids) == start:  # the episode ended on this turn: its tokens are not in ids
-            self.tail = list(new_ids)
+            self.tail = list(gen.token_ids)
 
     def sequence(self) -> tuple[list[int], list[int]]:
         """(token ids, 1 where the model sampled the token)."""
@@ -47,6 +64,17 @@ class Rollout(Episode):
         for a, b in self.spans:
             mask[a:b] = [1] * (b - a)
         return ids, mask
+
+    def inference_logprobs(self) -> list[float]:
+        """The generation's log-prob of each token of `sequence()`, NOT_SAMPLED where the policy did not sample."""
+        ids, mask = self.sequence()
+        out = [NOT_SAMPLED] * len(ids)
+        at = iter(self.logps)
+        for i, m in enumerate(mask):
+            if m:
+                lp = next(at)
+                out[i] = lp if lp == lp else NOT_SAMPLED  # NaN: a scripted reply, no log-prob recorded
+        return out
 
     @property
     def generated_tokens(self) -> int:
@@ -62,9 +90,13 @@ class SampledSequence:
     mask: list[int]  # 1 where the policy sampled the token
     advantage: float = 0.0
     tail: tuple = ()  # a Rollout's final turn is already in the lake's tokens
+    logprobs: list[float] | None = None  # the lake's inference_logprobs (aligned with ids), when recorded
 
     def sequence(self) -> tuple[list[int], list[int]]:
         return list(self.ids), list(self.mask)
+
+    def inference_logprobs(self) -> list[float]:
+        return list(self.logprobs) if self.logprobs is not None else [NOT_SAMPLED] * len(self.ids)
 
     @property
     def generated_tokens(self) -> int:
@@ -92,10 +124,37 @@ class LossStats:
     sequences: int  # sequences forwarded
     tokens: int  # tokens forwarded (prompt + generated): the training throughput's numerator
     sampled_tokens: int  # generated tokens in the batch: the loss's denominator
+    logprob_drift: float = 0.0  # mean |logp_train - logp_rollout| over the trained tokens with a recorded log-prob
+    tis_weight: float = 1.0  # mean truncated importance weight over those tokens
+    shared_tokens: int = 0  # prefix tokens computed once instead of once per sequence
 
 
-def _token_logps(model, ids, att, mask):
-    """log p(token t | tokens < t) for t = 1..L-1 where mask (B x L-1) is set, 0 elsewhere. For a plain linear head
+@dataclass
+class _Batch:
+    """A micro-batch: suffix ids after the shared prefix (the whole sequences when none), right padded; the
+    attention mask over prefix + suffix; per position t of the suffix, whether token t+1 was sampled and its
+    rollout log-prob (NaN where none was recorded)."""
+
+    ids: object
+    att: object
+    mask: object
+    old: object
+    prefix: object | None
+
+    def inputs(self, model) -> dict:
+        from .sft import shared_prefix_inputs
+
+        if self.prefix is None:
+            return dict(input_ids=self.ids, attention_mask=self.att)
+        return shared_prefix_inputs(model, self.prefix, self.ids, self.att)
+
+    @property
+    def shared(self) -> int:
+        return 0 if self.prefix is None else self.prefix.shape[1] * (self.ids.shape[0] - 1)
+
+
+def _token_logps(model, batch: _Batch):
+    """log p(token t+1 | tokens <= t) where batch.mask (B x S-1) is set, 0 elsewhere. For a plain linear head
     (trainers.sft.logits_at) the head runs on the sampled positions only, as SFT's label-only loss does: the
     policy loss needs no logits at prompt and tool-result positions, which are most of a multi-turn rollout, and a
     full-vocabulary logit tensor is what dominates an update's memory with SmolLM2's 49,152 words (same values and
@@ -104,49 +163,70 @@ def _token_logps(model, ids, att, mask):
 
     from .sft import logits_at
 
-    keep = mask > 0
-    logits = logits_at(model, keep, input_ids=ids, attention_mask=att).float()
-    picked = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:][keep].unsqueeze(-1)).squeeze(-1)
-    return torch.zeros(mask.shape, dtype=picked.dtype, device=mask.device).masked_scatter(keep, picked)
+    keep = batch.mask > 0
+    logits = logits_at(model, keep, **batch.inputs(model)).float()
+    picked = torch.log_softmax(logits, dim=-1).gather(-1, batch.ids[:, 1:][keep].unsqueeze(-1)).squeeze(-1)
+    return torch.zeros(batch.mask.shape, dtype=picked.dtype, device=batch.mask.device).masked_scatter(keep, picked)
 
 
-def _collate(seqs: list[tuple[list[int], list[int]]], pad_id: int, dev):
+def _collate(chunk, pad_id: int, dev, share_prefix: bool) -> _Batch:
     import torch
 
+    from .sft import shared_prefix_len
+
+    seqs = [r.sequence() for r in chunk]
     L = max(len(ids) for ids, _ in seqs)
     ids = torch.full((len(seqs), L), pad_id, dtype=torch.long)
     att = torch.zeros((len(seqs), L), dtype=torch.long)
     mask = torch.zeros((len(seqs), L), dtype=torch.float32)
-    for r, (x, m) in enumerate(seqs):
+    old = torch.full((len(seqs), L), math.nan, dtype=torch.float32)
+    for r, ((x, m), roll) in enumerate(zip(seqs, chunk)):
         ids[r, : len(x)] = torch.tensor(x)
         att[r, : len(x)] = 1
         mask[r, : len(m)] = torch.tensor(m, dtype=torch.float32)
-    return ids.to(dev), att.to(dev), mask[:, 1:].to(dev)
+        lp = torch.tensor(roll.inference_logprobs(), dtype=torch.float32)
+        old[r, : len(x)] = torch.where(mask[r, : len(x)] > 0, lp, torch.full_like(lp, math.nan))
+    old[old == NOT_SAMPLED] = math.nan  # a sampled token without a recorded log-prob (a scripted reply)
+    P = 0
+    if share_prefix and len(seqs) > 1:
+        # the prefix ends before the first sampled token, so no predicted token is lost at the cut
+        firsts = [m.index(1) if 1 in m else len(m) for _, m in seqs]
+        P = shared_prefix_len(seqs, list(range(len(seqs))), firsts)
+        P = P if P >= MIN_SHARED else 0
+    prefix = ids[:1, :P].to(dev) if P else None
+    return _Batch(ids[:, P:].to(dev), att.to(dev), mask[:, P + 1:].to(dev), old[:, P + 1:].to(dev), prefix)
 
 
 def backward_policy_loss(model, rollouts: list[Rollout], pad_id: int, micro_batch: int, kl_beta: float = 0.0,
-                         ref_model=None) -> LossStats:
+                         ref_model=None, *, share_prefix: bool = True, tis_cap: float = TIS_CAP) -> LossStats:
     """Accumulate the gradient of the batch's GRPO loss (the caller steps the optimizer). Episodes with a zero
-    advantage are skipped when there is no KL term: their gradient is zero."""
+    advantage are skipped when there is no KL term: their gradient is zero. share_prefix: the micro-batch's shared
+    prompt prefix runs once (exact); tis_cap: the truncated importance-sampling cap (0: no correction)."""
     import torch
 
     dev = next(model.parameters()).device
     total_sampled = sum(r.generated_tokens for r in rollouts)
     use = [r for r in rollouts if r.advantage != 0.0 or kl_beta > 0]
     use.sort(key=lambda r: len(r.ids) + len(r.tail))  # similar lengths together: less padding
-    loss_sum = pg_sum = kl_sum = 0.0
-    tokens = 0
+    loss_sum = pg_sum = kl_sum = drift_sum = weight_sum = 0.0
+    tokens = shared = with_old = 0
     for b in range(0, len(use), micro_batch):
         chunk = use[b : b + micro_batch]
-        ids, att, mask = _collate([r.sequence() for r in chunk], pad_id, dev)
+        batch = _collate(chunk, pad_id, dev, share_prefix)
+        mask = batch.mask
         adv = torch.tensor([r.advantage for r in chunk], dtype=torch.float32, device=dev).unsqueeze(1)
-        logp = _token_logps(model, ids, att, mask)
-        pg = -(adv * logp * mask).sum()
+        logp = _token_logps(model, batch)
+        has_old = (mask > 0) & ~torch.isnan(batch.old)
+        delta = torch.where(has_old, logp.detach() - batch.old.nan_to_num(0.0), torch.zeros_like(logp))
+        weight = torch.ones_like(logp)
+        if tis_cap > 0:
+            weight = torch.where(has_old, torch.exp(delta).clamp(max=tis_cap), weight)
+        pg = -(adv * weight * logp * mask).sum()
         loss = pg
         kl = torch.zeros((), device=dev)
         if kl_beta > 0 and ref_model is not None:
             with torch.no_grad():
-                ref = _token_logps(ref_model, ids, att, mask)
+                ref = _token_logps(ref_model, batch)
             d = ref - logp
             kl = ((torch.exp(d) - d - 1) * mask).sum()
             loss = loss + kl_beta * kl
@@ -154,7 +234,12 @@ def backward_policy_loss(model, rollouts: list[Rollout], pad_id: int, micro_batc
         loss_sum += float(loss.detach())
         pg_sum += float(pg.detach())
         kl_sum += float(kl.detach())
-        tokens += int(att.sum())
+        drift_sum += float(delta.abs().sum())
+        weight_sum += float((weight * has_old).sum())
+        with_old += int(has_old.sum())
+        tokens += int(batch.att.sum())
+        shared += batch.shared
     n = max(1, total_sampled)
     return LossStats(loss=loss_sum / n, pg_loss=pg_sum / n, kl=kl_sum / n, sequences=len(use), tokens=tokens,
-                     sampled_tokens=total_sampled)
+                     sampled_tokens=total_sampled, logprob_drift=drift_sum / max(1, with_old),
+                     tis_weight=weight_sum / with_old if with_old else 1.0, shared_tokens=shared)

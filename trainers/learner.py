@@ -32,7 +32,8 @@ from .grpo import SampledSequence, group_advantages
 from .online import METHOD, OnlineTrainer, run_online
 
 TABLE = "trajectories"
-COLUMNS = ["trajectory_id", "group_id", "policy_version", "split", "reward", "success", "tokens", "masks", "metadata"]
+COLUMNS = ["trajectory_id", "group_id", "policy_version", "split", "reward", "success", "tokens", "masks",
+           "inference_logprobs", "metadata"]
 
 
 class LakeLearner(OnlineTrainer):
@@ -45,7 +46,8 @@ class LakeLearner(OnlineTrainer):
         # poll() only: the offset is saved in the training checkpoint (with the weights), not by Consumer.commit
         self.feed = Consumer(run.lake.table_set, self.consumer_name, TABLE, run.path / "consumer.json")
         # a new run reads from the lake's version at its start; a resumed one from its checkpoint's offset
-        self.offset = checkpoint.read_state(resume_from)["lake_offset"] if resume_from else run.lake.version(TABLE)
+        self.offset = (checkpoint.read_state(resume_from, ("lake_offset",))["lake_offset"] if resume_from
+                       else run.lake.version(TABLE))
         self.pool = ActorPool(run.path, cfg.actors, cfg.threads)
 
     def rollout_plan(self) -> str:
@@ -101,7 +103,8 @@ class LakeLearner(OnlineTrainer):
         wait_s = time.perf_counter() - t0
         groups = {g: i for i, g in enumerate(dict.fromkeys(r["group_id"] for r in rows))}
         returns = [float(r["reward"] or 0.0) for r in rows]
-        seqs = [SampledSequence(list(r["tokens"]), [int(m != -100) for m in r["masks"]], advantage=a)
+        seqs = [SampledSequence(list(r["tokens"]), [int(m != -100) for m in r["masks"]], advantage=a,
+                                logprobs=r["inference_logprobs"])
                 for r, a in zip(rows, group_advantages(returns, [groups[r["group_id"]] for r in rows]))]
         stats, grad_norm, lr, update_s = self.update(seqs)
         versions = [int(r["policy_version"]) for r in rows]
@@ -119,6 +122,7 @@ class LakeLearner(OnlineTrainer):
         rec = {"step": step, "policy_version": step - 1, "loss": round(stats.loss, 6), "pg_loss": round(stats.pg_loss, 6),
                "kl": round(stats.kl, 6), "reward_mean": round(mean, 5),
                "reward_std": round((sum((r - mean) ** 2 for r in returns) / n) ** 0.5, 5),
+               "logprob_drift": round(stats.logprob_drift, 6), "tis_weight": round(stats.tis_weight, 6),
                "success_rate": sum(bool(r["success"]) for r in rows) / n, "trained_episodes": stats.sequences,
                "sampled_tokens": stats.sampled_tokens, "tokens": stats.tokens, "episode_tokens": episode_tokens,
                "grad_norm": round(grad_norm, 5), "lr": lr, "wait_s": round(wait_s, 3), "update_s": round(update_s, 3),

@@ -43,9 +43,11 @@ import envs
 from . import checkpoint
 from .config import device as pick_device, set_threads, setup_env
 from .errors import TrainerInputError
-from .evaluate import EvalSettings, evaluate_model, generate_batch, load_eval_tasks, play
+from .evaluate import EvalSettings, evaluate_model, load_eval_tasks, play
+from .generation import Sampling, Turns, rollout_model, use_bf16
 from .freeze import checksums, freeze_report, model_depth, trainable_names
 from .grpo import Rollout, backward_policy_loss, group_advantages
+from .interrupt import TrainingInterrupted, resume_hint, stop_on_interrupt
 from .models import checkpoint_activations, model_label
 from .plots import write_eval_curve
 from .policy import PolicySpec, build_policy, resolve_spec, tokenizer_for
@@ -109,9 +111,10 @@ def play_groups(model, tok, cfg: OnlineConfig, hp: ProjectConfig, stream: TaskSt
     s = EvalSettings(task=cfg.env, batch_size=GENERATE_BATCH, max_context=cfg.max_context,
                      max_turns=hp.max_turns, tasks_file=cfg.tasks_file)
     model.eval()
+    # sampling draws from torch's global RNG, which checkpoints save and --resume restores
+    gen = Turns(model, tok, Sampling(max_new_tokens=hp.max_completion_length, temperature=hp.temperature))
     try:
-        gen_s = play(eps, lambda prompts, _e: generate_batch(model, tok, prompts, hp.max_completion_length,
-                                                             hp.temperature), tok, s)
+        gen_s = play(eps, gen, tok, s, forget=gen.forget)
     finally:
         for e in eps:
             e.env.close()
@@ -124,8 +127,9 @@ def play_groups(model, tok, cfg: OnlineConfig, hp: ProjectConfig, stream: TaskSt
 def rollout_rows(res: StepResult, label: str, hp: ProjectConfig, source: str, version: str, group_prefix: str,
                  position: int, metadata: dict) -> list[dict]:
     """The lake rows of a step's rollouts: policy_version, per-step rewards, the group, and the token ids with
-    the sampled ones marked (`tokens`, `masks` as Atropos writes them: -100 where the policy did not sample),
-    so a learner in another process trains on exactly what the actor sampled."""
+    the sampled ones marked (`tokens`, `masks` as Atropos writes them: -100 where the policy did not sample) and
+    their sampling log-probs (`inference_logprobs`, 1.0 elsewhere), so a learner in another process trains on
+    exactly what the actor sampled, with the same importance-sampling correction."""
     rows = []
     for e in res.rollouts:
         ids, sampled = e.sequence()
@@ -133,7 +137,8 @@ def rollout_rows(res: StepResult, label: str, hp: ProjectConfig, source: str, ve
             model=label, policy_version=version, source=source, group_id=f"{group_prefix}/{e.group}", seed=e.seed,
             metadata={**metadata, "advantage": e.advantage, "temperature": hp.temperature,
                       "reward_scale": hp.reward_scale, "data_position": position + e.group})
-        rows.append({**rec, "tokens": ids, "masks": [t if m else MASKED for t, m in zip(ids, sampled)]})
+        rows.append({**rec, "tokens": ids, "masks": [t if m else MASKED for t, m in zip(ids, sampled)],
+                     "inference_logprobs": e.inference_logprobs()})
     return rows
 
 
@@ -150,6 +155,7 @@ class OnlineTrainer:
         self.label = model_label(cfg.model)
         set_threads(cfg.threads)
         self.device = pick_device(cfg.device)
+        self.bf16 = use_bf16(cfg.bf16, self.device)
         torch.manual_seed(hp.seed)
         self.tok = tokenizer_for(spec)
         weights = str(checkpoint.weights(resume_from)) if resume_from else None
@@ -223,8 +229,12 @@ class OnlineTrainer:
             self._pending = None
 
     # -------------------------------------------------------------------------------- one step
+    def generation_model(self):
+        """The policy to generate with now: itself, or its merged bf16 copy (a snapshot of the current weights)."""
+        return rollout_model(self.model, self.bf16)
+
     def rollouts(self, step: int) -> StepResult:
-        return play_groups(self.model, self.tok, self.cfg, self.hp, self.stream, self.position, step)
+        return play_groups(self.generation_model(), self.tok, self.cfg, self.hp, self.stream, self.position, step)
 
     def rollout_records(self, step: int, res: StepResult) -> list[dict]:
         return rollout_rows(res, self.label, self.hp, SOURCE, str(step - 1), f"{self.run_id}/{step}",
@@ -237,8 +247,11 @@ class OnlineTrainer:
         self.model.train()
         self.opt.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
-        stats = backward_policy_loss(self.model, rollouts, self.tok.pad_token_id, self.cfg.micro_batch,
-                                     self.hp.kl_beta, self.ref)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            # the shared prefix hands its KV cache to the suffixes, which a checkpointed forward turns off
+            stats = backward_policy_loss(self.model, rollouts, self.tok.pad_token_id, self.cfg.micro_batch,
+                                         self.hp.kl_beta, self.ref, share_prefix=not self.cfg.gradient_checkpointing,
+                                         tis_cap=self.cfg.tis_cap)
         grad_norm = 0.0
         if stats.sequences:
             grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, 1.0))
@@ -272,6 +285,7 @@ class OnlineTrainer:
                "reward_std": round((sum((r - mean) ** 2 for r in returns) / n) ** 0.5, 5),
                "success_rate": sum(e.recorder.success for e in res.rollouts) / n,
                "trained_episodes": stats.sequences, "sampled_tokens": stats.sampled_tokens, "tokens": stats.tokens,
+               "logprob_drift": round(stats.logprob_drift, 6), "tis_weight": round(stats.tis_weight, 6),
                "episode_tokens": episode_tokens, "turns": sum(e.turns for e in res.rollouts),
                "grad_norm": round(grad_norm, 5), "lr": lr, "rollout_s": round(res.rollout_s, 3),
                "generate_s": round(res.generate_s, 3), "update_s": round(update_s, 3),
@@ -289,7 +303,8 @@ class OnlineTrainer:
                          record_in_lake=False, progress=False)
         eval_id = f"{self.run_id}-eval-{step:06d}"
         self.model.eval()
-        summary, episodes = evaluate_model(self.model, self.tok, s, self.test_tasks, run_id=eval_id, label=self.label)
+        summary, episodes = evaluate_model(self.generation_model(), self.tok, s, self.test_tasks, run_id=eval_id,
+                                           label=self.label)
         rows = [e.recorder.record(model=self.label, policy_version=str(step), source=SOURCE, group_id=eval_id,
                                   seed=e.seed, metadata={"eval_run_id": eval_id, "train_run_id": self.run_id, "step": step})
                 for e in episodes]
@@ -339,20 +354,32 @@ class OnlineTrainer:
     # -------------------------------------------------------------------------------- the run
     def run_all(self, progress=None) -> dict:
         cfg, hp = self.cfg, self.hp
-        self.before_steps()
-        if self.step == 0:
-            self.evaluate(0)
-        for step in range(self.step + 1, cfg.steps + 1):
-            rec = self.train_step(step)
-            self.step = step
-            if step % cfg.eval_interval == 0 or step == cfg.steps:
-                self.evaluate(step)
-            if step % self.checkpoint_every == 0 or step == cfg.steps:
-                self.save_checkpoint(step)
-            if progress:
-                progress(step, rec)
-        self.flush()
+        try:
+            with stop_on_interrupt("this step") as stop:  # Ctrl-C: finish the step, checkpoint it, stop
+                self.before_steps()
+                if self.step == 0:
+                    self.evaluate(0)
+                for step in range(self.step + 1, cfg.steps + 1):
+                    rec = self.train_step(step)
+                    self.step = step
+                    if step % cfg.eval_interval == 0 or step == cfg.steps:
+                        self.evaluate(step)
+                    if step % self.checkpoint_every == 0 or step == cfg.steps or stop.requested:
+                        self.save_checkpoint(step)
+                    if progress:
+                        progress(step, rec)
+                    if stop.requested and step < cfg.steps:
+                        raise KeyboardInterrupt
+            self.flush()
+        except KeyboardInterrupt:
+            raise self.interrupted() from None
         return self.finish()
+
+    def interrupted(self) -> TrainingInterrupted:
+        """What stopped it, where, and the command that resumes it (its own: rl_train_transfer for a transfer)."""
+        ckpt = checkpoint.latest(self.run.path)
+        at = int(ckpt.name[len(checkpoint.PREFIX):]) if ckpt else None
+        return TrainingInterrupted(resume_hint(self.cfg.COMMAND, self.run.path, self.step or None, at))
 
     def finish(self) -> dict:
         cfg, t = self.cfg, self.totals
@@ -416,7 +443,9 @@ def start(cfg: OnlineConfig, method: str = METHOD, make_trainer=OnlineTrainer) -
         if (folder / "summary.json").is_file():
             raise TrainerInputError(f"{folder} is a completed run (summary.json): nothing to resume; start a new run "
                                     "with --init to train on from it")
-        ckpt = checkpoint.latest(folder)
+        skipped: list[str] = []  # broken newer checkpoints, set aside: said, never a silent rewind
+        ckpt = checkpoint.usable(folder, ("run_id", "position", "log_lines", "totals"), report=skipped.append,
+                                 set_aside=True)
         if ckpt is None:
             raise TrainerInputError(f"{folder} has no checkpoint yet (the run stopped before its first one): start "
                                     "it again without --resume")
@@ -425,6 +454,8 @@ def start(cfg: OnlineConfig, method: str = METHOD, make_trainer=OnlineTrainer) -
         spec = PolicySpec(**rec.policy)
         state = checkpoint.read_state(ckpt)
         run = RunFolder.reopen(folder, state["run_id"], rec, method, SOURCE, state["log_lines"])
+        for line in [*skipped, f"resuming from {ckpt.name}: the steps after it are trained again"] if skipped else []:
+            run.warn(line)
         run.write_config(rec, spec.base)
         run.start_reporting(rec.report_to)
         return make_trainer(rec, hp, spec, run, resume_from=ckpt)
@@ -456,13 +487,11 @@ def run_online(cfg: OnlineConfig, console=None, method: str = METHOD, make_train
                       f"lr {hp.learning_rate:g}, run folder {trainer.run.path}"), highlight=False)
     if not trainer.cfg.progress:
         return trainer.run_all()
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from .progress import Progress
 
-    with Progress(TextColumn("[bold blue]online"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                  TimeElapsedColumn(), console=console) as prog:
-        task = prog.add_task("online", total=trainer.cfg.steps, completed=trainer.step, info="")
+    with Progress(console, "online", trainer.cfg.steps, completed=trainer.step) as prog:
 
         def on_step(step, rec):
-            prog.update(task, completed=step, info=f"return {rec['reward_mean']:.3f} · success {rec['success_rate']:.2f}")
+            prog.update(step, info=f"return {rec['reward_mean']:.3f} · success {rec['success_rate']:.2f}")
 
         return trainer.run_all(on_step)

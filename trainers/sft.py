@@ -172,9 +172,9 @@ def label_targets(labels) -> int:
     return int((labels[:, 1:] != IGNORE).sum())
 
 
-def forward_shared_prefix(model, prefix, ids, labels, att, reduction: str = "mean"):
-    """Loss of a batch whose rows share `prefix`: the prefix runs once (batch 1) and its KV cache is expanded to
-    the batch; gradients flow through it. Equal to the full-sequence loss (tested)."""
+def shared_prefix_inputs(model, prefix, ids, att) -> dict:
+    """The forward arguments of a batch of suffixes `ids` (right padded) whose rows share `prefix`: the prefix runs
+    once (batch 1) and its KV cache is expanded to the batch; gradients flow through it (SFT's loss, GRPO's update)."""
     B, S = ids.shape
     P = prefix.shape[1]
     out = _decoder(model)(input_ids=prefix, use_cache=True)
@@ -183,9 +183,14 @@ def forward_shared_prefix(model, prefix, ids, labels, att, reduction: str = "mea
         layer.keys = layer.keys.expand(B, -1, -1, -1)
         layer.values = layer.values.expand(B, -1, -1, -1)
     pos = torch.arange(P, P + S, device=ids.device)
+    return dict(input_ids=ids, attention_mask=att, position_ids=pos.unsqueeze(0).expand(B, -1), cache_position=pos,
+                cache=cache, use_cache=True)
+
+
+def forward_shared_prefix(model, prefix, ids, labels, att, reduction: str = "mean"):
+    """Loss of a batch whose rows share `prefix` (shared_prefix_inputs). Equal to the full-sequence loss (tested)."""
     # no label at the suffix's first position (shared_prefix_len), so the shift inside the suffix loses nothing
-    return causal_lm_loss(model, labels, reduction, input_ids=ids, attention_mask=att,
-                          position_ids=pos.unsqueeze(0).expand(B, -1), cache_position=pos, cache=cache, use_cache=True)
+    return causal_lm_loss(model, labels, reduction, **shared_prefix_inputs(model, prefix, ids, att))
 
 
 class SFTLoss(torch.nn.Module):
@@ -287,7 +292,7 @@ def train_loop(model, examples, s: SFTConfig, pad_id: int, on_log: Callable[[dic
                on_trained: Callable[[dict], None] | None = None, optimizer=None) -> dict:
     """The optimisation loop, `s.plan(len(examples), processes).total` optimizer steps. `s.lr` must be settled
     (TrainConfig.settle). `procs`: the run's processes (default: this one alone, on the model's device). Returns
-    metrics (the whole run's, the same on every process); calls on_log at step 1, every s.log_every steps and at
+    metrics (the whole run's, the same on every process); calls on_log at step 1, every s.log_interval(total) steps and at
     the last step, and at the end `on_trained(the model's whole state dict)` on every process (FSDP and DeepSpeed
     ZeRO-3 gather the shards for it: every process takes part)."""
     procs = procs or Processes.start(str(next(model.parameters()).device))
@@ -337,7 +342,7 @@ def train_loop(model, examples, s: SFTConfig, pad_id: int, on_log: Callable[[dic
         window.append(total[0])
         shared_tokens += int(total[1])
         rec = None
-        if step % s.log_every == 0 or step == 1 or step == plan.total:
+        if step % s.log_interval(plan.total) == 0 or step == 1 or step == plan.total:
             elapsed = time.perf_counter() - t0
             rec = {"step": step, "epoch": round(micro / micro_per_epoch, 4),
                    "loss": round(sum(window) / len(window), 5), "lr": lr, "tokens": tokens,
@@ -376,7 +381,7 @@ class Prepared:
 
 def prepare_data(s: SFTConfig, data: str, work_dir=None) -> Prepared:
     rows, manifest, source = load_rows(data, s.lake_root, work_dir)
-    convs, data_stats = conversations(rows, source, s.split)
+    convs, data_stats = conversations(rows, source, s.split, s.max_length)
     model_path = resolve_model(s.model)
     tok = load_tokenizer(model_path, s.chat_template)
     examples, enc_stats = encode_all(tok, convs, s.max_length)
@@ -446,16 +451,12 @@ def run_sft(s: SFTConfig, console=None, build_model: Callable | None = None) -> 
 def _train_with_progress(model, examples, s: SFTConfig, pad_id, on_log, console, procs: Processes, on_trained):
     if not s.progress or console is None:
         return train_loop(model, examples, s, pad_id, on_log, procs=procs, on_trained=on_trained)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from .progress import Progress
 
-    with Progress(TextColumn("[bold blue]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=False) as prog:
-        task = prog.add_task("train", total=s.plan(len(examples), procs.world).total, info="")
+    with Progress(console, "train", s.plan(len(examples), procs.world).total) as prog:
 
         def cb(step, total_steps, rec):
-            upd = {"completed": step, "total": total_steps}
-            if rec:
-                upd["info"] = f"loss {rec['loss']:.3f} · {rec['tokens_per_s']:.0f} tok/s"
-            prog.update(task, **upd)
+            prog.update(step, total=total_steps,
+                        info=f"loss {rec['loss']:.3f} · {rec['tokens_per_s']:.0f} tok/s" if rec else None)
 
         return train_loop(model, examples, s, pad_id, on_log, cb, procs, on_trained)
