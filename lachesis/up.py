@@ -1,6 +1,9 @@
 """`just up` (python -m lachesis.up): the lake server, the skills + inbox watcher and the streaming trainer in one
 command, under lachesis/supervisor.py: one live status line per component, a crashed one restarted with backoff,
-Ctrl-C stops them all.
+Ctrl-C stops them all. `--serve-model` adds the model server (`lake serve-model --follow` on the trainer's folder):
+agents call the newest increment over the OpenAI API, each call lands in the lake the trainer learns from, and each
+new increment is served as it is written; the loop agent -> model server -> lake -> trainer -> model server. The
+model server starts once the trainer has written its folder's watch.json (what --follow reads).
 
 The lake is created first (an explicit `up` may, like `lake serve`), so the trainer, which never creates a lake,
 finds it. Each component is the `lake` command a user could run alone, with this config's options.
@@ -19,14 +22,16 @@ from ingest.config import ServeConfig, WatchConfig as IngestWatchConfig
 from lachesis.console import config_command, fail, run
 from lachesis.supervisor import Component, Supervisor
 from trainers.config import helped
-from trainers.watch_config import RECIPES
+from serving.config import ServeModelConfig
+from trainers.errors import TrainerInputError
+from trainers.watch_config import RECIPES, WATCH_FILE, WatchConfig
 
 
-def like(config: type, name: str, **default):
-    """UpConfig's field `name` as the component's own command has it (help, and default unless given): `just up
+def like(config: type, name: str, **given):
+    """UpConfig's field `name` as the component's own command has it (help and default, unless given): `just up
     --port` is `lake serve --port`, its default and help written once."""
     f = next(f for f in fields(config) if f.name == name)
-    return field(default=default.get("default", f.default), metadata=f.metadata)
+    return field(default=given.get("default", f.default), metadata={"help": given.get("help", f.metadata["help"])})
 
 
 @dataclass(kw_only=True)
@@ -43,6 +48,12 @@ class UpConfig:
     train_args: str = field(default="", **helped("more options for `lake train watch`, e.g. '--min-rows 32 --replay 0'"))
     logs: str = field(default="runs/up-logs", **helped("where each component's output goes (<name>.log)"))
     no_train: bool = field(default=False, **helped("run only the server and the watcher"))
+    serve_model: bool = field(default=False, **helped(
+        "also run `lake serve-model --follow` on the streaming trainer's folder: agents call its newest increment "
+        "over the OpenAI API on --model-port, and every call is recorded in the lake it trains on"))
+    model_port: int = like(ServeModelConfig, "port", help="lake serve-model's TCP port (with --serve-model)")
+    serve_model_args: str = field(default="", **helped(
+        "more options for `lake serve-model`, e.g. '--keep-versions 3 --promote-if-better'"))
 
     def __post_init__(self):
         # the components' own checks (a bad port is lake serve's error), before anything starts
@@ -50,11 +61,32 @@ class UpConfig:
         IngestWatchConfig(skills=Path(self.skills), inbox=Path(self.inbox))
         if self.recipe not in RECIPES:  # online RL is a run of its own (lake train watch --recipe online)
             raise ValueError(f"unknown --recipe {self.recipe!r}: use {' or '.join(RECIPES)}")
+        if self.serve_model:
+            if self.no_train:
+                raise ValueError("--serve-model serves the streaming trainer's increments: drop --no-train")
+            if self.model_port == self.port:
+                raise ValueError(f"--model-port {self.model_port} is the lake server's --port: pick another")
+            ServeModelConfig(host=self.host, port=self.model_port)
+
+    def trainer_folder(self) -> Path:
+        """The streaming trainer's folder, as `lake train watch` settles it from --recipe and --train-args' --name or
+        --output (WatchConfig.folder)."""
+        args = self.train_args.split()
+        given = {}
+        for i, a in enumerate(args):
+            flag, eq, value = a.partition("=")
+            if flag in ("--name", "--output"):
+                given[flag[2:]] = value if eq else (args[i + 1] if i + 1 < len(args) else None)
+        try:
+            return WatchConfig(recipe=self.recipe, model=self.model, **given).folder()
+        except TrainerInputError as exc:
+            raise ValueError(str(exc)) from None
 
 
 UP_OPTIONS = [("lake_root", "--lake"), ("host", "--host"), ("port", "--port"), ("skills", "--skills"),
               ("inbox", "--inbox"), ("recipe", "--recipe"), ("model", "--model"), ("train_args", "--train-args"),
-              ("logs", "--logs"), ("no_train", "--no-train")]
+              ("logs", "--logs"), ("no_train", "--no-train"), ("serve_model", "--serve-model"),
+              ("model_port", "--model-port"), ("serve_model_args", "--serve-model-args")]
 
 
 def lake_command(*args: str) -> list[str]:
@@ -71,6 +103,11 @@ def components(cfg: UpConfig, root: Path) -> list[Component]:
     if not cfg.no_train:
         out.append(Component("train", lake_command("train", "watch", *lake, "--recipe", cfg.recipe, "--model",
                                                    cfg.model, *cfg.train_args.split())))
+    if cfg.serve_model:
+        folder = cfg.trainer_folder()
+        out.append(Component("model", lake_command("serve-model", *lake, "--host", cfg.host, "--port",
+                                                   str(cfg.model_port), "--model", cfg.model, "--follow", str(folder),
+                                                   *cfg.serve_model_args.split()), waits_for=folder / WATCH_FILE))
     return out
 
 
@@ -109,7 +146,8 @@ def up(values: dict, _as_json: bool, _quiet: bool) -> None:
 
 def main() -> None:
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command(help="Serve the lake, watch skills + inbox and train as data lands; Ctrl-C stops everything.")(
+    app.command(help="Serve the lake, watch skills + inbox and train as data lands (--serve-model: and serve each "
+                     "new increment over the OpenAI API); Ctrl-C stops everything.")(
         config_command(UpConfig, UP_OPTIONS, up, output_options=False))
     run(app, prog_name="just up")
 

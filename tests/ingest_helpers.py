@@ -42,11 +42,13 @@ class _Process:
 
 
 class ServerProcess(_Process):
-    """`lake serve` on a loopback port; `start()` waits for /v1/health. Leaving the `with` block kills it (-9)."""
+    """`lake serve` (or `command`: serve-model) on a loopback port; `start()` waits for /v1/health. Leaving the
+    `with` block kills it (-9)."""
 
     def __init__(self, lake_root, *, port: int | None = None, token: str | None = None, extra=(),
                  log_path: str | os.PathLike | None = None, python: str | None = None,
-                 cwd: str | os.PathLike | None = None):
+                 cwd: str | os.PathLike | None = None, command: str = "serve"):
+        self.command = command
         self.python = python
         self.cwd = cwd  # the source tree the server's code is imported from (bench: an older commit's)
         self.lake_root = str(lake_root)
@@ -61,7 +63,7 @@ class ServerProcess(_Process):
 
     def spawn(self, bind_retry_s: float = 0.0) -> "ServerProcess":
         """Start the process without waiting (with bind_retry_s: a standby for a port still in use)."""
-        cmd = lake_cmd(self.python) + ["serve", "--lake", self.lake_root, "--port", str(self.port)] + self.extra
+        cmd = lake_cmd(self.python) + [self.command, "--lake", self.lake_root, "--port", str(self.port)] + self.extra
         if self.token:
             cmd += ["--token", self.token]
         if bind_retry_s:
@@ -79,7 +81,7 @@ class ServerProcess(_Process):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"lake serve exited with {self.proc.returncode}")
+                raise RuntimeError(f"lake {self.command} exited with {self.proc.returncode}")
             try:
                 if httpx.get(self.url + "/v1/health", timeout=1.0).status_code == 200:
                     return self
@@ -87,7 +89,7 @@ class ServerProcess(_Process):
                 pass
             time.sleep(0.1)
         self.kill()
-        raise RuntimeError("lake serve did not become healthy")
+        raise RuntimeError(f"lake {self.command} did not become healthy")
 
     def __enter__(self):
         return self.start()
