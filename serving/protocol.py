@@ -154,7 +154,7 @@ def parse(model: type[BaseModel], obj: Any) -> Any:
     try:
         return model.model_validate(obj)
     except ValidationError as exc:
-        e = exc.errors()[0]
+        e = max(exc.errors(), key=lambda e: len(e["loc"]))  # of a union's branches, the one that got furthest
         where = ".".join(str(p) for p in e["loc"] if not str(p).startswith(("function-", "union[", "str", "list[")))
         msg = e["msg"].removeprefix("Value error, ")
         raise ApiError(400, f"{where}: {msg}" if where else msg, param=where or None) from None
