@@ -56,7 +56,7 @@ def _emitter(as_json: bool, quiet: bool):
             err.print(f"online: {rec['steps']} steps on {rec['rollouts']} rollouts, success {rec['success_before']} -> "
                       f"{rec['success_after']} -> {literal(rec['run_dir'])}", highlight=False)
         elif kind == "warning":  # a broken checkpoint or file met at start, a rewind: one line each, never silent
-            err.print(f"[yellow]warning:[/] {rec['message']}", highlight=False)
+            err.print(f"[yellow]warning:[/] {literal(rec['message'])}", highlight=False)
         elif kind == "eval":
             err.print(f"eval after increment {rec['increment']}: success {rec['success_rate']:.3f}, "
                       f"mean reward {rec['mean_reward']:.3f}", highlight=False)
@@ -133,6 +133,8 @@ def status(
         return
     rows = []
     for w in found:
+        for line in w["broken"]:  # the table has no room for why: one line each
+            print(f"warning: {w['name']}: {line}", file=sys.stderr)
         last = w["last_increment"] or {}
         lag = {t: f"{v} v / {w['lag_rows'][t]} rows" for t, v in w["lag_versions"].items()} if "lag_rows" in w else None
         rows.append({"name": w["name"], "alive": f"pid {w['pid']}" if w["alive"] else "no", "phase": w["phase"],

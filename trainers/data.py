@@ -2,6 +2,11 @@
 
 Rows are chat conversations (`messages`, optionally `tools` and `split`). A view name is exported from the lake
 through the views wing first, so the run trains on a pinned, manifested snapshot.
+
+What one row can cost is bounded before it is tokenized: a conversation is cut at CHARS_PER_TOKEN_MAX characters
+per token of --max-length (training keeps only its first max_length tokens anyway). Tokenizing the text whole is
+what costs: one 20 MB row made the streaming trainer peak at 3.6 GB (issue 26) through the tokenizer's per-token
+offsets and the assistant mask. The cut and skipped rows are counted (`truncated_rows`, `skipped_rows`).
 """
 from __future__ import annotations
 
@@ -106,9 +111,41 @@ def _rows_from_view(view: str, lake_root: str | None, work_dir: Path | None) -> 
     return rows, manifest, str(out)
 
 
-def conversations(rows: list[dict], source: str, split: str | None = "train") -> tuple[list[dict], dict]:
+# No tokenizer we load averages more than a few characters per token on text (SmolLM2 about 4 on English and
+# code); 16 leaves room for runs of spaces and long identifiers, so a cut at max_length x 16 characters keeps every
+# token a max_length truncation keeps, and a row costs at most that much to tokenize.
+CHARS_PER_TOKEN_MAX = 16
+MESSAGE_OVERHEAD_CHARS = 16  # a message's role header and end marker in a template: a million empty ones cost too
+
+
+def bounded(conv: dict, max_chars: int) -> tuple[dict | None, bool]:
+    """`conv` cut to at most `max_chars` characters of text before tokenizing: the message that crosses the bound
+    keeps the start of its content, the messages after it go. (None, _) when its tool schemas alone are over.
+    Returns (the conversation, whether it was cut)."""
+    tools = conv.get("tools")
+    budget = max_chars - (len(json.dumps(tools)) if tools else 0)
+    if budget <= 0:
+        return None, True
+    kept = []
+    for m in conv["messages"]:
+        size = (MESSAGE_OVERHEAD_CHARS + len(m["content"]) + len(m.get("reasoning") or "")
+                + sum(len(c["name"]) + len(c["arguments"]) for c in m.get("tool_calls") or ()))
+        if size > budget:
+            if budget > MESSAGE_OVERHEAD_CHARS:  # its tool calls and reasoning go with the tail
+                head = {k: m[k] for k in ("role", "tool_call_id") if k in m}
+                kept.append({**head, "content": m["content"][: budget - MESSAGE_OVERHEAD_CHARS]})
+            return {**conv, "messages": kept}, True
+        kept.append(m)
+        budget -= size
+    return conv, False
+
+
+def conversations(rows: list[dict], source: str, split: str | None = "train", max_length: int | None = None,
+                  may_be_empty: bool = False) -> tuple[list[dict], dict]:
     """Rows -> [{messages, tools}] for training; checks the dataset is usable. `split`: keep only that split
-    when the rows carry a `split` column (None or "all" keeps every row)."""
+    when the rows carry a `split` column (None or "all" keeps every row). `max_length` (tokens) bounds each
+    conversation's text before it is tokenized (`bounded`). `may_be_empty`: none left is no error (a streaming
+    increment whose only row was skipped is consumed, not a crash)."""
     if not rows:
         raise TrainerInputError(f"dataset {source} is empty (0 rows): fill the lake (e.g. `lake rollout ...`) and export again")
     if not any("messages" in r for r in rows):
@@ -120,7 +157,7 @@ def conversations(rows: list[dict], source: str, split: str | None = "train") ->
             cols = sorted({k for r in rows[:50] for k in r})
             raise TrainerInputError(f"dataset {source} has no `messages` column (columns: {', '.join(cols[:12])}): "
                                     "export the sft view, or give rows with messages [{role, content, tool_calls}]")
-    stats = {"rows": len(rows), "dropped_split": 0, "dropped_invalid": 0}
+    stats = {"rows": len(rows), "dropped_split": 0, "dropped_invalid": 0, "truncated_rows": 0, "skipped_rows": 0}
     keep_split = None if split in (None, "all") else split
     out = []
     for i, r in enumerate(rows):
@@ -135,9 +172,18 @@ def conversations(rows: list[dict], source: str, split: str | None = "train") ->
         if not any(m["role"] == "assistant" for m in msgs):
             stats["dropped_invalid"] += 1
             continue
-        out.append({"messages": msgs, "tools": tools})
-    if not out:
-        why = (f"no row has split={keep_split!r}" if stats["dropped_split"] else "no conversation has an assistant message")
+        conv: dict | None = {"messages": msgs, "tools": tools}
+        if max_length:
+            conv, cut = bounded(conv, max_length * CHARS_PER_TOKEN_MAX)
+            if conv is None:
+                stats["skipped_rows"] += 1
+                continue
+            stats["truncated_rows"] += cut
+        out.append(conv)
+    if not out and not may_be_empty:
+        why = (f"no row has split={keep_split!r}" if stats["dropped_split"] else
+               f"every row's tool schemas are over --max-length x {CHARS_PER_TOKEN_MAX} characters"
+               if stats["skipped_rows"] else "no conversation has an assistant message")
         raise TrainerInputError(f"dataset {source} has nothing to train on: {why}; pass --split all or export more data")
     stats["conversations"] = len(out)
     envs_seen: dict[str, int] = {}  # what the data was played in: rl_transfer_init finds a source env's runs by it

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Iterator
+
+from rich.markup import escape
 
 from lake import Lake, LakeError, resolve_root
 
@@ -109,13 +112,19 @@ class RunFolder:
         plan: StepPlan = config.plan(examples, processes)
         warning = plan.warning(scratch)
         if warning:
-            self.warnings.append(warning)
-            if console is not None:
-                console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+            self.warn(warning, console)
         self.write_manifest(manifest)
         self.write_config(config, model_path)
         self.start_reporting(config.report_to)
         return config, plan
+
+    def warn(self, line: str, console=None) -> None:
+        """One line for the user now (on `console`, else stderr) and in summary.json's warnings."""
+        self.warnings.append(line)
+        if console is not None:
+            console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
+        else:
+            print(f"warning: {line}", file=sys.stderr, flush=True)
 
     def write_config(self, config: TrainConfig, model_path: str) -> None:
         """The settled config (full / lr decided) the run trains with."""

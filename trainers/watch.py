@@ -22,7 +22,6 @@ that increment's work: it restarts from the last checkpoint and reads the same r
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shutil
 import socket
@@ -44,7 +43,7 @@ from .evaluate import EvalSettings, run_eval
 from .models import TINY_MARKER, load_model, load_tokenizer, model_label, resolve_model, trained_from_scratch
 from .runfolder import KIND
 from .sft import encode_all, make_optimizer, prepare_model, train_loop
-from .watch_config import HEARTBEAT_FILE, LOCK_FILE, WATCH_FILE, WatchConfig
+from .watch_config import HEARTBEAT_FILE, LOCK_FILE, META_KEYS, WATCH_FILE, WatchConfig, offsets_of
 from .watch_feed import Increment, read_increment
 from .watch_wake import Waker
 
@@ -95,19 +94,27 @@ class StreamTrainer:
             self.close()  # a watcher that failed to start holds no lock and is not reported alive
             raise
         self.emit({"event": "ready", "name": self.cfg.name, "increment": self.counter.n, "offsets": self.offsets,
-                   "reconciled": self.reconciled, "trainable": self.trainable})
+                   "reconciled": self.reconciled, "trainable": self.trainable, **self.recovery})
+
+    def warn(self, line: str) -> None:
+        """One line about something found broken or redone at start; it also goes into the next runs event."""
+        self.recovery.setdefault("warnings", []).append(line)
+        self.emit({"event": "warning", "message": line})
 
     def _load(self, cfg: WatchConfig) -> None:
-        """The model, its optimizer and the offsets: from the last increment, or new; then the lake's registry."""
+        """The model, its optimizer and the offsets: from the last increment whose files all read (newer broken
+        ones reported and set aside), or new; then the lake's registry, where a rewind is said, never silent."""
         self.model_path = resolve_model(cfg.model)
         self.tok = load_tokenizer(self.model_path, cfg.chat_template)
         self.cfg = cfg.settle(trained_from_scratch(self.model_path))
-        self.meta = self._write_meta()
+        self.recovery: dict = {}  # broken files met and offsets rewound: said at start and in the next runs event
+        last = checkpoint.usable(self.folder, ("offsets", "event"), report=self.warn, set_aside=True,
+                                 validate=offsets_of)
+        self.meta = self._write_meta(last)
         set_threads(self.cfg.threads)
         import torch
 
         torch.manual_seed(self.cfg.seed)
-        last = checkpoint.latest(self.folder)
         if last is None:
             self.model, self.trainable = prepare_model(load_model(self.model_path, device=self.dev), self.cfg)
             self.offsets = {t: 0 for t in self.cfg.follow}
@@ -121,19 +128,43 @@ class StreamTrainer:
             self.trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
             self.optimizer = make_optimizer(self.model, self.cfg)
             checkpoint.load_into(last, self.optimizer, self.counter)
-            self.offsets = {t: int(v) for t, v in checkpoint.read_state(last)["offsets"].items()}
+            self.offsets = offsets_of(checkpoint.read_state(last))
+        self._say_rewind(last)
         self.lake.register_consumer(self.cfg.name, self.offsets)  # before the first read: vacuum spares the rest
         self.reconciled = self.reconcile()
         self.phase = "idle"
 
     # ------------------------------------------------------------------------------------------- bookkeeping
-    def _write_meta(self) -> dict:
+    def _say_rewind(self, last: Path | None) -> None:
+        """Offsets behind those registered in the lake (a newer checkpoint broken or removed) rewind the watcher:
+        the rows between are trained again. Said in one line and recorded in the next runs event."""
+        registered = self.lake.consumers().get(self.cfg.name) or {}
+        behind = {t: {"registered": int(registered[t]), "from": v} for t, v in self.offsets.items()
+                  if isinstance(registered.get(t), int) and registered[t] > v}
+        if behind:
+            self.recovery["rewound"] = behind
+            where = f"checkpoint {last.name}" if last else "no checkpoint"
+            self.warn(f"rewinding {self.cfg.name} to {where}: " + ", ".join(
+                f"{t} from version {b['registered']} (registered in the lake) to {b['from']}" for t, b in behind.items())
+                + "; the rows of those versions are trained again")
+
+    def _write_meta(self, last: Path | None) -> dict:
         path = self.folder / WATCH_FILE
-        old = read_json(path) if path.exists() else {}
+        old = {}
+        if path.exists():
+            try:
+                old = read_json(path)
+                if not isinstance(old, dict) or not all(isinstance(old.get(k), str) for k in META_KEYS):
+                    raise ValueError(f"not an object with {', '.join(META_KEYS)}")
+            except (OSError, ValueError) as exc:
+                old = {}
+                self.warn(f"{path} is unreadable, rewritten ({str(exc).splitlines()[0][:100]})")
         if old and (old["recipe"], old["view"], old["model_path"]) != (self.cfg.recipe, self.cfg.view, self.model_path):
             raise TrainerInputError(f"{self.folder} is the folder of a watcher of view {old['view']!r} training "
                                     f"{old['model']!r}: pass another --name or --output")
-        meta = {"name": self.cfg.name, "serial": old.get("serial") or f"{self.cfg.name}-{uuid.uuid4().hex[:8]}",
+        # the serial names the runs events: a rewritten watch.json takes it from the last increment
+        serial = old.get("serial") or (checkpoint.read_state(last)["event"]["metadata"]["serial"] if last else None)
+        meta = {"name": self.cfg.name, "serial": serial or f"{self.cfg.name}-{uuid.uuid4().hex[:8]}",
                 "recipe": self.cfg.recipe, "view": self.cfg.view, "follow": self.cfg.follow,
                 "model": self.cfg.model, "model_path": self.model_path, "lake_root": self._lake_root(),
                 "folder": str(self.folder.resolve()), "config": asdict(self.cfg)}
@@ -151,9 +182,16 @@ class StreamTrainer:
         prefix = f"{self.meta['serial']}-inc-"
         with self.lake.snapshot(for_query="SELECT run_id FROM runs") as snap:
             have = {r["run_id"] for r in snap.arrow(
-                f"SELECT run_id FROM runs WHERE starts_with(run_id, '{prefix}')").to_pylist()}
-        missing = [checkpoint.read_state(c)["event"] for c in checkpoint.complete(self.folder)]
-        missing = [e for e in missing if e["run_id"] not in have]
+                "SELECT run_id FROM runs WHERE starts_with(run_id, ?)", [prefix]).to_pylist()}
+        missing = []
+        for c in checkpoint.complete(self.folder):
+            try:
+                event = checkpoint.read_state(c, ("event",))["event"]
+            except checkpoint.CheckpointError as exc:  # an older increment's broken state: its event is lost
+                self.warn(f"checkpoint {c.name}'s runs event cannot be recovered: {exc}")
+                continue
+            if event["run_id"] not in have:
+                missing.append(event)
         if missing:
             self.lake.append("runs", missing)
         return len(missing)
@@ -176,18 +214,22 @@ class StreamTrainer:
         keep = None if self.cfg.split == "all" else self.cfg.split
         return [r for r in rows if keep is None or r.get("split") in (None, keep)]
 
-    def _examples(self, rows: list[dict]) -> list:
+    def _examples(self, rows: list[dict], counts: dict) -> list:
+        """The rows' training examples; rows cut or skipped by the per-row bound (data.bounded) add to `counts`."""
         rows = self._of_split(rows)
         if not rows:
             return []
-        convs, _ = conversations(rows, self.cfg.view, "all")
-        return encode_all(self.tok, convs, self.cfg.max_length)[0]
+        convs, stats = conversations(rows, self.cfg.view, "all", self.cfg.max_length, may_be_empty=True)
+        for key in ("truncated_rows", "skipped_rows"):
+            counts[key] = counts.get(key, 0) + stats[key]
+        return encode_all(self.tok, convs, self.cfg.max_length)[0] if convs else []
 
     def train(self, inc: Increment) -> dict:
         n = self.counter.n + 1
         t0 = time.perf_counter()
         self.set_phase(f"training increment {n}")
-        new, replayed = self._examples(inc.new), self._examples(inc.replay)
+        bounded: dict = {}
+        new, replayed = self._examples(inc.new, bounded), self._examples(inc.replay, bounded)
         examples = new + replayed
         self.emit({"event": "training", "increment": n, "rows": inc.rows, "examples": len(examples)})
         s = replace(self.cfg, seed=self.cfg.seed + n)  # a fresh, seeded plan and batch order per increment
@@ -210,7 +252,7 @@ class StreamTrainer:
             "metrics": {**metrics, "increment": n, "rows_consumed": inc.consumed, "rows": inc.rows,
                         "new_examples": len(new), "replayed_examples": len(replayed),
                         "view_rows": len(inc.new), "first_step_at": first_step.get("at"),
-                        "increment_s": elapsed},
+                        "increment_s": elapsed, **bounded, **self.recovery},
             "manifest": {"view": self.cfg.view, "after": inc.after, "upto": inc.upto,
                          "events_sha256": inc.events_sha256, "lake_root": self.meta["lake_root"]},
             "metadata": {"trainer": TRAINER, "watcher": self.cfg.name, "serial": self.meta["serial"],
@@ -220,7 +262,7 @@ class StreamTrainer:
         self.set_phase(f"saving increment {n}")
         checkpoint.save(self.folder, n, self._save_weights, self.optimizer, self.counter,
                         {"offsets": inc.upto, "event": event}, keep=self.cfg.keep or 1 << 62)
-        self.offsets = dict(inc.upto)
+        self.offsets, self.recovery = dict(inc.upto), {}
         self.lake.register_consumer(self.cfg.name, self.offsets)
         self.lake.append("runs", [event])
         self.emit({"event": "increment", **{k: event["metrics"][k] for k in (
@@ -288,7 +330,10 @@ def _lock(path: Path) -> int:
     except BlockingIOError:
         os.close(fd)
         hb = path.parent / HEARTBEAT_FILE
-        pid = json.loads(hb.read_text()).get("pid") if hb.is_file() else "?"
+        try:
+            pid = read_json(hb).get("pid", "?")
+        except (OSError, ValueError, AttributeError):  # garbage or missing: the lock alone says it runs
+            pid = "?"
         raise TrainerInputError(f"a watcher already runs in {path.parent} (pid {pid}): stop it, or pass another "
                                 "--name") from None
     return fd

@@ -44,6 +44,7 @@ FLAGS = {"full": "--full/--lora"}  # the option of a field whose flag is not --f
 MIN_ACTORS = 2
 # the files of a watcher's folder (trainers/watch.py describes them)
 WATCH_FILE, HEARTBEAT_FILE, LOCK_FILE = "watch.json", "heartbeat.json", "lock"
+META_KEYS = ("name", "serial", "recipe", "view", "model", "model_path", "lake_root")  # watch.json's string fields
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -139,6 +140,17 @@ class WatchConfig(SFTConfig):
 
     def folder(self) -> Path:
         return Path(self.output or Path("runs") / self.name).expanduser()
+
+
+def offsets_of(state: dict) -> dict[str, int]:
+    """An increment checkpoint's offsets, its runs event checked too: table -> a version (a TypeError, ValueError or
+    KeyError when they are not what the watcher wrote)."""
+    offsets = {str(t): int(v) for t, v in state["offsets"].items()}
+    event = state["event"]
+    if (any(v < 0 for v in offsets.values()) or not isinstance(event["run_id"], str)
+            or not isinstance(event["metadata"]["serial"], str) or not isinstance(event["metrics"], dict)):
+        raise ValueError("a negative offset, or a runs event without run_id, serial or metrics")
+    return offsets
 
 
 def _default(cls, name: str):
