@@ -1,0 +1,8 @@
+"""The model server (`lake serve-model`): the trained policy behind an OpenAI-compatible API, every call recorded
+in the lake, a streaming trainer's increments swapped in as they land (docs/serving.md).
+
+Entry points: `serving.config.ServeModelConfig` (the options), `serving.app.create_app(config)` /
+`serving.app.serve(config)`, `serving.app.load_engine(config)` (the engine with its first version, and the
+follower of --follow). Imports trainers, ingest (the shared HTTP guards and body limits), lake and envs; imported
+only by lachesis/ (import-linter contract `serving-on-top`).
+"""

@@ -99,6 +99,10 @@ class ServeModelConfig:
         except ValueError as exc:
             raise TrainerInputError(str(exc)) from None
         self.device = check_device(self.device)
+        if self.adapter:  # a missing or foreign folder: the one-line error now, before any model is loaded
+            from trainers.models import resolve_adapter
+
+            resolve_adapter(self.adapter)
 
     @property
     def max_body(self) -> int:

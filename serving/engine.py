@@ -44,6 +44,10 @@ class UnknownModel(LookupError):
     """A request named a model this server does not serve (404)."""
 
 
+class GenerationFailed(RuntimeError):
+    """The model failed on a batch (its requests get a 500; the engine thread serves on)."""
+
+
 class VersionGone(RuntimeError):
     """The version a queued request was resolved to was unloaded before it ran (--keep-versions)."""
 
@@ -295,8 +299,9 @@ class EmbeddedEngine:
                                 on_token=on_token, generator=generator)
         except (RuntimeError, ValueError, IndexError, TypeError, TrainerInputError) as exc:
             # torch's and the model's errors: the batch's requests fail (500), the engine thread serves on
+            failed = GenerationFailed(f"generation failed: {type(exc).__name__}: {str(exc)[:300]}")
             for j in jobs:
-                _settle(j, exc=exc)
+                _settle(j, exc=failed)
             return
         self.batches += 1
         self.batched_requests += len(jobs)

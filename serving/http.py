@@ -15,10 +15,10 @@ from fastapi.responses import JSONResponse
 
 from ingest.errors import BadInput
 from ingest.http import body_bytes, check_host, json_content_type, parse_json, require_token, same_origin
-from lake import Lake
+from lake import Lake, LakeError
 
 from .config import ServeModelConfig
-from .engine import EmbeddedEngine, UnknownModel, VersionGone
+from .engine import EmbeddedEngine, GenerationFailed, UnknownModel, VersionGone
 from .follow import Follower
 from .protocol import ApiError
 from .record import Conversations, Recorder
@@ -93,6 +93,17 @@ def install_error_handlers(app) -> None:
     async def version_gone(request: Request, exc: VersionGone):
         count(request, False)
         return error(503, str(exc), param="model", code="version_unloaded", kind="server_error")
+
+    @app.exception_handler(GenerationFailed)
+    async def generation_failed(request: Request, exc: GenerationFailed):
+        count(request, False)
+        return error(500, str(exc), kind="server_error")
+
+    @app.exception_handler(LakeError)
+    async def lake_failed(request: Request, exc: LakeError):
+        count(request, False)  # --record sync: the answer is not sent without its record
+        return error(503, f"the call could not be recorded in the lake, retry: {exc}", kind="server_error",
+                     code="record_failed")
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException):

@@ -20,11 +20,12 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from jinja2 import TemplateError
 
 from envs.episode import assistant_message
+from lake import LakeError
 from trainers.chat import prompt_ids
 from trainers.generation import Generation
 
 from . import protocol as P
-from .engine import Version
+from .engine import GenerationFailed, Version, VersionGone
 from .http import ServingState, get_serving, guard, json_request
 from .record import call_record
 
@@ -199,6 +200,8 @@ async def _stream(call: _Call):
         yield b"data: [DONE]\n\n"
     except P.ApiError as exc:  # the status is already sent: the error goes in the stream, as OpenAI's does
         yield _sse(exc.body())
+    except (GenerationFailed, VersionGone, LakeError) as exc:
+        yield _sse(P.ApiError(500, str(exc), kind="server_error").body())
     finally:
         if not task.done():
             task.cancel()
