@@ -105,7 +105,7 @@ class EmbeddedEngine:
         import torch
 
         self.model_path = resolve_model(cfg.model)
-        self.label = cfg.served_name or _label(cfg.model)
+        self.label = cfg.served_name or label_of(cfg.model)
         self.tokenizer = load_tokenizer(self.model_path, cfg.chat_template)
         self._generator = torch.Generator(device=self.dev).manual_seed(cfg.seed)
         self._base = None  # the base model, loaded when a version needs it
@@ -141,7 +141,7 @@ class EmbeddedEngine:
             return self._install(self._load(follow_step[0], follow_step[1]))
         if adapter:
             path = resolve_adapter(adapter)
-            return self._install(self._load(_run_name(path), path))
+            return self._install(self._load(run_name(path), path))
         return self._install(self._load("base", None))
 
     def add_version(self, step: str, path: str) -> Version:
@@ -326,13 +326,13 @@ def _settle(job: _Job, result: Generation | None = None, exc: BaseException | No
     job.loop.call_soon_threadsafe(put)
 
 
-def _label(model: str) -> str:
+def label_of(model: str) -> str:
     """The served name of --model: its alias (tiny, smollm2), a hub id's last part, or a folder's name."""
     label = model_label(model)
     return Path(label).name if ("/" in label or label.startswith(".")) else label
 
 
-def _run_name(path: str) -> str:
+def run_name(path: str) -> str:
     """The step part of an --adapter version: a checkpoint's step number, else the run folder's name."""
     p = Path(path)
     if p.name in ("adapter", "model", "weights"):  # a run's adapter/ or model/, a checkpoint's weights/
