@@ -25,8 +25,9 @@ from fastapi.responses import JSONResponse
 from ingest import routes_atropos, routes_native
 from ingest.batcher import CommitFailed
 from ingest.errors import BadInput
-from ingest.http import ValidationDetail, bad_input_response, check_host, host_names
+from ingest.http import ValidationDetail, bad_input_response, check_host, host_names, require_token
 from ingest.config import ServeConfig
+from ingest.http_limits import uvicorn_config
 from ingest.state import IngestState
 from lake import CompactThresholds, Lake
 
@@ -45,13 +46,14 @@ def create_app(lake_root: str | Path, config: ServeConfig | None = None) -> Fast
                      if config.compact_interval > 0 else None)
         try:
             yield
-            await app.state.ingest.drain()  # served-batch records still in flight land before exit
         finally:
             if compactor is not None:  # waits for a pass in progress; re-raises the error that ended one
                 await asyncio.to_thread(compactor.stop)
 
+    # with a token, the schema pages go too: every route but /v1/health asks for it, and these take no dependency
+    docs = {"openapi_url": None, "docs_url": None, "redoc_url": None} if config.token else {}
     app = FastAPI(title="Lachesis ingest (Atropos-compatible)", lifespan=lifespan,
-                  dependencies=[Depends(check_host)])
+                  dependencies=[Depends(check_host), Depends(require_token)], **docs)
     app.include_router(routes_atropos.router)
     app.include_router(routes_native.router)
 
@@ -104,5 +106,6 @@ def bind_socket(host: str, port: int, retry_s: float = 0.0) -> socket.socket:
 def serve(lake_root: str | Path, config: ServeConfig) -> None:
     sock = bind_socket(config.host, config.port, config.bind_retry_s)  # bound before the lake loads: no gap
     app = create_app(lake_root, config)
-    uv = uvicorn.Config(app, log_level=config.log_level, access_log=False, timeout_graceful_shutdown=5)
+    uv = uvicorn_config(app, config.limits, log_level=config.log_level, access_log=False,
+                        timeout_graceful_shutdown=5)
     uvicorn.Server(uv).run(sockets=[sock])

@@ -64,9 +64,8 @@ class TableBatcher:
     CPU whatever it holds (docs/ingest-profile.md): a version for the first group of a burst and another for
     the rest would cost twice that for the same groups."""
 
-    def __init__(self, writer, table: str, linger: float = 0.0, gather_s: float = 0.025):
+    def __init__(self, writer, table: str, gather_s: float = 0.025):
         self.writer, self.table = writer, table
-        self.linger = linger  # wait this long after the first pending item, to gather more into one commit
         self.gather_s = gather_s
         self.pending: list[_Pending] = []
         self.expected = 0  # requests being parsed that will hand rows to this batcher (Expected)
@@ -103,12 +102,9 @@ class TableBatcher:
         while True:
             await self.wake.wait()
             self.wake.clear()
-            if self.linger:
-                await asyncio.sleep(self.linger)
-            elif self.inflight:
+            if self.inflight:
                 continue  # the lake is committing our previous submit: _finish wakes us when it is done
-            else:
-                await self._gather()
+            await self._gather()
             items, self.pending = self.pending, []
             if not items:
                 continue

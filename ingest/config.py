@@ -7,11 +7,12 @@ from these classes at start-up.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional
 
 MiB = 1 << 20
+KiB = 1 << 10
 INFLATE_FLOOR = MiB  # any gzip body or file may inflate this far, whatever its ratio
 # Why these defaults: Atropos groups and Hermes trajectories gzip at about 3-10:1 (JSON token ids and text),
 # a gzip bomb at 1000:1 (255 KB of it inflated to 250 MiB of valid JSON and cost the server 2.5 GB); parsed
@@ -60,13 +61,48 @@ FORMATS = ("auto", "hermes", "atropos", "native")
 
 
 @dataclass
+class HttpLimits:
+    """What one client may cost a server: head size, time to send it, idle time, connections (enforced by
+    `ingest.http_limits`, which says why each is needed)."""
+
+    max_header_kb: float = field(default=64.0, metadata={
+        "help": "Largest request head (request line and headers, KiB): more is a 431, refused as it arrives."})
+    max_headers: int = field(default=100, metadata={"help": "Most header fields in one request (more: 431)."})
+    max_request_line_kb: float = field(default=8.0, metadata={
+        "help": "Longest request target (path and query, KiB): more is a 414."})
+    header_timeout: float = field(default=10.0, metadata={
+        "help": "Seconds a client has to send a request's head, from connecting (or from its first byte after "
+                "a keep-alive pause); an idle or slowly written (slowloris) connection is then closed."})
+    read_timeout: float = field(default=30.0, metadata={
+        "help": "Seconds without a byte while a request body is being received before the connection is closed."})
+    keep_alive_timeout: float = field(default=5.0, metadata={
+        "help": "Seconds an idle keep-alive connection stays open between requests."})
+    max_connections: int = field(default=1000, metadata={
+        "help": "Most open connections (lowered to fit the open-file limit); beyond it the connection idle the "
+                "longest is closed, or the newcomer gets a 503 when every connection has a request in progress."})
+
+    def __post_init__(self):
+        for f in fields(self):
+            if not getattr(self, f.name) > 0:
+                raise ValueError(f"--{f.name.replace('_', '-')} must be positive, not {getattr(self, f.name)}")
+
+    @property
+    def max_head(self) -> int:
+        return int(self.max_header_kb * KiB)
+
+    @property
+    def max_target(self) -> int:
+        return int(self.max_request_line_kb * KiB)
+
+
+@dataclass
 class ServeConfig:
     """`lake serve`: the durable trajectory API (native /v1 routes and the Atropos run-api routes)."""
 
     host: str = field(default="127.0.0.1", metadata={"help": "Interface to bind (loopback by default)."})
     port: int = field(default=8000, metadata={"help": "TCP port."})
     token: Optional[str] = field(default=None, metadata={
-        "help": "Bearer token required on every write route (every POST, /batch, /reset_data). Prefer the "
+        "help": "Bearer token required on every route but /v1/health (reads hand out what was posted). Prefer the "
                 "LACHESIS_TOKEN environment variable or --token-file: a --token shows in `ps`."})
     token_file: Optional[Path] = field(default=None, metadata={
         "help": "Read the bearer token from this file (its first line)."})
@@ -86,6 +122,8 @@ class ServeConfig:
         "help": "Keep trying to bind a port still in use for this long (a standby that takes over when the "
                 "running server exits)."})
     compact_interval: float = field(default=10.0, metadata={"help": COMPACT_HELP})
+    limits: HttpLimits = field(default_factory=HttpLimits, metadata={
+        "help": "HTTP limits: head size and fields, head and body timeouts, keep-alive, connections."})
     fsync: bool = field(default=True, metadata={
         "help": "fsync each commit before its 2xx (power-loss durability). --no-fsync keeps acks safe against a "
                 "killed server but not a power loss: for measuring what fsync costs (bench/bench_ingest.py)."})

@@ -8,21 +8,29 @@ the lake calls it under the table's cross-process commit lock with the latest ve
 keys of the versions other processes committed since it last looked (only the key column of the files
 those versions added), then drops the rows whose key is known. What it dropped is counted in the
 `AppendResult` (`skipped`) and its keys kept in `dropped`, so a request can tell its client the truth.
+
+A key also stands for one body: keyed rows carry `metadata.idempotency_body` (sha256), and a request found to
+be a duplicate is compared with it (`BodyHashes`): the same key with another body is a 409, not a `duplicate`
+that drops the new body (before: `/scored_data_list` answered "2 groups" and stored 1).
 """
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Callable
 
 import orjson
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from ingest.errors import BadInput
 from ingest.records import trajectory_ids
 from lake import Lake, delta, store
 
 KeyFn = Callable[[pa.Table], list]
 MAX_DROPPED = 1 << 16
+MAX_BODY_HASHES = 1 << 16  # ~10 MB of cache; older keys are looked up in the lake
 
 
 def trajectory_keys(t: pa.Table) -> list:
@@ -124,3 +132,59 @@ def idempotency_guard(lake: Lake, table: str, keys: set) -> KeyGuard:
         g = KeyGuard(lake, table, idempotency_keys(table), "metadata", keys, snap.versions[table])
     lake.guards[table] = g
     return g
+
+
+@dataclass(frozen=True)
+class Idempotency:
+    """A request's `Idempotency-Key` and the sha256 of its body (after gunzip: a retry may compress it anew)."""
+
+    key: str
+    body: str
+
+    def metadata(self) -> dict:
+        """What a keyed row keeps of its request."""
+        return {"idempotency_key": self.key, "idempotency_body": self.body}
+
+
+# the body a key was first committed with: by one of its rows (trajectories: the duplicate's id, as keyed ids
+# are route-specific) or by the key (rewards, skills: one route each)
+_BY_ID = ("SELECT json_extract_string(metadata, '$.idempotency_body') FROM trajectories "
+          "WHERE trajectory_id = $1 AND json_extract_string(metadata, '$.idempotency_body') IS NOT NULL LIMIT 1")
+_BY_KEY = ("SELECT json_extract_string(metadata, '$.idempotency_body') FROM {table} "
+           "WHERE json_extract_string(metadata, '$.idempotency_key') = $1 "
+           "AND json_extract_string(metadata, '$.idempotency_body') IS NOT NULL LIMIT 1")
+
+
+class BodyHashes:
+    """Which body each Idempotency-Key was committed with: a bounded cache of this process's keyed commits,
+    and the lake (a restart, another process) behind it. Rows written before bodies were kept have none:
+    such a key is taken as the same body (the old answer, `duplicate`)."""
+
+    def __init__(self, lake: Lake):
+        self.lake = lake
+        self._known: OrderedDict[str, str] = OrderedDict()
+
+    def committed(self, scope: str, idem: Idempotency) -> None:
+        self._known[f"{scope}:{idem.key}"] = idem.body
+        self._known.move_to_end(f"{scope}:{idem.key}")
+        while len(self._known) > MAX_BODY_HASHES:
+            self._known.popitem(last=False)
+
+    def check(self, scope: str, idem: Idempotency, table: str, row_id: str | None = None) -> None:
+        """A keyed request found to be a duplicate: BadInput 409 when its key was committed with another body
+        (blocking when it reads the lake: call it in a thread). `row_id`: a trajectory id the key's first
+        request wrote; else the key is looked up in `table`'s metadata."""
+        body = self._known.get(f"{scope}:{idem.key}")
+        if body is None:
+            sql, arg = (_BY_ID, row_id) if row_id is not None else (_BY_KEY.format(table=table), idem.key)
+            with self.lake.snapshot(for_query=sql) as snap:
+                rows = snap.con.execute(sql, [arg]).fetchall()
+            if not rows:
+                return
+            body = rows[0][0]
+            self.committed(scope, Idempotency(idem.key, body))
+        if body != idem.body:
+            raise BadInput(f"Idempotency-Key {idem.key!r} was already used with a different body (sha256 "
+                           f"{body[:12]}..., this one {idem.body[:12]}...): a retry must resend the same body; "
+                           "use a new key for a new request", field="Idempotency-Key", status=409,
+                           kind="idempotency_conflict")

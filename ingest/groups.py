@@ -57,9 +57,11 @@ class ParsedGroup:
         """The group as /batch serves it: all 14 keys in run-api's order, absent optionals null."""
         return orjson.dumps({k: _plain(self.values[k]) for k in GROUP_KEYS}, option=orjson.OPT_SERIALIZE_NUMPY)
 
-    def table(self, *, group_id: str, env_name: str | None, qseq: str, source_path: str | None = None) -> pa.Table:
+    def table(self, *, group_id: str, env_name: str | None, qseq: str, source_path: str | None = None,
+              meta: dict | None = None) -> pa.Table:
         """One trajectory row per sequence (payload columns). Columns + raw keep enough to rebuild the served
-        group exactly (`ingest.atropos.rows_to_group`)."""
+        group exactly (`ingest.atropos.rows_to_group`). `meta`: top-level metadata of every row (a request's
+        Idempotency-Key and body hash)."""
         v, n = self.values, self.size
         shapes = {key: _shape(v[key], n) for key in PER_SEQ_KEYS}
         group_raw = {key: _plain(v[key], whole=True) for key in PER_SEQ_KEYS if shapes[key] == "group"}
@@ -72,6 +74,7 @@ class ParsedGroup:
                 except BadInput:
                     msgs[i], lossy[i] = [], True
         scores = v["scores"]
+        row_meta = meta
         meta = {"group_size": n, "env_id": v["env_id"], "qseq": qseq, "format": "atropos"}
         for key in ("generation_params", "group_overrides"):
             if v[key]:
@@ -94,7 +97,7 @@ class ParsedGroup:
             if lossy[i]:
                 raw["messages"] = v["messages"][i]
             raws.append(orjson.dumps(raw, default=str, option=orjson.OPT_SERIALIZE_NUMPY).decode())
-            metas.append(orjson.dumps({"atropos": {**meta, "index": i}}).decode())
+            metas.append(orjson.dumps({"atropos": {**meta, "index": i}, **(row_meta or {})}).decode())
         cols = {
             "trajectory_id": pa.array([f"{group_id}:{i}" for i in range(n)], pa.string()),
             "group_id": pa.array([group_id] * n, pa.string()),

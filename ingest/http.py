@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import hashlib
 import hmac
 import ipaddress
 import json
@@ -18,8 +19,10 @@ import orjson
 from fastapi import Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ValidationError
+from starlette.requests import ClientDisconnect
 
 from ingest import atropos as A
+from ingest.dedupe import Idempotency
 from ingest.errors import BadInput, TooLarge
 from ingest.state import IngestState
 from ingest.util import gunzip_bounded
@@ -105,15 +108,21 @@ async def json_content_type(request: Request) -> None:
                                  "(or application/x-ndjson)")
 
 
+OPEN_PATHS = frozenset({"/v1/health"})  # the only route a client without the token may call (a liveness probe)
+
+
 async def require_token(request: Request, state: IngestState = Depends(get_state)) -> None:
-    """With a token set, write routes need `Authorization: Bearer <token>` (checked before the body is read)."""
+    """Every route (an app dependency): with a token set, `Authorization: Bearer <token>` is required, checked
+    before the body is read. Reads too: /latest_example, /batch and /v1/stats hand out what was posted. Only
+    /v1/health answers without it."""
     token = state.config.token
-    if token and not hmac.compare_digest(request.headers.get("authorization", "").encode(),
-                                         f"Bearer {token}".encode()):
+    if (token and request.url.path not in OPEN_PATHS
+            and not hmac.compare_digest(request.headers.get("authorization", "").encode(),
+                                        f"Bearer {token}".encode())):
         raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
 
 
-WRITE = [Depends(same_origin), Depends(require_token), Depends(json_content_type)]
+WRITE = [Depends(same_origin), Depends(json_content_type)]
 
 
 async def expect_trajectories(state: IngestState = Depends(get_state)):
@@ -135,11 +144,14 @@ async def body_bytes(request: Request, state: IngestState = Depends(get_state)) 
         if n > limit:
             raise TooLarge(f"body of {n} bytes is over the limit of {limit} bytes")
     chunks, total = [], 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > limit:
-            raise TooLarge(f"body is over the limit of {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            total += len(chunk)
+            if total > limit:
+                raise TooLarge(f"body is over the limit of {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:  # gone, or closed by the read timeout (ingest.http_limits): nobody to answer
+        raise BadInput("the client went away before sending the whole body", kind="disconnected") from None
     data = b"".join(chunks)
     enc = request.headers.get("content-encoding", "").lower()
     if "gzip" in enc:
@@ -147,6 +159,12 @@ async def body_bytes(request: Request, state: IngestState = Depends(get_state)) 
     if enc and enc != "identity":
         raise BadInput(f"unsupported Content-Encoding {enc!r} (gzip or identity)", status=415, kind="encoding")
     return data
+
+
+async def idempotency(request: Request, data: bytes = Depends(body_bytes)) -> Idempotency | None:
+    """The request's Idempotency-Key with its body's hash (None without a key)."""
+    key = request.headers.get("idempotency-key")
+    return Idempotency(key, hashlib.sha256(data).hexdigest()) if key else None
 
 
 def parse_json(data: bytes):

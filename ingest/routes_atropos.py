@@ -19,8 +19,9 @@ from ingest.atropos_queue import GroupQueued, Registered, Started
 from ingest.errors import BadInput
 from ingest.batcher import Expected
 from ingest.groups import ParsedGroup, from_model, parse_fast, parse_group
-from ingest.http import (WRITE, ValidationDetail, bigjson, body_bytes, expect_trajectories, get_state, json_body,
-                         json_response_async, model_body, parse_json, validate_model)
+from ingest.dedupe import Idempotency
+from ingest.http import (WRITE, ValidationDetail, bigjson, body_bytes, expect_trajectories, get_state, idempotency,
+                         json_body, json_response_async, model_body, parse_json, validate_model)
 from ingest.records import ArrowRows
 from ingest.state import IngestState
 from ingest.util import text_hash, uuid7
@@ -32,10 +33,11 @@ router = APIRouter()
 class Group:
     """One checked group of a request: its id, its lake rows (Arrow) and the JSON /batch will serve."""
 
-    def __init__(self, pg: ParsedGroup, gid: str, env_name: str | None, loc: list):
+    def __init__(self, pg: ParsedGroup, gid: str, env_name: str | None, loc: list, idem: Idempotency | None):
         try:  # numbers that JSON cannot hold (an int beyond 64 bits in an override, say) are a 422, not a 500
             self.body = pg.served()
-            self.rows = pg.table(group_id=gid, env_name=env_name, qseq=uuid7())
+            self.rows = pg.table(group_id=gid, env_name=env_name, qseq=uuid7(),
+                                 meta=idem.metadata() if idem else None)
         except (TypeError, OverflowError, ValueError) as exc:
             raise BadInput(f"value out of range: {exc}", field=loc, status=422, kind="value_error") from None
         self.gid, self.size, self.env_id = gid, pg.size, pg.env_id
@@ -44,17 +46,21 @@ class Group:
         return GroupQueued(A.QGroup(self.gid, self.size, self.env_id, self.body))
 
 
-def _group_id(key: str | None, suffix: str = "") -> str:
+def _group_id(idem: Idempotency | None, suffix: str = "") -> str:
     """With an Idempotency-Key the id is derived from it (a retry is a duplicate); without one it is fresh:
     identical groups are legitimate in Atropos, so content is not deduplicated."""
-    return ("idem-" + text_hash(key + suffix)) if key else uuid7()
+    return ("idem-" + text_hash(idem.key + suffix)) if idem else uuid7()
 
 
-async def commit_groups(s: IngestState, groups: list[Group], keyed: bool, expected: Expected) -> list[dict | None]:
+async def commit_groups(s: IngestState, groups: list[Group], idem: Idempotency | None, route: str,
+                        expected: Expected) -> list[dict | None]:
     """Commit the groups' rows in one lake submit, then queue them in order. With an Idempotency-Key a group
-    already committed is skipped (None in the answer list). Claims are released whatever happens."""
+    already committed is skipped (None in the answer list), unless the key came with another body (409,
+    nothing written). Claims are released whatever happens."""
     async with s.claims() as claims:
-        fresh = [g for g in groups if not keyed or await claims.take(f"{g.gid}:0")]
+        fresh = [g for g in groups if not idem or await claims.take(f"{g.gid}:0")]
+        if idem and len(fresh) < len(groups):
+            await s.same_body(route, idem, "trajectories", next(f"{g.gid}:0" for g in groups if g not in fresh))
         if fresh:
             payload = fresh[0].rows if len(fresh) == 1 else pa.concat_tables([g.rows for g in fresh])
             res = await s.commit_arrow("trajectories", ArrowRows.of(payload, "atropos.group",
@@ -63,6 +69,8 @@ async def commit_groups(s: IngestState, groups: list[Group], keyed: bool, expect
                 lost = s.guards["trajectories"].pop_dropped(f"{g.gid}:{i}" for g in fresh
                                                             for i in range(g.rows.num_rows))
                 fresh = [g for g in fresh if f"{g.gid}:0" not in lost]
+            if idem:
+                s.bodies.committed(route, idem)
     for g in fresh:
         s.ids.update(f"{g.gid}:{i}" for i in range(g.rows.num_rows))
     s.counters.acked_rows += sum(g.rows.num_rows for g in fresh)
@@ -178,23 +186,21 @@ async def status_env(ident: A.EnvIdentifier = Depends(env_identifier), s: Ingest
 
 
 @router.post("/scored_data", dependencies=WRITE)
-async def scored_data(request: Request, expected: Expected = Depends(expect_trajectories),
-                      pg: ParsedGroup = Depends(scored_data_body), s: IngestState = Depends(get_state)):
-    key = request.headers.get("idempotency-key")
-    g = Group(pg, _group_id(key), s.queue.env_name(pg.env_id), ["body"])
-    res = (await commit_groups(s, [g], key is not None, expected))[0]
+async def scored_data(expected: Expected = Depends(expect_trajectories), pg: ParsedGroup = Depends(scored_data_body),
+                      idem: Idempotency | None = Depends(idempotency), s: IngestState = Depends(get_state)):
+    g = Group(pg, _group_id(idem), s.queue.env_name(pg.env_id), ["body"], idem)
+    res = (await commit_groups(s, [g], idem, "scored_data", expected))[0]
     return {"status": "received", "duplicate": True} if res is None else res
 
 
 @router.post("/scored_data_list", dependencies=WRITE)
-async def scored_data_list(request: Request, expected: Expected = Depends(expect_trajectories),
+async def scored_data_list(expected: Expected = Depends(expect_trajectories),
                            items: list[ParsedGroup] = Depends(scored_data_list_body),
-                           s: IngestState = Depends(get_state)):
-    key = request.headers.get("idempotency-key")
+                           idem: Idempotency | None = Depends(idempotency), s: IngestState = Depends(get_state)):
     # every group is checked before any is claimed: a bad later group leaves nothing claimed or written
-    groups = [Group(pg, _group_id(key, f"#{i}"), s.queue.env_name(pg.env_id), ["body", i])
+    groups = [Group(pg, _group_id(idem, f"#{i}"), s.queue.env_name(pg.env_id), ["body", i], idem)
               for i, pg in enumerate(items)]
-    results = await commit_groups(s, groups, key is not None, expected)
+    results = await commit_groups(s, groups, idem, "scored_data_list", expected)
     buffered = [r for r in results if r is not None and r["status"] == "buffered"]
     out = {"status": "received", "groups_processed": len(groups)}
     if buffered:
@@ -214,25 +220,25 @@ async def batch(request: Request, s: IngestState = Depends(get_state)):
             q.apply(Started())
         b = q.next_batch()
         if b is None:
-            # the trainer pulls one batch at a time: coming back confirms the batches it was sent before
+            # the trainer pulls one batch at a time: coming back confirms the batches it was sent before, and
+            # the confirmation is committed before the answer (a kill right after it must not re-serve them)
             ev = q.confirm_event()
             if ev is not None:
-                q.apply(ev)
-                s.spawn(s.record(ev, background=True))
-            return {"batch": None}
-        ev = q.batch_event(uuid7(), b, s.config.serve_mode)
-        if ev.mode == "at-least-once":
-            # recorded in the background (coalesced into few commits) and confirmed by the trainer's next
-            # /batch; a batch sent but not confirmed when the server dies is served again after a restart
-            q.apply(ev)
-            s.spawn(s.record(ev, background=True))
-        else:
-            try:  # at-most-once: committed before the batch leaves; a batch lost in flight is not re-sent
                 await s.record(ev)
-            except BaseException:
-                q.unpop_batch(b)
-                raise
-            q.apply(ev)
+                q.apply(ev)
+            return {"batch": None}
+        # committed before the batch leaves, in both modes. at-least-once: the event confirms the batches sent
+        # before (the trainer came back for more) and the new one is settled by the next pull; a batch sent but
+        # unconfirmed when the server dies is served again after a restart. at-most-once: settled now, a batch
+        # lost in flight is not re-sent. (Before, at-least-once recorded it in the background, up to 1 s later:
+        # a kill in that second re-served a batch the trainer had already trained on.)
+        ev = q.batch_event(uuid7(), b, s.config.serve_mode)
+        try:
+            await s.record(ev)
+        except BaseException:
+            q.unpop_batch(b)
+            raise
+        q.apply(ev)
         raw = b'{"batch":[' + b",".join(g.body for g in b) + b"]}"
     return await json_response_async(request, raw)
 
@@ -250,7 +256,6 @@ async def status(s: IngestState = Depends(get_state)):
 @router.get("/reset_data", dependencies=WRITE)
 async def reset_data(s: IngestState = Depends(get_state)):
     async with s.batch_lock:
-        await s.drain()  # served-batch records land before the reset, so a replay sees them first
         async with s.state_lock:
             ev = s.queue.reset_event()
             s.queue.apply(ev)  # first, so no group can slip in between the record and the wipe

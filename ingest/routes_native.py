@@ -16,7 +16,8 @@ from ingest.errors import BadInput
 from ingest.formats import atropos_to_records, detect_record, native_to_record, parse_body, to_records
 from ingest.hermes import hermes_to_record
 from ingest.batcher import Expected
-from ingest.http import WRITE, body_bytes, expect_trajectories, get_state, json_body
+from ingest.dedupe import Idempotency
+from ingest.http import WRITE, body_bytes, expect_trajectories, get_state, idempotency, json_body
 from ingest.records import validated_batch
 from ingest.skills import parse_skill
 from ingest.state import IngestState
@@ -39,8 +40,9 @@ async def trajectory_items(request: Request, data: bytes = Depends(body_bytes)) 
         raise
 
 
-def _keyed_records(obj, key: str, i: int) -> list[dict]:
+def _keyed_records(obj, idem: Idempotency, i: int) -> list[dict]:
     """Records of item i of a request sent with an Idempotency-Key: ids from the key and the position."""
+    key = idem.key
     fmt = detect_record(obj)
     if fmt == "hermes":
         recs = [hermes_to_record(obj)]
@@ -52,7 +54,7 @@ def _keyed_records(obj, key: str, i: int) -> list[dict]:
         recs = [native_to_record(obj)]
     for r in recs:
         if isinstance(r.get("metadata", {}), dict):
-            r["metadata"] = {**r.get("metadata", {}), "idempotency_key": key}
+            r["metadata"] = {**r.get("metadata", {}), **idem.metadata()}
     return recs
 
 
@@ -68,33 +70,37 @@ async def stats(s: IngestState = Depends(get_state)):
 
 
 @router.post("/v1/trajectories", dependencies=WRITE)
-async def post_trajectories(request: Request, expected: Expected = Depends(expect_trajectories),
-                            items: list = Depends(trajectory_items), s: IngestState = Depends(get_state)):
-    key = request.headers.get("idempotency-key")
+async def post_trajectories(expected: Expected = Depends(expect_trajectories), items: list = Depends(trajectory_items),
+                            idem: Idempotency | None = Depends(idempotency), s: IngestState = Depends(get_state)):
     records, locs = [], []
     for i, (line, obj) in enumerate(items):
         loc = line if line is not None else i
         try:
             # the position `lake import` would give the record: its line, or its 1-based index in an array
-            recs = _keyed_records(obj, key, i) if key else to_records(obj, "auto", line=line or i + 1)
+            recs = _keyed_records(obj, idem, i) if idem else to_records(obj, "auto", line=line or i + 1)
         except BadInput as exc:
             f = exc.field if isinstance(exc.field, list) else ([exc.field] if exc.field else [])
             raise BadInput(exc.reason, field=["body", loc] + f, status=422, kind=exc.kind, line=line) from None
         records.extend(recs)
         locs.extend([loc] * len(recs))
     batch = validated_batch(records, locs=locs)  # all checked before anything is written
-    seen, keep, dups = set(), [], 0
+    seen, keep, dups, stored = set(), [], 0, None
     async with s.claims() as claims:
         for i, r in enumerate(batch.rows):
             tid = r.payload["trajectory_id"]
             if tid in seen or not await claims.take(tid):
                 dups += 1
+                stored = stored or (tid if tid not in seen else None)
             else:
                 keep.append(i)
             seen.add(tid)
+        if idem and stored:  # a retry, or the key reused for another body (409, nothing written)
+            await s.same_body("trajectories", idem, "trajectories", stored)
         res = None
         if keep:
             res = await s.commit_arrow("trajectories", batch.arrow(keep), expected=expected)
+            if idem:
+                s.bodies.committed("trajectories", idem)
     accepted = len(keep)
     if res is not None and res.skipped:  # another process committed some of these ids meanwhile
         lost = len(s.guards["trajectories"].pop_dropped([batch.rows[i].payload["trajectory_id"] for i in keep]))
@@ -106,11 +112,13 @@ async def post_trajectories(request: Request, expected: Expected = Depends(expec
 
 
 @router.post("/v1/rewards", dependencies=WRITE)
-async def post_rewards(request: Request, obj=Depends(json_body), s: IngestState = Depends(get_state)):
+async def post_rewards(obj=Depends(json_body), idem: Idempotency | None = Depends(idempotency),
+                       s: IngestState = Depends(get_state)):
     items = obj if isinstance(obj, list) else [obj]
-    key = request.headers.get("idempotency-key")
-    if key and f"rewards:{key}" in s.idem_keys:
-        return {"status": "committed", "accepted": 0, "duplicate": True}
+    duplicate = {"status": "committed", "accepted": 0, "duplicate": True}
+    if idem and f"rewards:{idem.key}" in s.idem_keys:
+        await s.same_body("rewards", idem, "rewards")
+        return duplicate
     recs, locs = [], []
     for i, it in enumerate(items):
         idx = i if isinstance(obj, list) else None
@@ -127,17 +135,19 @@ async def post_rewards(request: Request, obj=Depends(json_body), s: IngestState 
             raise BadInput(f"unknown trajectory_id {tid!r}", field=loc + ["trajectory_id"], status=404,
                            kind="not_found")
         r = dict(it)
-        if key:
+        if idem:
             meta = r.get("metadata") if isinstance(r.get("metadata"), dict) else {}
-            r["metadata"] = {**meta, "idempotency_key": key}
+            r["metadata"] = {**meta, **idem.metadata()}
         recs.append(r)
         locs.append(idx)
-    duplicate = {"status": "committed", "accepted": 0, "duplicate": True}
     async with s.claims() as claims:  # requests with one key run one at a time: the second is the duplicate
-        if key and not await claims.take(f"rewards:{key}", s.idem_keys):
+        if idem and not await claims.take(f"rewards:{idem.key}", s.idem_keys):
+            await s.same_body("rewards", idem, "rewards")
             return duplicate
         res = await s.commit_records("rewards", recs, locs=locs)
-    if key and s.guards["rewards"].pop_dropped([f"rewards:{key}"]):  # another process committed it first
+        if idem:
+            s.bodies.committed("rewards", idem)
+    if idem and s.guards["rewards"].pop_dropped([f"rewards:{idem.key}"]):  # another process committed it first
         return duplicate
     return {"status": "committed", "accepted": len(recs), "version": res.version}
 
@@ -181,11 +191,12 @@ def _skill_from_record(obj: dict) -> dict:
 
 
 @router.post("/v1/skills", dependencies=WRITE)
-async def post_skills(request: Request, obj=Depends(json_body), s: IngestState = Depends(get_state)):
+async def post_skills(obj=Depends(json_body), idem: Idempotency | None = Depends(idempotency),
+                      s: IngestState = Depends(get_state)):
     if not isinstance(obj, dict):
         raise BadInput("a skill must be a JSON object", field=["body"], status=422, kind="model_type")
-    key = request.headers.get("idempotency-key")
-    if key and f"skills:{key}" in s.idem_keys:
+    if idem and f"skills:{idem.key}" in s.idem_keys:
+        await s.same_body("skills", idem, "skills")
         return {"status": "committed", "duplicate": True}
     category = obj.get("category")
     if category is not None and (not isinstance(category, str)
@@ -193,17 +204,20 @@ async def post_skills(request: Request, obj=Depends(json_body), s: IngestState =
         raise BadInput(f"category {category!r} is not allowed (no path separators or '..')",
                        field=["body", "category"], status=422, kind="bad_name")
     rec = _skill_from_content(obj, category) if isinstance(obj.get("content"), str) else _skill_from_record(obj)
-    if key:
-        rec["metadata"]["idempotency_key"] = key
+    if idem:
+        rec["metadata"].update(idem.metadata())
     h = rec["metadata"]["sha256"]
     async with s.claims() as claims:  # requests with one key, and versions of one skill, one at a time
-        if key and not await claims.take(f"skills:{key}", s.idem_keys):
+        if idem and not await claims.take(f"skills:{idem.key}", s.idem_keys):
+            await s.same_body("skills", idem, "skills")
             return {"status": "committed", "duplicate": True}
         await claims.take(f"skill-name:{rec['name']}", set())  # never done: it only waits for the other one
         if not rec.get("deleted") and s.skill_hash.get(rec["name"]) == h:
             return {"status": "unchanged", "name": rec["name"]}
         res = await s.commit_records("skills", [rec])
-        if key and s.guards["skills"].pop_dropped([f"skills:{key}"]):  # another process committed it first
+        if idem:
+            s.bodies.committed("skills", idem)
+        if idem and s.guards["skills"].pop_dropped([f"skills:{idem.key}"]):  # another process committed it first
             return {"status": "committed", "duplicate": True}
         if rec.get("deleted"):
             s.skill_hash.pop(rec["name"], None)

@@ -20,7 +20,7 @@ from ingest import atropos as A
 from ingest.atropos_queue import AtroposQueue, Event, event_from_run, event_record
 from ingest.batcher import CommitFailed, Expected, TableBatcher
 from ingest.config import ServeConfig
-from ingest.dedupe import KeyGuard, idempotency_guard, trajectory_guard
+from ingest.dedupe import BodyHashes, Idempotency, KeyGuard, idempotency_guard, trajectory_guard
 from ingest.records import ArrowRows, validated_batch
 from ingest.util import uuid7
 from lake import Lake
@@ -47,6 +47,7 @@ class IngestState:
     # the same indexes as the lake's commit guards: rows another process committed meanwhile are dropped at
     # commit time, under the table's cross-process lock (ingest.dedupe)
     guards: dict[str, KeyGuard] = field(default_factory=dict)
+    bodies: Optional[BodyHashes] = None  # the body each Idempotency-Key was committed with (a reuse is a 409)
     host_names: Optional[frozenset] = None  # Host header names accepted besides addresses (None: any; ingest.http)
     skill_hash: dict[str, str] = field(default_factory=dict)  # skill name -> sha256 of its current version
     queue: AtroposQueue = field(default_factory=AtroposQueue)
@@ -54,8 +55,6 @@ class IngestState:
     batch_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # /batch and /reset_data, one at a time
     state_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # registration, env changes, resets
     batchers: dict[str, TableBatcher] = field(default_factory=dict)
-    background_batcher: Optional[TableBatcher] = None  # bookkeeping records (served batches, confirmations)
-    background: set[asyncio.Task] = field(default_factory=set)
     counters: Counters = field(default_factory=Counters)
     latencies: deque = field(default_factory=lambda: deque(maxlen=5000))
     started_at: float = field(default_factory=time.time)
@@ -64,7 +63,7 @@ class IngestState:
     @classmethod
     def load(cls, lake: Lake, config: ServeConfig, writer_name: str = "ingest-http") -> "IngestState":
         """Indexes and the Atropos queue from the lake (blocking: run it in a thread)."""
-        st = cls(config, lake, lake.writer(process_writer_id(writer_name)))
+        st = cls(config, lake, lake.writer(process_writer_id(writer_name)), bodies=BodyHashes(lake))
         st.guards["trajectories"] = trajectory_guard(lake)
         st.ids = st.guards["trajectories"].keys
         for table in ("rewards", "skills"):
@@ -81,47 +80,33 @@ class IngestState:
         return st
 
     # -- commits ---------------------------------------------------------------------------------------
-    def _batcher(self, table: str, background: bool) -> TableBatcher:
-        if background:  # bookkeeping nobody waits for: a short linger gathers it into few commits
-            if self.background_batcher is None:
-                self.background_batcher = TableBatcher(self.writer, "runs", linger=1.0)
-            return self.background_batcher
+    def _batcher(self, table: str) -> TableBatcher:
         if table not in self.batchers:
             self.batchers[table] = TableBatcher(self.writer, table)
         return self.batchers[table]
 
     def expect(self, table: str) -> Expected:
         """Tell `table`'s batcher a request is on its way (see TableBatcher)."""
-        return self._batcher(table, False).expect()
+        return self._batcher(table).expect()
 
-    async def commit_arrow(self, table: str, rows: ArrowRows, *, background: bool = False,
-                           expected: Expected | None = None):
+    async def commit_arrow(self, table: str, rows: ArrowRows, *, expected: Expected | None = None):
         try:
-            return await self._batcher(table, background).commit(rows, expected)
+            return await self._batcher(table).commit(rows, expected)
         except CommitFailed:
             self.counters.commit_failures += 1
             raise
 
-    async def commit_records(self, table: str, records: list[dict], *, locs=None, background: bool = False):
+    async def commit_records(self, table: str, records: list[dict], *, locs=None):
         """Validate native records with the lake's checker (a 422 naming the field) and commit them."""
         batch = validated_batch(records, table, locs=locs if locs is not None else [None] * len(records))
-        return await self.commit_arrow(table, batch.arrow(), background=background)
+        return await self.commit_arrow(table, batch.arrow())
 
-    async def record(self, ev: Event, *, background: bool = False):
-        """Commit an Atropos queue event as a `runs` row."""
+    async def record(self, ev: Event):
+        """Commit an Atropos queue event as a `runs` row (before it is applied and answered: every event,
+        served batches and their confirmations included, is durable once a client hears of it)."""
         rec = event_record(ev)
         rec["run_id"] = f"{rec['kind']}-{uuid7()}"
-        return await self.commit_records("runs", [rec], background=background)
-
-    def spawn(self, coro) -> None:
-        """Run a commit nobody waits for; `drain()` waits for all of them."""
-        t = asyncio.ensure_future(coro)
-        self.background.add(t)
-        t.add_done_callback(self.background.discard)
-
-    async def drain(self) -> None:
-        if self.background:
-            await asyncio.gather(*list(self.background), return_exceptions=True)
+        return await self.commit_records("runs", [rec])
 
     # -- dedupe ----------------------------------------------------------------------------------------
     async def claim(self, key: str, done: set[str] | None = None) -> bool:
@@ -146,6 +131,10 @@ class IngestState:
             if fut is not None and not fut.done():
                 fut.set_result(committed)
 
+    async def same_body(self, scope: str, idem: Idempotency, table: str, row_id: str | None = None) -> None:
+        """A keyed request found to be a duplicate: a 409 when its key came with another body (BodyHashes)."""
+        await asyncio.to_thread(self.bodies.check, scope, idem, table, row_id)
+
     def claims(self) -> "Claims":
         return Claims(self)
 
@@ -157,8 +146,6 @@ class IngestState:
             return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1000, 2) if lat else None
 
         batchers = dict(self.batchers)
-        if self.background_batcher is not None:
-            batchers["runs (background)"] = self.background_batcher
         q = self.queue
         return {**asdict(self.counters), "trajectory_ids": len(self.ids), "queue_groups": len(q.queue),
                 "buffered_groups": sum(len(v) for v in q.buffer.values()), "served_batches": q.served,

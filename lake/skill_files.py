@@ -12,7 +12,12 @@ skill_to_instruction (views/) must read the same file the same way, and lake/ is
   of `name:` that falls back to the folder).
 * Front matter that is not a YAML mapping is read by the same line scan, with a warning, not refused.
 * Refused, as one `SkillFileError` naming the file and the field: not UTF-8, NUL bytes, over 1 MiB,
-  no or an unclosed `---` block, a name that is not allowed, an empty body.
+  no or an unclosed `---` block, a name that is not allowed, an empty body, front matter whose aliases
+  expand beyond MAX_FRONTMATTER_NODES values or MAX_SKILL_BYTES characters, or refer to themselves.
+  Why before building objects: PyYAML shares an aliased node, but every JSON-able copy (and the lake's
+  JSON column) expands it; a 366-byte "billion laughs" (9 levels of 9 aliases, 387 M strings) made
+  `lake serve` abort at 3.4 GB and `lake watch` commit a 302 MB row. The bound is counted on the composed
+  node graph (linear in the text), so a bomb costs what its text costs.
 """
 from __future__ import annotations
 
@@ -36,6 +41,8 @@ MAX_SKILL_CHARS = 100_000  # Hermes' limit for skill_manage(create); bundled ski
 MAX_SKILL_BYTES = 1 << 20  # beyond this a SKILL.md is refused
 MAX_DESCRIPTION = 1024
 MAX_FRONTMATTER_DEPTH = 32  # Hermes' frontmatter nests 3 levels (metadata.hermes.tags); deeper is refused
+# Hermes' bundled skills have at most a few dozen front matter values; the bound is on the expanded count
+MAX_FRONTMATTER_NODES = 10_000
 # tools/skill_usage.py::_empty_record: what a sidecar record lacks is filled from here.
 USAGE_DEFAULTS = {"archived_at": None, "created_at": None, "created_by": None, "last_patched_at": None,
                   "last_used_at": None, "last_viewed_at": None, "patch_count": 0, "pinned": False,
@@ -93,10 +100,15 @@ def split_frontmatter(text: str, path: str) -> tuple[str, str]:
     return text[3:m.start() + 3], text[m.end() + 3:]
 
 
-def parse_frontmatter(fm_text: str) -> tuple[dict, str | None]:
-    """-> (mapping, warning or None). YAML first; what is not a YAML mapping gets Hermes' line scan."""
+def parse_frontmatter(fm_text: str, path: str = "frontmatter") -> tuple[dict, str | None]:
+    """-> (mapping, warning or None). YAML first; what is not a YAML mapping gets Hermes' line scan. Raises
+    SkillFileError when aliases would expand it beyond the bounds (checked before any object is built)."""
+    loader = yaml.SafeLoader(fm_text)
     try:
-        data = yaml.safe_load(fm_text)
+        node = loader.get_single_node()  # aliases are references to one node here: linear in the text
+        if node is not None:
+            _check_expansion(node, path)
+        data = loader.construct_document(node) if node is not None else None
     except RecursionError:  # a flow nested hundreds deep exhausts PyYAML's recursive composer
         return _line_scan(fm_text), "frontmatter nests too deeply for YAML; read by line scan"
     except yaml.YAMLError as exc:
@@ -104,11 +116,45 @@ def parse_frontmatter(fm_text: str) -> tuple[dict, str | None]:
         if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
             where = f" at line {exc.problem_mark.line + 2}"  # 1-based, after the opening '---'
         return _line_scan(fm_text), f"frontmatter is not valid YAML{where}; read by line scan"
+    finally:
+        loader.dispose()
     if data is None:
         return {}, None
     if not isinstance(data, dict):
         return _line_scan(fm_text), "frontmatter is not a YAML mapping; read by line scan"
     return _jsonable(data), None
+
+
+def _check_expansion(root: yaml.Node, path: str) -> None:
+    """Refuse a composed front matter whose aliases expand beyond MAX_FRONTMATTER_NODES values or
+    MAX_SKILL_BYTES characters, or that contains itself (`&a [*a]`: infinite once copied). Each node's
+    expanded size is computed once (iteratively, memoised by identity), so the check is linear in the graph."""
+    size: dict[int, tuple[int, int]] = {}  # id(node) -> (values, characters) once expanded
+    open_: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if key in size:
+            continue
+        kids = ([c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode)
+                else node.value if isinstance(node, yaml.SequenceNode) else [])
+        if not children_done:
+            if key in open_:
+                raise SkillFileError(path, "frontmatter contains itself through an alias (a recursive anchor)",
+                                     line=node.start_mark.line + 1, kind="yaml_alias_bomb")
+            open_.add(key)
+            stack.append((node, True))
+            stack.extend((c, False) for c in kids if id(c) not in size)
+            continue
+        open_.discard(key)
+        values = 1 + sum(size[id(c)][0] for c in kids)
+        chars = (len(node.value) if isinstance(node, yaml.ScalarNode) else 0) + sum(size[id(c)][1] for c in kids)
+        if values > MAX_FRONTMATTER_NODES or chars > MAX_SKILL_BYTES:
+            raise SkillFileError(path, f"frontmatter aliases expand to more than {MAX_FRONTMATTER_NODES} values or "
+                                 f"{MAX_SKILL_BYTES} characters (a YAML alias bomb)", line=node.start_mark.line + 1,
+                                 kind="yaml_alias_bomb")
+        size[key] = (values, chars)
 
 
 def _line_scan(fm_text: str) -> dict:
@@ -160,7 +206,7 @@ def read_skill_file(data: bytes, rel_path: str) -> SkillFile:
         line = data[:exc.start].count(b"\n") + 1
         raise SkillFileError(path, f"not valid UTF-8 at byte {exc.start}", line=line, kind="bad_encoding") from None
     fm_text, body = split_frontmatter(text, path)
-    fm, fm_warning = parse_frontmatter(fm_text)
+    fm, fm_warning = parse_frontmatter(fm_text, path)
     if _depth(fm) > MAX_FRONTMATTER_DEPTH:
         raise SkillFileError(path, f"frontmatter nests more than {MAX_FRONTMATTER_DEPTH} levels deep", line=2,
                              kind="too_deep")
@@ -320,7 +366,7 @@ def category_description(data: bytes) -> str:
     it is not UTF-8."""
     text = data.decode("utf-8")
     try:
-        fm, _ = parse_frontmatter(split_frontmatter(text, "DESCRIPTION.md")[0])
+        fm, _ = parse_frontmatter(split_frontmatter(text, "DESCRIPTION.md")[0], "DESCRIPTION.md")
     except SkillFileError:
         fm = {}
     return fm["description"] if isinstance(fm.get("description"), str) else text.strip()

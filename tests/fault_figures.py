@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # test -> what it must record (a failing test records nothing before its failing assert: reported as missing)
 FAULT_TESTS = {
     "tests/test_server_kill9.py": ["lake serve kill -9"],
+    "tests/test_server_atropos_kill9.py": ["confirmed Atropos batches after lake serve kill -9"],
     "tests/test_lake_concurrency.py": ["snapshot reads during 2 writers + compaction",
                                        "rows after 2 writers + compaction", "consumer killed at random"],
     "tests/test_train_online.py::test_kill_9_then_resume_neither_repeats_nor_skips_a_step": ["rl_train_online kill -9"],
@@ -39,7 +40,8 @@ PARAMS = {"tests/test_lake_concurrency.py": ["local", "s3"]}
 # attack modules by what they attack; every case asserts a clean rejection with nothing written (or containment)
 ATTACKS = {
     "bad inputs": ["test_server_badinput", "test_cli_badinput", "test_watch_attacks", "test_memory_bounds",
-                   "test_server_browser", "test_idempotency_attacks", "test_lake_locks", "test_import_attacks"],
+                   "test_server_browser", "test_idempotency_attacks", "test_lake_locks", "test_import_attacks",
+                   "test_server_hardening", "test_server_limits"],
     "sandbox escapes": ["test_sandbox_escape", "test_sandbox_limits"],
     "grader attacks": ["test_grader_integrity"],
 }

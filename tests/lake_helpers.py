@@ -1,5 +1,13 @@
-"""Record builders shared by the lake tests."""
+"""Record builders and queries shared by the lake tests."""
 from __future__ import annotations
+
+
+def scalar(root, sql: str):
+    """The first value of `sql` on a fresh snapshot of the lake at `root`."""
+    from lake import Lake
+
+    with Lake(root).snapshot() as snap:
+        return snap.sql(sql).fetchall()[0][0]
 
 
 def trajectory(i: int, **extra) -> dict:

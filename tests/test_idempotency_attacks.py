@@ -21,14 +21,10 @@ from ingest.importer import run_import
 from ingest.watch import Watcher
 from lake import Lake
 from tests.ingest_helpers import ServerProcess
+from tests.lake_helpers import scalar
 
 GROUP = {"tokens": [[1, 2, 3], [1, 2, 4]], "masks": [[-100, 2, 3], [-100, 2, 4]], "scores": [1.0, 0.0]}
 SKILL = "---\nname: {name}\ndescription: d\n---\nbody {body}\n"
-
-
-def _one(lake_root, sql: str):
-    with Lake(lake_root).snapshot() as snap:
-        return snap.sql(sql).fetchall()[0][0]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +49,7 @@ def test_two_servers_store_a_trajectory_id_once(two_servers):
     assert a.post("/v1/trajectories", json=rec).json()["accepted"] == 1
     r = b.post("/v1/trajectories", json=rec).json()
     assert r["accepted"] == 0 and r["duplicates"] == 1, r
-    assert _one(root, "SELECT count(*) FROM trajectories WHERE trajectory_id = 'twice'") == 1
+    assert scalar(root, "SELECT count(*) FROM trajectories WHERE trajectory_id = 'twice'") == 1
 
 
 @pytest.mark.attack
@@ -92,10 +88,12 @@ def test_concurrent_requests_with_one_key_store_one_row(two_servers, route):
     else:
         send = lambda i: a.post("/v1/skills", json={"content": SKILL.format(name="eight", body=i)}, headers=key)  # noqa: E731
     with ThreadPoolExecutor(8) as pool:
-        answers = [r.json() for r in pool.map(send, range(8))]
-    assert sum(not r.get("duplicate") for r in answers) == 1, answers
+        answers = [(r.status_code, r.json()) for r in pool.map(send, range(8))]
+    assert sum(code == 200 and not r.get("duplicate") for code, r in answers) == 1, answers
+    if route == "skills":  # 8 bodies under one key: the 7 others are refused (issue 26 item 5), not stored
+        assert sum(code == 409 for code, _ in answers) == 7, answers
     table = "rewards" if route == "rewards" else "skills"
-    assert _one(root, f"SELECT count(*) FROM {table} WHERE "
+    assert scalar(root, f"SELECT count(*) FROM {table} WHERE "
                       f"json_extract_string(metadata, '$.idempotency_key') = 'eight-{route}'") == 1
 
 
@@ -106,7 +104,7 @@ def test_concurrent_versions_of_one_skill_without_a_key_store_one(two_servers):
     with ThreadPoolExecutor(8) as pool:
         answers = [r.json()["status"] for r in pool.map(lambda _: a.post("/v1/skills", json=body), range(8))]
     assert sorted(answers) == ["committed"] + ["unchanged"] * 7
-    assert _one(root, "SELECT count(*) FROM skills WHERE name = 'same-eight'") == 1
+    assert scalar(root, "SELECT count(*) FROM skills WHERE name = 'same-eight'") == 1
 
 
 @pytest.mark.attack
@@ -150,8 +148,8 @@ def test_watch_and_import_of_one_file_store_each_id_once(tmp_path):
     (inbox / "traj.jsonl").write_text(data)
     w.scan()
     assert w.stats["trajectories"] == 0 and w.stats["duplicates"] == 2000, w.stats
-    assert _one(tmp_path / "lake", "SELECT count(*) FROM trajectories") == 2000
-    assert _one(tmp_path / "lake", "SELECT count(DISTINCT trajectory_id) FROM trajectories") == 2000
+    assert scalar(tmp_path / "lake", "SELECT count(*) FROM trajectories") == 2000
+    assert scalar(tmp_path / "lake", "SELECT count(DISTINCT trajectory_id) FROM trajectories") == 2000
 
 
 @pytest.mark.attack
@@ -166,4 +164,4 @@ def test_import_behind_another_import_stores_nothing_twice(tmp_path):
     assert run_import(first, f).appended == 50
     s = run_import(second, f)
     assert s.appended == 0 and s.duplicates == 50
-    assert _one(tmp_path / "lake", "SELECT count(*) FROM trajectories") == 50
+    assert scalar(tmp_path / "lake", "SELECT count(*) FROM trajectories") == 50

@@ -1,0 +1,209 @@
+"""HTTP limits for the project's servers (`lake serve`; `lake serve-model` is meant to use the same): how big a
+request head may be, how long a client may take to send it, how long a connection may sit idle, and how many
+connections may be open at once. `uvicorn_config(app, limits, **kw)` is the one way to build the uvicorn.Config;
+the limits themselves are `ingest.config.HttpLimits` (options with help text, kept with the light configs).
+
+Why a layer of our own: uvicorn's httptools protocol (what `uvicorn[standard]` picks, and 2-3x faster than h11
+on our small requests) has no header limit and no timeout until a first response: one 100 MiB header stalled
+/v1/health for 25-30 s (httptools rebuilds a growing header value), and idle or slowly written connections
+were never closed (1,100 of them under `ulimit -n 1024` and the server could no longer accept, health
+included). uvicorn's own `limit_concurrency` does not help: it answers 503 to requests, health's too, once
+that many connections are open, and still accepts (and holds) every socket.
+
+`LimitedHttpToolsProtocol` is uvicorn's protocol with, per connection:
+* a head bound: request line <= `max_request_line_kb` (414), head <= `max_header_kb` and <= `max_headers`
+  fields (431), counted as bytes arrive, so an oversized head costs at most one socket read of parsing;
+* a head deadline: the request line and headers must arrive within `header_timeout` s of the connection (or
+  of the first byte after a keep-alive pause): an idle or slowloris connection is closed (408 if it had sent
+  something);
+* a body read timeout: while a body is being received, `read_timeout` s without a byte closes it (not counted
+  while uvicorn itself paused reading because the app has not consumed what came);
+* uvicorn's keep-alive timeout (`keep_alive_timeout`) between requests;
+* a connection cap: beyond `max_connections` (lowered to fit the open-file limit, see `connection_cap`) the
+  connection idle the longest (no request in progress) is closed to make room, so a flood of idle sockets
+  cannot keep a real client (a health probe) out; with none idle the newcomer gets a 503 and is closed.
+"""
+from __future__ import annotations
+
+import resource
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from ingest.config import HttpLimits
+
+# open files kept for everything but connections: the lake's data and log files, DuckDB, threads, the
+# compactor; at least this many, or an eighth of the limit
+FD_RESERVE = 64
+
+
+def connection_cap(max_connections: int) -> int:
+    """`max_connections`, lowered so that connections leave FD_RESERVE open files (or an eighth of the limit)
+    to the rest of the server. Raises the soft open-file limit to the hard one first (as Go's runtime does):
+    the soft default (1024 on most systems) is what ran out, not the machine."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 16)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):  # a hard limit the kernel will not grant: keep the soft one
+            pass
+    return max(1, min(max_connections, soft - max(FD_RESERVE, soft // 8)))
+
+
+class _Refused(Exception):
+    """Raised from a parser callback: the request breaks a limit (httptools wraps it; see send_400_response)."""
+
+    def __init__(self, status: int, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+class LimitedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the limits above (a subclass per server: `limited_protocol`)."""
+
+    limits: HttpLimits = HttpLimits()
+    cap: int = 1000
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._reading_head = True  # waiting for, or reading, a request line and headers
+        self._head_bytes = 0  # bytes received since this head began (an over-estimate by at most one read)
+        self._head_fields = 0
+        self._head_size = 0  # request target + header names and values, as parsed
+        self._refusal: _Refused | None = None
+        self._head_timer = self._body_timer = None
+        self._last_read = 0.0
+
+    # -- connections ----------------------------------------------------------------------------------------
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._last_read = self.loop.time()
+        self._head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timeout)
+        if len(self.connections) > self.cap:
+            self._make_room()
+
+    def _make_room(self) -> None:
+        """Over the cap: close the connection idle the longest (no request in progress), or refuse this one."""
+        open_ = [c for c in self.connections if not c.transport.is_closing()]
+        if len(open_) <= self.cap:
+            return
+        idle = [c for c in open_ if c is not self and isinstance(c, LimitedHttpToolsProtocol) and c._idle()]
+        if idle:
+            min(idle, key=lambda c: c._last_read).transport.close()
+        else:
+            self._refuse(503, "too many connections with a request in progress; retry")
+
+    def _idle(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def connection_lost(self, exc) -> None:
+        self._cancel_timers()
+        super().connection_lost(exc)
+
+    def _cancel_timers(self) -> None:
+        for t in (self._head_timer, self._body_timer):
+            if t is not None:
+                t.cancel()
+        self._head_timer = self._body_timer = None
+
+    # -- bytes ----------------------------------------------------------------------------------------------
+    def data_received(self, data: bytes) -> None:
+        self._last_read = self.loop.time()
+        if self._reading_head:
+            if self._head_timer is None:  # the first byte of a request after a keep-alive pause
+                self._head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timeout)
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if self._reading_head and self._head_bytes > self.limits.max_head and not self.transport.is_closing():
+            self._refuse(431, f"request head over {self.limits.max_head} bytes")
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn answers 400 to any parser error, ours included: a limit keeps its own status."""
+        refusal, self._refusal = self._refusal, None
+        if refusal is None:
+            super().send_400_response(msg)
+        else:
+            self._refuse(refusal.status, refusal.reason)
+
+    def _refuse(self, status: int, reason: str) -> None:
+        """Answer `status` with `reason` and close (the request is never handed to the app)."""
+        self._cancel_timers()
+        body = reason.encode()
+        head = [STATUS_LINE[status]] + [n + b": " + v + b"\r\n" for n, v in self.server_state.default_headers]
+        self.transport.write(b"".join(head) + b"content-type: text/plain; charset=utf-8\r\ncontent-length: "
+                             + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body)
+        self.transport.close()
+
+    def _limit(self, status: int, reason: str) -> None:
+        self._refusal = _Refused(status, reason)
+        raise self._refusal
+
+    # -- parser callbacks -----------------------------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._head_fields = self._head_size = 0
+        super().on_message_begin()
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        if len(self.url) > self.limits.max_target:
+            self._limit(414, f"request target over {self.limits.max_target} bytes")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_fields += 1
+        self._head_size += len(name) + len(value) + 4
+        if self._head_fields > self.limits.max_headers:
+            self._limit(431, f"more than {self.limits.max_headers} header fields")
+        if self._head_size + len(self.url) > self.limits.max_head:
+            self._limit(431, f"request head over {self.limits.max_head} bytes")
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._reading_head = False
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().on_headers_complete()
+        self._body_timer = self.loop.call_later(self.limits.read_timeout, self._body_timeout)
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._reading_head, self._head_bytes = True, 0
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    # -- timers ---------------------------------------------------------------------------------------------
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        if not self._reading_head or self.transport.is_closing():
+            return
+        if self._head_bytes:  # a request begun and never finished: say why
+            self._refuse(408, f"request head not received within {self.limits.header_timeout:g} s")
+        else:  # an idle connection: close it quietly (a 408 could cross a request the client is sending)
+            self.transport.close()
+
+    def _body_timeout(self) -> None:
+        self._body_timer = None
+        if self._reading_head or self.transport.is_closing():
+            return
+        quiet = self.loop.time() - self._last_read
+        if self.flow.read_paused or quiet < self.limits.read_timeout:  # paused by us, or a byte came since
+            wait = self.limits.read_timeout if self.flow.read_paused else self.limits.read_timeout - quiet
+            self._body_timer = self.loop.call_later(wait, self._body_timeout)
+            return
+        self.transport.close()  # the app sees the client disconnect
+
+
+def limited_protocol(limits: HttpLimits, cap: int) -> type[LimitedHttpToolsProtocol]:
+    """The protocol class uvicorn instantiates per connection, with these limits."""
+    return type("LimitedHttpToolsProtocol", (LimitedHttpToolsProtocol,), {"limits": limits, "cap": cap})
+
+
+def uvicorn_config(app: Any, limits: HttpLimits, **kwargs: Any) -> uvicorn.Config:
+    """A uvicorn.Config for `app` with `limits` (the other options as uvicorn's, in `kwargs`). Raises the soft
+    open-file limit (connection_cap): call it in the server process, once, before serving."""
+    return uvicorn.Config(app, http=limited_protocol(limits, connection_cap(limits.max_connections)),
+                          timeout_keep_alive=limits.keep_alive_timeout, **kwargs)

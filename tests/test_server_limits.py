@@ -1,0 +1,200 @@
+"""HTTP limits of `lake serve` (issue 26 item 3; ingest.http_limits), with real sockets on 127.0.0.1.
+
+Before: one 100 MiB header stalled /v1/health for 25-30 s, idle and slowly written connections were never
+closed, and 1,100 idle connections under `ulimit -n 1024` left the server unable to accept (health
+answered nothing). Now: an oversized head is a 431 (414 for the request target) after at most one socket
+read, a head must arrive within --header-timeout, a body must keep coming (--read-timeout), keep-alive ends
+after --keep-alive-timeout, and beyond the connection cap (fitted to the open-file limit) the connection idle
+the longest is closed so a health probe still gets in.
+"""
+import resource
+import socket
+import subprocess
+import threading
+import time
+
+import httpx
+import pytest
+
+from lake import Lake
+from tests.ingest_helpers import ServerProcess, free_port, lake_cmd
+
+FAST = ["--header-timeout", "1", "--read-timeout", "1", "--keep-alive-timeout", "1"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("limits")
+    Lake.init(tmp / "lake")
+    with ServerProcess(tmp / "lake", extra=FAST, log_path=tmp / "serve.log") as srv:
+        yield srv
+
+
+def _connect(port: int, timeout: float = 5.0) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=timeout)
+
+
+def _read_all(s: socket.socket, timeout: float = 5.0) -> bytes:
+    """Everything the server sends until it closes (or `timeout` passes: then what came so far)."""
+    s.settimeout(timeout)
+    out = b""
+    try:
+        while chunk := s.recv(65536):
+            out += chunk
+    except (TimeoutError, ConnectionResetError):
+        pass
+    return out
+
+
+def _closed_within(s: socket.socket, seconds: float) -> tuple[bool, bytes]:
+    t0 = time.monotonic()
+    data = _read_all(s, seconds + 2)
+    return time.monotonic() - t0 < seconds + 2, data
+
+
+def _health_ms(url: str) -> float:
+    t0 = time.perf_counter()
+    assert httpx.get(url + "/v1/health", timeout=3).status_code == 200
+    return (time.perf_counter() - t0) * 1000
+
+
+@pytest.mark.attack
+def test_a_huge_header_is_a_431_and_health_answers_meanwhile(server):
+    s = _connect(server.port)
+    s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ")
+    sent, stop = [0], threading.Event()
+
+    def flood():  # up to 100 MiB of one header value, as the red team sent
+        chunk = b"a" * 65536
+        try:
+            while sent[0] < 100 << 20 and not stop.is_set():
+                s.sendall(chunk)
+                sent[0] += len(chunk)
+        except OSError:  # the server answered and closed
+            pass
+
+    t = threading.Thread(target=flood, daemon=True)
+    t0 = time.monotonic()
+    t.start()
+    assert _health_ms(server.url) < 1000
+    answer = _read_all(s, 10)
+    stop.set()
+    t.join(10)
+    s.close()
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
+    assert time.monotonic() - t0 < 5
+    assert sent[0] < 64 << 20  # refused long before the 100 MiB were sent
+    assert _health_ms(server.url) < 1000
+
+
+@pytest.mark.attack
+def test_too_many_header_fields_are_a_431(server):
+    s = _connect(server.port)
+    s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(500))
+              + b"\r\n")
+    assert _read_all(s).startswith(b"HTTP/1.1 431")
+
+
+@pytest.mark.attack
+def test_a_long_request_target_is_a_414(server):
+    s = _connect(server.port)
+    s.sendall(b"GET /v1/health?" + b"q" * (32 << 10) + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    assert _read_all(s).startswith(b"HTTP/1.1 414")
+
+
+def test_requests_within_the_limits_pass(server):
+    r = httpx.get(server.url + "/v1/health", headers={f"X-{i}": "v" * 100 for i in range(50)}, timeout=5)
+    assert r.status_code == 200
+    assert httpx.get(server.url + "/status?" + "q" * 4000, timeout=5).status_code == 200
+
+
+@pytest.mark.attack
+def test_an_idle_connection_is_closed(server):
+    s = _connect(server.port)
+    closed, data = _closed_within(s, 1.0)
+    assert closed and data == b""  # closed quietly: nothing was asked
+
+
+@pytest.mark.attack
+def test_a_slowloris_head_is_closed_with_a_408(server):
+    s = _connect(server.port)
+    head = b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+    t0 = time.monotonic()
+    answer = b""
+    for i in range(40):  # one byte every 0.1 s: never a whole head, never silent for long
+        try:
+            s.sendall(head if i == 0 else b"a")
+        except OSError:
+            break
+        s.settimeout(0.1)
+        try:
+            answer += s.recv(4096)
+            if answer:
+                break
+        except TimeoutError:
+            pass
+    answer += _read_all(s, 2)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert time.monotonic() - t0 < 3.5
+
+
+@pytest.mark.attack
+def test_a_body_that_stops_coming_is_closed(server):
+    s = _connect(server.port)
+    s.sendall(b"POST /v1/trajectories HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 100000\r\n\r\n[{\"messages\": [")
+    closed, _ = _closed_within(s, 1.0)
+    assert closed
+    assert _health_ms(server.url) < 1000
+
+
+def test_keep_alive_ends_after_its_timeout(server):
+    s = _connect(server.port)
+    s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    s.settimeout(5)
+    first = s.recv(65536)
+    assert first.startswith(b"HTTP/1.1 200")
+    closed, rest = _closed_within(s, 1.0)
+    assert closed and rest == b""
+
+
+@pytest.mark.attack
+def test_idle_connections_beyond_the_open_file_limit_do_not_starve_health(tmp_path):
+    """The server runs under `ulimit -n 256` (so its connection cap is 192) and 400 idle connections are opened
+    (well within this process's own limit): health still answers at once, the oldest idle ones are closed."""
+    need = 400 + 64
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < need:
+        pytest.skip(f"this process may open {soft} files; the test needs {need}")
+    Lake.init(tmp_path / "lake")
+    port = free_port()
+    log = open(tmp_path / "serve.log", "ab")
+    # a long header timeout: room is made by closing the idle, not by waiting for them to time out
+    proc = subprocess.Popen(lake_cmd() + ["serve", "--lake", str(tmp_path / "lake"), "--port", str(port),
+                                          "--header-timeout", "60"], stdout=log, stderr=log,
+                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)))
+    socks = []
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(url + "/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline and proc.poll() is None, "lake serve did not start"
+                time.sleep(0.1)
+        for _ in range(400):
+            socks.append(_connect(port))
+        time.sleep(0.5)  # let the server accept them all
+        times = [_health_ms(url) for _ in range(5)]
+        assert max(times) < 1500, times
+        socks[0].settimeout(3)  # the oldest were closed to make room
+        assert socks[0].recv(1) == b""
+        assert proc.poll() is None
+    finally:
+        for s in socks:
+            s.close()
+        proc.kill()
+        proc.wait()
+        log.close()
