@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from ingest.config import ImportConfig, ServeConfig, WatchConfig
+from ingest.config import HttpLimits, ImportConfig, ServeConfig, WatchConfig
 from lachesis.console import JsonOption, LakeOption, fail, literal, new_console, option, print_json
 
 
@@ -38,6 +38,13 @@ def serve(
     serve_mode: str = option(ServeConfig, "serve_mode", "--serve-mode"),
     bind_retry_s: float = option(ServeConfig, "bind_retry_s", "--bind-retry-s"),
     compact_interval: float = option(ServeConfig, "compact_interval", "--compact-interval"),
+    max_header_kb: float = option(HttpLimits, "max_header_kb", "--max-header-kb"),
+    max_headers: int = option(HttpLimits, "max_headers", "--max-headers"),
+    max_request_line_kb: float = option(HttpLimits, "max_request_line_kb", "--max-request-line-kb"),
+    header_timeout: float = option(HttpLimits, "header_timeout", "--header-timeout"),
+    read_timeout: float = option(HttpLimits, "read_timeout", "--read-timeout"),
+    keep_alive_timeout: float = option(HttpLimits, "keep_alive_timeout", "--keep-alive-timeout"),
+    max_connections: int = option(HttpLimits, "max_connections", "--max-connections"),
     fsync: bool = option(ServeConfig, "fsync", "--fsync/--no-fsync", hidden=True),
 ) -> None:
     """Serve the durable trajectory API: native /v1 routes and the Atropos run-api routes."""
@@ -47,7 +54,11 @@ def serve(
     cfg = _config(ServeConfig, host=host, port=port, token=token, token_file=token_file, allowed_hosts=allowed_hosts,
                   max_body_mb=max_body_mb, max_inflated_mb=max_inflated_mb, max_inflate_ratio=max_inflate_ratio,
                   log_level=log_level, serve_mode=serve_mode, bind_retry_s=bind_retry_s,
-                  compact_interval=compact_interval, fsync=fsync)
+                  compact_interval=compact_interval, fsync=fsync,
+                  limits=_config(HttpLimits, max_header_kb=max_header_kb, max_headers=max_headers,
+                                 max_request_line_kb=max_request_line_kb, header_timeout=header_timeout,
+                                 read_timeout=read_timeout, keep_alive_timeout=keep_alive_timeout,
+                                 max_connections=max_connections))
     root = resolve_root(lake)
     source = ctx.get_parameter_source("token")  # typer's own click: compared by name
     if token and source is not None and source.name == "COMMANDLINE":
