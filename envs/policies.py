@@ -1,4 +1,5 @@
-"""Scripted policies: expert (the task's reference solution), noisy (realistic mistakes), random.
+"""Scripted policies: expert (the task's reference solution), noisy (realistic mistakes), recover (a failing
+first try, then the reference solution), random.
 
 Every policy has the same three methods (`Policy`): `reset(info)` with the ResetInfo that the
 environment's reset() returned (the policy finds its task by `info["task_id"]`: built-in, loaded from
@@ -20,7 +21,7 @@ from envs.tasks import Task
 from envs.toolcalls import format_tool_call
 
 SUBMIT = {"name": "submit", "arguments": {}}
-KINDS = ("expert", "noisy", "random")
+KINDS = ("expert", "noisy", "recover", "random")
 
 
 class Policy(Protocol):
@@ -143,6 +144,43 @@ class NoisyPolicy(ExpertPolicy):
             call["arguments"][fld] = text.replace(w, _typo(rng, w), 1)
 
 
+@dataclass
+class RecoverPolicy(ExpertPolicy):
+    """The expert that recovers from an error: in about half the episodes (chosen by seed and task_id) its first
+    try of the step that does the work fails harmlessly (a mistyped command name, a snippet that is not in the
+    file), the error comes back, and it then runs the reference solution. Its episodes teach what expert
+    episodes cannot: read the error, then correct the call (issue 24: models never retried). It succeeds
+    wherever the expert does (tests/test_envs_families.py)."""
+
+    kind: str = "recover"
+    p_mistake: float = 0.5
+    mistake: str = ""
+
+    def make_plan(self, task: Task) -> list[dict]:
+        rng = random.Random(f"recover:{self.seed}:{task.task_id}")
+        plan = [json.loads(json.dumps(c)) for c in task.solution]
+        key = next((i for i, c in enumerate(plan) if c["name"] in ("run", "replace_in_file")), None)
+        self.mistake = "none"
+        if key is not None and rng.random() < self.p_mistake:
+            wrong = json.loads(json.dumps(plan[key]))
+            if wrong["name"] == "run":  # a command name that does not exist: "command not found", nothing runs
+                head, _, rest = wrong["arguments"]["command"].partition(" ")
+                wrong["arguments"]["command"] = f"{_misspelt(rng, head)} {rest}".rstrip()
+            else:  # an `old` snippet that is not in the file: "the snippet occurs 0 times"
+                wrong["arguments"]["old"] = wrong["arguments"]["old"] + "  # " + _typo(rng, "fixme")
+            self.mistake = "failed first try"
+            plan.insert(key, wrong)
+        return plan + [SUBMIT]
+
+    def notes(self) -> dict:
+        return {"policy": self.kind, "mistake": self.mistake}
+
+
+def _misspelt(rng: random.Random, word: str) -> str:
+    """A typo of a command name that is no command (a swap or a doubled letter could spell another one)."""
+    return word[:1] + "q" + word[1:] if len(word) < 3 else _typo(rng, word) + "q"
+
+
 JUNK_COMMANDS = ["ls", "pwd", "echo done", "cat *", "ls -la", "true", "date", "whoami", "echo {w}", "touch {w}",
                  "git status", "git log --oneline", "head -n 1 *"]
 
@@ -191,6 +229,8 @@ def make_policy(env_name: str, kind: str, seed: int = 0) -> Policy:
         return ExpertPolicy(env_name, seed)
     if kind == "noisy":
         return NoisyPolicy(env_name, seed)
+    if kind == "recover":
+        return RecoverPolicy(env_name, seed)
     if kind == "random":
         return RandomPolicy(env_name, seed)
     raise ValueError(f"unknown policy {kind!r}; policies: {', '.join(KINDS)}")

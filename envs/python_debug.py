@@ -10,39 +10,21 @@ import builtins
 import keyword
 import random
 import sys
-from dataclasses import dataclass
-from typing import Callable
 
 from envs.base import (SUBMIT_SCHEMA, Suite, ToolArgumentError, ToolEnv, ToolFailed, builtin_id, rng_for, str_arg,
                        tool_schema)
 from envs.checks import CheckReport, run_hidden_tests, run_visible_tests
 from envs.pools import PoolsBySplit, vocabulary
+from envs.python_families import HELD_OUT, MORE_FAMILIES, Family, ints as _ints
 from envs.probes import HiddenTestError, split_suite
 from envs.sandbox import Sandbox, safe_relpath
 from envs.tasks import FAMILY_SPLIT, Task, pool_split
 from envs.toolcalls import ToolCall
 
 ENV = "python_debug_env"
-TRAIN_TASKS, TEST_TASKS = 3000, 100
+TRAIN_TASKS, TEST_TASKS, FAMILY_TASKS = 3000, 100, 100
 MAX_FILE_BYTES = 1 << 20  # what replace_in_file can edit
 HIDDEN = "hidden_tests.py"  # the name the hidden tests run under (never a file in the workspace)
-
-
-@dataclass(frozen=True)
-class Family:
-    """A function with one planted bug. `code` uses {fn} and the argument names; `bug` -> `fix` is one line."""
-
-    args: tuple[str, ...]
-    code: str
-    bug: str
-    fix: str
-    hint: str
-    cases: Callable[[random.Random], list[tuple[tuple, object]]]  # inputs -> expected (from the fixed code)
-    extra: tuple[str, ...] = ()  # local variable names to draw
-
-
-def _ints(rng: random.Random, n: int, lo: int = 1, hi: int = 9) -> list[int]:
-    return [rng.randint(lo, hi) for _ in range(n)]
 
 
 FAMILIES: dict[str, Family] = {
@@ -85,6 +67,7 @@ FAMILIES: dict[str, Family] = {
     "factorial": Family(("n",), "def {fn}({n}):\n    {acc} = 1\n    for {i} in range(2, {n} + 1):\n        {line}\n"
                         "    return {acc}\n", "{acc} += {i}", "{acc} *= {i}", "should return the factorial of {n}",
                         lambda r: [((n,), _fact(n)) for n in (4, 5, 6, 7, 8)], ("acc", "i")),
+    **MORE_FAMILIES,
 }
 
 
@@ -98,10 +81,17 @@ def _fact(n: int) -> int:
 PHRASINGS = ["{fn} in {mod}.py is buggy: it {hint}. Fix it.",
              "Fix the bug in {mod}.py: {fn} {hint}.",
              "The function {fn} ({mod}.py) {hint}, but it does not. Repair it.",
-             "Debug {mod}.py so that {fn} {hint}."]
+             "Debug {mod}.py so that {fn} {hint}.", "In {mod}.py, {fn} {hint}; correct the code.",
+             "Something is wrong with {fn} in {mod}.py: it {hint}. Make it right.",
+             "Patch {fn} ({mod}.py). Expected behaviour: it {hint}."]
+# No hint: the failing visible test is what says what is wrong, so the expert runs the tests first.
+TESTS_FIRST = ["The test in test_{mod}.py fails. Find out why and fix {mod}.py.",
+               "Make test_{mod}.py pass by fixing the bug in {mod}.py.",
+               "Run the tests, read the failure and repair {fn} in {mod}.py.",
+               "test_{mod}.py is failing; fix {mod}.py (not the test)."]
 SYSTEM_PROMPT = "You are a Python debugging agent. Use the tools to fix the code, then call submit."
 _CODE_TEXT = " ".join(f.code + f.bug + f.fix + f.hint for f in FAMILIES.values())
-STOPWORDS = vocabulary(*PHRASINGS, SYSTEM_PROMPT, _CODE_TEXT, " ".join(keyword.kwlist), " ".join(dir(builtins)),
+STOPWORDS = vocabulary(*PHRASINGS, *TESTS_FIRST, SYSTEM_PROMPT, _CODE_TEXT, " ".join(keyword.kwlist), " ".join(dir(builtins)),
                        " ".join(sys.stdlib_module_names), "test assert import from def return py passed failed "
                        "error tool submit read file write replace run tests AssertionError")
 _pools = PoolsBySplit(STOPWORDS)
@@ -126,9 +116,11 @@ def generate(split: str, index: int, template: str) -> Task:
     cases = fam.cases(rng)
     visible, hidden = cases[:1], cases[1:]
     hint = fam.hint.format(**slots)
-    instruction = rng.choice(PHRASINGS).format(fn=fn, mod=mod, hint=hint)
+    tests_first = rng.random() < 0.25
+    instruction = rng.choice(TESTS_FIRST if tests_first else PHRASINGS).format(fn=fn, mod=mod, hint=hint)
     files = {f"{mod}.py": code, f"test_{mod}.py": _test_source(mod, fn, visible)}
-    solution = [{"name": "read_file", "arguments": {"path": f"{mod}.py"}},
+    solution = [{"name": "run_tests", "arguments": {}}] * tests_first + [
+                {"name": "read_file", "arguments": {"path": f"{mod}.py"}},
                 {"name": "replace_in_file", "arguments": {"path": f"{mod}.py", "old": line_bug, "new": line_fix}},
                 {"name": "run_tests", "arguments": {}}]
     return Task(task_id=builtin_id(ENV, split, index), instruction=instruction, files=files, solution=solution,
@@ -150,7 +142,8 @@ class PythonDebugEnv(ToolEnv):
 
     @classmethod
     def builtin_suite(cls) -> Suite:
-        return Suite(ENV, {"train": TRAIN_TASKS, "test": TEST_TASKS}, generate, template_names=tuple(FAMILIES))
+        return Suite(ENV, {"train": TRAIN_TASKS, "test": TEST_TASKS, FAMILY_SPLIT: FAMILY_TASKS}, generate,
+                     template_names=tuple(FAMILIES), held_out=HELD_OUT)
 
     def validate_task(self, task: Task) -> tuple[str, str] | None:
         tests = task.checker.get("tests")

@@ -1,4 +1,4 @@
-"""`lake rollout`: run scripted-policy episodes (expert, noisy, random) and append them to the lake.
+"""`lake rollout`: run scripted-policy episodes (expert, noisy, recover, random) and append them to the lake.
 
 Defaults and help come from ingest.rollout.RolloutSpec, which also validates the options."""
 from __future__ import annotations

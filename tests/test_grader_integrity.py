@@ -128,8 +128,8 @@ def test_the_honest_fix_still_scores_and_the_sandbox_never_sees_an_expected_valu
         if "==" in line:
             want = line.split("==", 1)[1].strip()
             assert want not in split.source.replace(line.split("==", 1)[0], "")
-    reward, info = _python_episode(lambda code, fn: code.replace(task.solution[1]["arguments"]["old"],
-                                                                 task.solution[1]["arguments"]["new"]))
+    fix = next(c["arguments"] for c in task.solution if c["name"] == "replace_in_file")
+    reward, info = _python_episode(lambda code, fn: code.replace(fix["old"], fix["new"]))
     assert reward == 1.0 and info["checks"]["passed"] == 4
 
 

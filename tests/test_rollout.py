@@ -101,7 +101,7 @@ def test_lake_rollout_command(tmp_path):
     res = runner.invoke(_app(), ["rollout", "--env", "nope", "--lake", lake])
     assert res.exit_code == 2 and "bash_exec_env" in res.output and "debug-python" in res.output
     res = runner.invoke(_app(), ["rollout", "--env", "bash_exec_env", "--policy", "clever", "--lake", lake])
-    assert res.exit_code == 2 and "policies: expert, noisy, random" in res.output
+    assert res.exit_code == 2 and "policies: expert, noisy, recover, random" in res.output
     bad = tmp_path / "tasks.jsonl"
     bad.write_text('{"task_id": "a", "instruction": "x", "checks": [{"type": "file", "path": "f"}]}\n')
     res = runner.invoke(_app(), ["rollout", "--env", "bash_exec_env", "--tasks", str(bad), "--lake", lake])

@@ -6,9 +6,10 @@
 -- chat template does not render them twice.
 -- Task key: task_id, else group_id (an Atropos group shares one prompt), else trajectory_id.
 -- Split: per task, never per trajectory, so a task is in exactly one split. With the default
--- `sft_split_source = 'auto'` a task that any trajectory marks as a held-out split (test/eval/validation) is
+-- `sft_split_source = 'auto'` a task that any trajectory marks as a held-out split (test, test_families: the
+-- environments' held-out task families, eval, validation) is
 -- test, one marked train is train, and the rest are split by md5(task_id) with `sft_test_fraction` (0.1) as test.
--- `SET VARIABLE sft_split_source = 'hash'` ignores the trajectories' own split column.
+-- `SET VARIABLE sft_split_source = 'hash'` ignores the trajectories' own split column, except test_families.
 -- order: trajectory_id
 WITH params AS (
     SELECT
@@ -18,8 +19,9 @@ WITH params AS (
 task_flags AS (
     SELECT
         coalesce(task_id, group_id, trajectory_id) AS task_key,
-        bool_or(lower(split) IN ('test', 'eval', 'evaluation', 'validation', 'valid', 'val', 'heldout', 'held_out', 'held-out')) AS marked_test,
-        bool_or(lower(split) = 'train') AS marked_train
+        bool_or(lower(split) IN ('test', 'test_families', 'eval', 'evaluation', 'validation', 'valid', 'val', 'heldout', 'held_out', 'held-out')) AS marked_test,
+        bool_or(lower(split) = 'train') AS marked_train,
+        bool_or(lower(split) = 'test_families') AS held_out_family
     FROM trajectories_current
     GROUP BY 1
 ),
@@ -27,6 +29,7 @@ tasks AS (
     SELECT
         task_key,
         CASE
+            WHEN held_out_family THEN 'test'  -- a held-out family never trains, whatever sft_split_source says
             WHEN params.split_source <> 'hash' AND marked_test THEN 'test'
             WHEN params.split_source <> 'hash' AND marked_train THEN 'train'
             WHEN (md5_number(task_key) % 1000000)::DOUBLE < params.test_fraction * 1000000 THEN 'test'
