@@ -19,7 +19,9 @@ Isolation depends on what the kernel allows (detected once, `isolation_mode()`):
   mount namespace with a read-only, nosuid view of the system (/usr, /etc, the Python prefix), a
   private /tmp (tmpfs), a minimal /dev and the workspace at /workspace; they are built once per
   episode and every command joins them (setns + chroot) and runs as an unused uid, so RLIMIT_NPROC
-  really bounds a fork bomb and nothing outside the workspace is writable.
+  really bounds a fork bomb and nothing outside the workspace is writable. Each command is pid 1 of a
+  PID namespace of its own (`pid_namespaces()`): it cannot tell which host pids exist, and what it
+  leaves behind dies with it.
 - "userns" (unprivileged user namespaces): the same view, built per command inside a user namespace.
   Unprivileged, the process limit counts the caller's own processes, so it is set relative to how many
   run already; forced as root, the namespace is built by the unused uid (mapped to 0 inside), so root's
@@ -137,13 +139,36 @@ def _probe() -> str:
         return "rlimits"
     for mode in (("full",) if os.geteuid() == 0 else ()) + ("userns",):
         try:
-            with Sandbox(Limits(timeout_s=5), isolation=mode) as box:
+            with Sandbox(Limits(timeout_s=5), isolation=mode, pid_namespace=False) as box:
                 result = box.run(["/bin/sh", "-c", "test -d /workspace"])
             if result.exit_code == 0:
                 return mode
         except (OSError, subprocess.SubprocessError):
             continue
     return "rlimits"
+
+
+_PIDNS: bool | None = None
+
+
+def pid_namespaces() -> bool:
+    """Whether each command gets a PID namespace of its own (cached; LACHESIS_SANDBOX_PIDNS=0 or 1 forces it):
+    in the namespace modes, where one command shows that it runs as pid 1. Without one a
+    command could list the host's processes with kill(pid, 0) (EPERM says a pid exists, ESRCH that it does not)."""
+    global _PIDNS
+    if _PIDNS is None:
+        forced = os.environ.get("LACHESIS_SANDBOX_PIDNS")
+        if forced in ("0", "1"):
+            _PIDNS = forced == "1"
+        elif isolation_mode() not in ("full", "userns"):
+            _PIDNS = False
+        else:
+            try:
+                with Sandbox(Limits(timeout_s=5), pid_namespace=True) as box:
+                    _PIDNS = box.run(["/bin/sh", "-c", "echo $$"]).output.strip() == "1"
+            except (OSError, subprocess.SubprocessError):
+                _PIDNS = False
+    return _PIDNS
 
 
 # ---------------------------------------------------------------- the sandbox
@@ -238,9 +263,11 @@ class Sandbox:
     """A fresh workspace plus a way to run commands in it. Use as a context manager or call close()."""
 
     def __init__(self, limits: Limits | None = None, *, isolation: str | None = None,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, pid_namespace: bool | None = None):
         self.limits = limits or Limits()
         self.isolation = isolation or isolation_mode()
+        # Each command in a PID namespace of its own (mountns.pid_namespace), where the kernel gives one
+        self.pid_namespace = pid_namespaces() if pid_namespace is None else pid_namespace
         # As root the command always runs as an unused uid (in every mode): root ignores RLIMIT_NPROC and
         # file permissions, so only an own uid makes those limits real. In userns mode that uid builds the
         # namespaces itself (mountns.setup), so it must be able to pass through to its workspace.
@@ -373,6 +400,8 @@ class Sandbox:
                        outer_uid=os.getuid(), outer_gid=os.getgid())
         else:
             req.update(mode="plain", cwd=str(self.workspace))
+        if self.pid_namespace and self._view is not None:
+            req["pidns"] = True
         return req
 
     def _start_forked(self, argv: list[str], data: bytes | None, env: dict[str, str]):

@@ -258,3 +258,19 @@ def test_a_daemon_left_behind_cannot_change_the_result_during_scoring():
         assert (env.unwrapped.box.workspace / path).read_text() != "broken\n"  # the daemon was killed
     finally:
         env.close()
+
+
+@needs_ns
+def test_host_processes_cannot_be_enumerated_with_kill_zero(box):
+    """Issue 26 item 15: kill(pid, 0) answers EPERM for a pid that exists and ESRCH for one that does not, so a
+    command could list the host's processes; in a PID namespace of its own it finds only itself."""
+    from envs.sandbox import pid_namespaces
+
+    if not pid_namespaces():
+        pytest.skip("kernel feature absent: no PID namespace for the sandbox here (unshare(CLONE_NEWPID) refused)")
+    code = ("import os, sys\nfound = []\nfor pid in range(1, int(sys.argv[1])):\n"
+            "    try:\n        os.kill(pid, 0)\n    except ProcessLookupError:\n        continue\n"
+            "    except PermissionError:\n        pass\n    found.append(pid)\nprint(found)")
+    res = box.run(["python3", "-c", code, str(os.getpid() + 2000)])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip() == "[1]"  # itself, pid 1 of its namespace; not the test process nor anything else

@@ -14,7 +14,7 @@ import os
 import resource
 import signal
 
-CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWPID = 0x00020000, 0x10000000, 0x40000000, 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 MNT_DETACH = 0x2
@@ -142,12 +142,85 @@ def setup(req, net_fd=None, mnt_fd=None):
         enter(net_fd, mnt_fd, req["root"])
     elif req.get("cwd"):
         os.chdir(req["cwd"])
-    if proc_fd is not None:
+    if req.get("pidns"):
+        # contained like `contain`, by the kernel: the namespace dies with its pid 1; already pid 1 where the
+        # spawn helper forked this child into a new namespace (pid_namespace_here)
+        if os.getpid() != 1:
+            pid_namespace()
+    elif proc_fd is not None:
         contain(proc_fd)
     if own and not userns:
         drop_to(uid, gid)
     set_rlimits(req.get("rlimits", []))
     prctl(PR_SET_NO_NEW_PRIVS, 1)  # no setuid or file-capability binary raises anyone's privileges
+
+
+def pid_namespace():
+    """Run the command in a PID namespace of its own, so it sees no other process: kill(pid, 0) on a host pid
+    is ESRCH (without one, EPERM told it that the pid exists). unshare(CLONE_NEWPID) moves only the children to
+    come: this process forks the command, pid 1 of the new namespace, and stays outside as its waiter, ending the
+    way it ended. Orphans the command leaves are its own children, and when it ends the kernel kills whatever is
+    left in the namespace (a double-forked daemon included), so no /proc scan is needed (`contain`). Why the
+    command itself is pid 1 and not a waiter inside: each process hop on the way back costs a scheduling
+    wake-up; measured with 2 cores at load 8, `true` per step 5.6 ms without a namespace, 10.6 ms so and 14.6 ms
+    with an init in between (the spawn helper, as root, saves this waiter too: pid_namespace_here). What pid 1 changes: a signal the command sends to itself is ignored unless it
+    handles it (the kernel's rule for an init); the sandbox's kills come from outside and always land."""
+    _check(libc.unshare(CLONE_NEWPID), "unshare pid")
+    command = os.fork()
+    if command == 0:
+        return
+    _quiet_waiter(keep=-1)
+    status = None
+    try:
+        status = os.waitpid(command, 0)[1]
+    except ChildProcessError:
+        pass
+    _end_like(status)
+
+
+def pid_namespace_here():
+    """The spawn helper's way, as root: its next child is pid 1 of a new PID namespace, with no waiter process
+    in between (one process hop less per command than pid_namespace). Returns what to call right after that fork
+    to put the helper's own namespace back for the children after it, or None where the kernel refuses (each
+    child then makes its own: pid_namespace)."""
+    own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    if libc.unshare(CLONE_NEWPID) != 0:
+        os.close(own)
+        return None
+
+    def restore():
+        try:
+            _check(libc.setns(own, CLONE_NEWPID), "setns pid")
+        finally:
+            os.close(own)
+
+    return restore
+
+
+def _quiet_waiter(keep):
+    """A waiter runs no Python handlers and holds no descriptor but `keep` (-1: none; the output pipe's EOF is
+    the command's)."""
+    try:
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+    except ValueError:  # forked from a thread other than the main one: Python keeps its handlers
+        pass
+    os.closerange(0, max(keep, 0))
+    os.closerange(keep + 1, 1 << 20)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _end_like(status):
+    """Exit the way a wait status says the command ended (the caller sees its code or its signal)."""
+    code = 127 if status is None else os.waitstatus_to_exitcode(status)
+    if code < 0:
+        try:
+            signal.signal(-code, signal.SIG_DFL)
+        except (ValueError, OSError):
+            pass
+        os.kill(os.getpid(), -code)
+    os._exit(code if code >= 0 else 128 - code)
 
 
 def contain(proc_fd):
@@ -159,29 +232,14 @@ def contain(proc_fd):
     pid = os.fork()
     if pid == 0:
         return
-    try:  # the waiter runs no Python handlers and holds no descriptor (the output pipe's EOF is the command's)
-        signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
-    except ValueError:  # forked from a thread other than the main one: Python keeps its handlers
-        pass
-    os.closerange(0, proc_fd)
-    os.closerange(proc_fd + 1, 1 << 20)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _quiet_waiter(keep=proc_fd)
     status = None
     try:
         status = os.waitpid(pid, 0)[1]
     except ChildProcessError:
         pass
     kill_children(proc_fd)
-    code = 127 if status is None else os.waitstatus_to_exitcode(status)
-    if code < 0:  # end the way the command ended, so the caller sees the signal
-        try:
-            signal.signal(-code, signal.SIG_DFL)
-        except (ValueError, OSError):
-            pass
-        os.kill(os.getpid(), -code)
-    os._exit(code if code >= 0 else 128 - code)
+    _end_like(status)
 
 
 def open_proc():

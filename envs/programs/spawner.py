@@ -102,11 +102,15 @@ def main():
             req = json.loads(msg)
             fds = dict(zip(req.pop("fd_names"), fdlist))
             status = fds.pop("status")
+            # as root, the child is pid 1 of its own PID namespace from the fork on (no waiter in between)
+            restore = mountns.pid_namespace_here() if req.get("pidns") and os.geteuid() == 0 else None
             try:
                 pid = os.fork()
             except OSError as exc:
                 answer(status, f"E{exc}", close=True)
                 pid = None
+            if pid != 0 and restore is not None:
+                restore()
             if pid == 0:
                 try:
                     child(req, fds)
