@@ -99,13 +99,16 @@ def _stderr_console(quiet: bool):
 def _guarded(fn, *args):
     """Run a trainer entry point: a user-input error is one line and exit 2, ctrl-c exit 130, no traceback."""
     from trainers.errors import TrainerInputError
+    from trainers.interrupt import TrainingInterrupted
 
     try:
         return fn(*args)
     except TrainerInputError as exc:
         fail(str(exc), exc.exit_code)
-    except KeyboardInterrupt:
-        fail("interrupted (rl_train_online --resume RUN continues from the latest checkpoint)", 130)
+    except TrainingInterrupted as exc:  # the run says where it stopped and which command resumes it
+        fail(str(exc), 130)
+    except KeyboardInterrupt:  # before the run started: nothing to resume
+        fail("interrupted", 130)
 
 
 def _report(summary: dict, as_json: bool, keys: tuple[str, ...]) -> None:

@@ -110,7 +110,7 @@ def _evaluate(config: EvalSettings, console, as_json: bool) -> None:
     console.print(table(["task_id", "success", "reward", "turns", "valid calls"], rows, title=title))
     console.print(f"success rate [bold]{summary['success_rate']:.3f}[/]  mean reward [bold]{summary['mean_reward']:.3f}[/]  "
                   f"valid tool calls {summary['valid_tool_call_rate']:.3f}  episodes {summary['episodes']}  "
-                  f"({summary['wall_s']:.1f} s)")
+                  f"({summary['wall_s']:.1f} s)", soft_wrap=True)  # one line, also in a log file
 
 
 def _app(name: str, help_text: str, config_cls: type, options: list[tuple[str, str]], body: Callable) -> typer.Typer:

@@ -135,13 +135,21 @@ class SFTConfig(TrainConfig):
     share_prefix: bool = field(default=True, **helped("compute a batch's common prompt prefix (system prompt + tools) "
                                                       "once (not with gradient_checkpointing: it needs the KV cache)"))
     bucket_by_length: bool = field(default=False, **helped("sort batches by length (less padding, measured worse learning)"))
-    log_every: int = field(default=10, **helped("log the loss every this many optimizer steps"))
+    log_every: int | None = field(default=None, **helped(
+        "log the loss every this many optimizer steps (default: about 50 points a run, at most every 10th step: "
+        "every step of a 12-step run)"))
 
     COMMAND: ClassVar[str] = "rl_finetune_supervised"
 
+    def log_interval(self, total_steps: int) -> int:
+        """--log-every, else ~50 points over the run, no sparser than every 10th step (a fixed 10 showed only
+        step 1 and the last of a 12-step run, in the log, the loss plot and the progress line)."""
+        return self.log_every or min(10, max(1, total_steps // 50))
+
     def __post_init__(self):
         super().__post_init__()
-        at_least(self, 1, "log_every")
+        if self.log_every is not None:
+            at_least(self, 1, "log_every")
         at_least(self, 0, "weight_decay", "grad_clip")
         if not 0 <= self.min_lr_ratio <= 1:
             raise TrainerInputError(f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}")

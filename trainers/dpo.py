@@ -17,6 +17,7 @@ from .data import load_rows
 from .errors import TrainerInputError
 from .models import load_model, load_tokenizer, model_label, resolve_model
 from .plots import loss_points
+from .progress import Progress
 from .runfolder import RunFolder
 
 
@@ -85,12 +86,17 @@ def run_dpo(s: InstructConfig, console=None) -> dict:
     from .sft import lora_config
 
     t0 = time.perf_counter()
+    prog = Progress(console if s.progress else None, "dpo", plan.total)
 
     class Log(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "loss" in logs:
                 run.log({"step": state.global_step, "elapsed_s": round(time.perf_counter() - t0, 3),
                          **{k: v for k, v in logs.items() if isinstance(v, (int, float))}})
+                prog.update(state.global_step, info=f"loss {logs['loss']:.3f}")
+
+        def on_step_end(self, args, state, control, **kw):
+            prog.update(state.global_step)
 
     args = DPOConfig(output_dir=str(run.path / "trainer"), per_device_train_batch_size=s.batch_size,
                      gradient_accumulation_steps=s.grad_accum, max_steps=plan.total, warmup_steps=plan.warmup,
@@ -102,7 +108,8 @@ def run_dpo(s: InstructConfig, console=None) -> dict:
                          processing_class=tok, peft_config=None if s.full else lora_config(s), callbacks=[Log()])
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
-    res = trainer.train()
+    with prog:
+        res = trainer.train()
     run.save_model(trainer.save_model, tok, s.full)
     shutil.rmtree(run.path / "trainer", ignore_errors=True)
     _, losses = loss_points(run.log_path)
