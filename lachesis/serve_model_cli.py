@@ -19,11 +19,14 @@ from trainers.errors import TrainerInputError
 SERVE_MODEL_OPTIONS = [
     ("model", "--model"), ("adapter", "--adapter"), ("follow", "--follow"),
     ("promote_if_better", "--promote-if-better"), ("keep_versions", "--keep-versions"),
-    ("served_name", "--served-name"), ("engine", "--engine"), ("host", "--host"), ("port", "--port"),
+    ("served_name", "--served-name"), ("engine", "--engine"), ("vllm_url", "--vllm-url"),
+    ("vllm_python", "--vllm-python"), ("vllm_dtype", "--vllm-dtype"), ("vllm_max_lora_rank", "--vllm-max-lora-rank"),
+    ("vllm_args", "--vllm-args"), ("host", "--host"), ("port", "--port"),
     ("token", "--token"), ("token_file", "--token-file"), ("allowed_hosts", "--allowed-hosts"),
     ("lake_root", "--lake"), ("record", "--record"), ("no_record", "--no-record"), ("record_queue", "--record-queue"),
     ("batch_window_ms", "--batch-window-ms"), ("max_batch", "--max-batch"), ("max_tokens", "--max-tokens"),
-    ("default_max_tokens", "--default-max-tokens"), ("context", "--context"), ("poll_interval", "--poll-interval"),
+    ("default_max_tokens", "--default-max-tokens"), ("kv_cache_tokens", "--kv-cache-tokens"),
+    ("context", "--context"), ("poll_interval", "--poll-interval"),
     ("max_body_mb", "--max-body-mb"), ("seed", "--seed"), ("threads", "--threads"), ("device", "--device"),
     ("chat_template", "--chat-template"), ("log_level", "--log-level"),
 ]

@@ -13,7 +13,7 @@ from trainers.config import at_least, helped
 from trainers.errors import TrainerInputError
 
 RECORD_MODES = ("sync", "async", "off")
-ENGINES = ("embedded",)
+ENGINES = ("embedded", "vllm")
 
 
 @dataclass
@@ -36,7 +36,21 @@ class ServeModelConfig:
         "model's alias (tiny, smollm2) or folder name"))
     engine: str = field(default="embedded", **helped(
         "embedded: this process generates with the project's generation path (transformers + peft), concurrent "
-        "requests batched together"))
+        "requests batched together; vllm: a vLLM server generates (started from --vllm-python, or --vllm-url), "
+        "each version a LoRA adapter loaded at run time (serving/vllm_engine.py)"))
+    vllm_url: Optional[str] = field(default=None, **helped(
+        "--engine vllm: a running vLLM server (started with --enable-lora, VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "
+        "and --served-model-name <name>@base) instead of starting one"))
+    vllm_python: Optional[str] = field(default=None, **helped(
+        "--engine vllm: the Python that has vllm (default $VLLM_PYTHON, else `just vllm-venv`'s "
+        "/tmp/vllm-venv/bin/python)"))
+    vllm_dtype: str = field(default="float32", **helped(
+        "--engine vllm: the weights' dtype in vLLM (bfloat16, vLLM's CPU default, changed 22 of 32 greedy "
+        "SmolLM2 answers)"))
+    vllm_max_lora_rank: Optional[int] = field(default=None, **helped(
+        "--engine vllm: vLLM's --max-lora-rank (default: the first adapter's rank, else 16; a rank above the "
+        "adapters' made vLLM's CPU LoRA 4-5x slower)"))
+    vllm_args: str = field(default="", **helped("--engine vllm: more options for the vLLM server we start"))
     host: str = field(default="127.0.0.1", **helped("interface to bind (loopback by default)"))
     port: int = field(default=8001, **helped("TCP port"))
     token: Optional[str] = field(default=None, **helped(
@@ -60,6 +74,9 @@ class ServeModelConfig:
     max_tokens: int = field(default=1024, **helped(
         "the largest max_tokens a request may ask for (a larger one is a 400)"))
     default_max_tokens: int = field(default=256, **helped("max_tokens of a request that gives none"))
+    kv_cache_tokens: int = field(default=32768, **helped(
+        "tokens of recent conversations whose KV cache is kept, so an agent's next call computes only its new "
+        "tokens (SmolLM2: ~46 KB per token); 0 keeps none"))
     context: Optional[int] = field(default=None, **helped(
         "longest prompt + max_tokens in tokens (default: the model's max_position_embeddings)"))
     poll_interval: float = field(default=0.25, **helped("--follow: seconds between looks for a new increment"))
@@ -76,6 +93,8 @@ class ServeModelConfig:
 
         if self.engine not in ENGINES:
             raise TrainerInputError(f"unknown --engine {self.engine!r}: use {' or '.join(ENGINES)}")
+        if self.engine != "vllm" and (self.vllm_url or self.vllm_python or self.vllm_args):
+            raise TrainerInputError("--vllm-url, --vllm-python and --vllm-args need --engine vllm")
         if self.no_record:
             self.record = "off"
         if self.record not in RECORD_MODES:
@@ -88,7 +107,7 @@ class ServeModelConfig:
             raise TrainerInputError(f"--port must be between 0 and 65535, not {self.port}")
         at_least(self, 1, "keep_versions", "record_queue", "max_batch", "max_tokens", "default_max_tokens",
                  "context", "threads")
-        at_least(self, 0, "batch_window_ms")
+        at_least(self, 0, "batch_window_ms", "kv_cache_tokens")
         if self.poll_interval <= 0 or self.max_body_mb <= 0:
             raise TrainerInputError("--poll-interval and --max-body-mb must be positive")
         if self.default_max_tokens > self.max_tokens:

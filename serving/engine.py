@@ -8,6 +8,10 @@ Loading and unloading versions are commands on the same queue, run between batch
 middle of a generation, and a request keeps the version it was resolved to (a new version only changes what
 later requests get).
 
+Conversations: each call of a conversation (its trajectory id: serving/record.py) keeps its KV cache in the
+version's `TurnCache` (trainers/generation.py), so an agent's next call computes only the tokens its tool result and
+new turn added, not the whole conversation again; the oldest conversations are dropped beyond `--kv-cache-tokens`.
+
 Versions: `<name>@<step>`. A LoRA adapter is loaded as a named adapter of one peft model over the base (peft's
 `load_adapter` / `set_adapter`, so N versions cost N adapters, not N models); a fully fine-tuned model (the tiny
 model's increments) is a model of its own. The base model is `<name>@base`.
@@ -32,7 +36,7 @@ from typing import Callable
 from trainers import checkpoint
 from trainers.config import device as pick_device, set_threads, setup_env
 from trainers.errors import TrainerInputError
-from trainers.generation import Generation, Sampling, generate
+from trainers.generation import Generation, Sampling, TurnCache, generate
 from trainers.models import is_model_folder, load_model, load_tokenizer, model_label, resolve_adapter, resolve_model
 
 from .config import ServeModelConfig
@@ -92,6 +96,7 @@ class _Job:
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
     on_token: Callable[[int, float], None] | None  # called on the event loop, in order
+    key: str | None  # the conversation (its KV is kept for its next call), None: not kept
 
 
 class EmbeddedEngine:
@@ -112,6 +117,7 @@ class EmbeddedEngine:
         self._peft = None  # the peft model holding the LoRA versions (over the base)
         self._versions: OrderedDict[str, Version] = OrderedDict()  # replaced whole (copy on write): readers never lock
         self._queue: queue.Queue = queue.Queue()
+        self._turns: dict[str, TurnCache] = {}  # per version: the KV of recent conversations
         self._thread: threading.Thread | None = None
         self.context = cfg.context
         self.batches = 0  # generate calls run, for /v1/health and the bench
@@ -202,6 +208,7 @@ class EmbeddedEngine:
         while len(versions) > self.cfg.keep_versions:
             _, old = versions.popitem(last=False)
             old.gone = True
+            self._turns.pop(old.name, None)
             if old.kind == "lora":
                 keep = next(v.adapter for v in versions.values() if v.kind == "lora")
                 self._peft.set_adapter(keep)
@@ -223,12 +230,13 @@ class EmbeddedEngine:
 
     # ------------------------------------------------------------------------------------------- requests
     async def generate(self, prompt: list[int], sampling: Sampling, version: Version, seed: int | None = None,
-                       on_token: Callable[[int, float], None] | None = None) -> Generation:
+                       on_token: Callable[[int, float], None] | None = None, key: str | None = None) -> Generation:
         """Queue one request for the engine thread and wait for its generation. `on_token(token_id, logprob)` runs
-        on the event loop for each token as it is chosen (streaming)."""
+        on the event loop for each token as it is chosen (streaming); `key` names the conversation whose KV the
+        call reuses and keeps."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._queue.put(_Job(prompt, sampling, version, seed, loop, fut, on_token))
+        self._queue.put(_Job(prompt, sampling, version, seed, loop, fut, on_token, key))
         return await fut
 
     def start(self) -> None:
@@ -293,20 +301,42 @@ class EmbeddedEngine:
                 j.loop.call_soon_threadsafe(j.on_token, tid, lp)
 
         generator = torch.Generator(device=self.dev).manual_seed(seed) if seed is not None else self._generator
+        cache = self._turns.setdefault(v.name, TurnCache())
+        keys, kept = [], set()
+        for j in jobs:  # a call without a conversation, or a second call of one in this batch: KV not kept
+            keep = j.key is not None and j.key not in kept
+            keys.append(j.key if keep else object())
+            if keep:
+                kept.add(j.key)
         try:
             with self._active(v) as model:
                 gens = generate(model, self.tokenizer, [j.prompt for j in jobs], [j.sampling for j in jobs],
-                                on_token=on_token, generator=generator)
+                                on_token=on_token, generator=generator, cache=cache, keys=keys)
         except (RuntimeError, ValueError, IndexError, TypeError, TrainerInputError) as exc:
             # torch's and the model's errors: the batch's requests fail (500), the engine thread serves on
             failed = GenerationFailed(f"generation failed: {type(exc).__name__}: {str(exc)[:300]}")
             for j in jobs:
                 _settle(j, exc=failed)
             return
+        finally:
+            for k in keys:
+                if k not in kept:
+                    cache.forget(k)
+        self._bound(cache, kept)
         self.batches += 1
         self.batched_requests += len(jobs)
         for j, g in zip(jobs, gens):
             _settle(j, result=g)
+
+    def _bound(self, cache: TurnCache, used: set) -> None:
+        """The conversations just used move to the end; the oldest go while the cache holds more than
+        --kv-cache-tokens tokens."""
+        for k in used:
+            if k in cache.rows:
+                cache.rows[k] = cache.rows.pop(k)
+        total = sum(len(r.ids) for r in cache.rows.values())
+        while total > self.cfg.kv_cache_tokens and cache.rows:
+            total -= len(cache.rows.pop(next(iter(cache.rows))).ids)
 
 
 _NOTHING = object()  # no command came in while a batch gathered

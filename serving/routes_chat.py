@@ -50,6 +50,7 @@ def _budget(st: ServingState, prompt: int, asked: int | None) -> int:
 
 
 def _headers(tid: str | None, v: Version) -> dict:
+    """The version, and the trajectory id where the call is recorded (a reward can be posted for it)."""
     return {VERSION_HEADER: v.name, **({TRAJECTORY_HEADER: tid} if tid else {})}
 
 
@@ -70,8 +71,9 @@ class _Call:
         self.version = st.engine.resolve(req.model)
         self.template, self.tools, self.lake_messages = P.chat_inputs(req)
         self.id, self.created = P.completion_id("chatcmpl"), P.now()
-        recording = st.recorder.mode != "off"
-        self.tid, self.call = st.conversations.join(self.lake_messages, session) if recording else (None, 0)
+        # the conversation: its trajectory id names the row and the KV the engine keeps for its next call
+        self.tid, self.call = st.conversations.join(self.lake_messages, session)
+        self.recording = st.recorder.mode != "off"
 
     async def prepare(self) -> None:
         self.prompt = await _render(self.tok, self.template, self.tools)
@@ -79,6 +81,10 @@ class _Call:
         top = (req.top_logprobs or 0) if req.logprobs else 0
         self.sampling = P.sampling(req, _budget(self.st, len(self.prompt), req.max_completion_tokens or req.max_tokens),
                                    top, P.stop_tokens(self.tok, req.stop))
+
+    @property
+    def recorded_id(self) -> str | None:
+        return self.tid if self.recording else None
 
     def reply(self, gen: Generation) -> tuple[dict, str]:
         """(the lake's assistant message, finish_reason)."""
@@ -101,10 +107,11 @@ class _Call:
 
     async def record(self, gen: Generation, msg: dict, finish: str, endpoint: str = "chat.completions") -> None:
         st = self.st
-        if st.recorder.mode == "off":
-            return
         lake_reply = {**msg, "tool_calls": msg.get("tool_calls")}
         messages = self.lake_messages + [lake_reply]
+        if not self.recording:
+            st.conversations.remember(messages, self.tid, self.call)
+            return
         s = self.sampling
         rec = call_record(
             trajectory_id=self.tid, label=st.engine.label, version=self.version.info(), messages=messages,
@@ -127,8 +134,8 @@ async def chat_completions(request: Request, obj=Depends(json_request), st: Serv
     await call.prepare()
     if req.stream:
         return StreamingResponse(_stream(call), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", **_headers(call.tid, call.version)})
-    gen = await st.engine.generate(call.prompt, call.sampling, call.version, req.seed)
+                                 headers={"Cache-Control": "no-cache", **_headers(call.recorded_id, call.version)})
+    gen = await st.engine.generate(call.prompt, call.sampling, call.version, req.seed, key=call.tid)
     msg, finish = call.reply(gen)
     await call.record(gen, msg, finish)
     choice = {"index": 0, "message": call.message(msg), "finish_reason": finish,
@@ -136,7 +143,7 @@ async def chat_completions(request: Request, obj=Depends(json_request), st: Serv
     body = {"id": call.id, "object": "chat.completion", "created": call.created, "model": call.version.name,
             "system_fingerprint": call.version.sha256, "choices": [choice],
             "usage": P.usage(len(call.prompt), len(gen.token_ids))}
-    return JSONResponse(body, headers=_headers(call.tid, call.version))
+    return JSONResponse(body, headers=_headers(call.recorded_id, call.version))
 
 
 def _sse(obj) -> bytes:
@@ -167,7 +174,7 @@ async def _stream(call: _Call):
 
     tokens: asyncio.Queue = asyncio.Queue()
     task = asyncio.ensure_future(st.engine.generate(call.prompt, call.sampling, call.version, req.seed,
-                                                    on_token=lambda t, lp: tokens.put_nowait((t, lp))))
+                                                    on_token=lambda t, lp: tokens.put_nowait((t, lp)), key=call.tid))
     task.add_done_callback(lambda _t: tokens.put_nowait(None))
     try:
         yield chunk({"role": "assistant", "content": ""})

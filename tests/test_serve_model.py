@@ -171,3 +171,27 @@ def test_concurrent_requests_are_batched_and_completions_work(served):
                for c in out)
     batches, requests = eng.batches - before[0], eng.batched_requests - before[1]
     assert requests == 8 and batches < 8, (batches, requests)  # several requests shared a generate call
+
+
+def test_a_continued_conversation_reuses_its_kv_and_answers_the_same(served, tool_model):
+    """The second call of a session starts from the KV its first call left (trainers.generation.TurnCache); its greedy
+    answer and log-probs equal those of the same messages computed from scratch (another session)."""
+    url, app, _ = served
+    oa = client(url)
+    head = {"X-Lachesis-Session": "kv-a"}
+    r1 = oa.chat.completions.with_raw_response.create(model="tiny", messages=TOOL_PROMPT, tools=TOOLS, temperature=0,
+                                                      max_tokens=40, extra_headers=head)
+    tid = r1.headers["x-lachesis-trajectory"]
+    cache = app.state.serving.engine._turns[f"tiny@{tool_model.name}"]
+    kept = len(cache.rows[tid].ids)
+    msg = r1.parse().choices[0].message
+    convo = TOOL_PROMPT + [msg.model_dump(exclude_none=True),
+                           {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": "a.txt"}]
+    answers = [oa.chat.completions.create(model="tiny", messages=convo, tools=TOOLS, temperature=0, max_tokens=12,
+                                          logprobs=True, extra_headers={"X-Lachesis-Session": s})
+               for s in ("kv-a", "kv-b")]
+    assert len(cache.rows[tid].ids) > kept  # the conversation's KV grew with the second call
+    (a, b) = [r.choices[0] for r in answers]
+    assert a.message.content == b.message.content and a.finish_reason == b.finish_reason
+    lp = [[t.logprob for t in c.logprobs.content] for c in (a, b)]
+    assert max(abs(x - y) for x, y in zip(*lp)) < 1e-4
