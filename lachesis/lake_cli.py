@@ -27,11 +27,13 @@ def init(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
 
 def tables(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
     """List tables with their latest version, row count and data files."""
+    from lake.query import ident
+
     lk = open_lake(lake)
     with lk.snapshot() as snap:
         rows = []
         for t in lk.tables():
-            count = snap.sql(f'SELECT count(*) FROM "{t}"').fetchall()[0][0]
+            count = snap.sql(f"SELECT count(*) FROM {ident(t)}").fetchall()[0][0]
             rows.append({"table": t, "version": snap.versions[t], "rows": count, "files": len(snap.files[t])})
     print_json(rows) if json else print_rows(rows, title=f"lake {lk.root}")
 

@@ -112,6 +112,7 @@ def views(lake: Optional[Path] = LakeOption,
     """List the dataset views and the helper views they use (with --counts, their rows on the latest snapshot)."""
     import duckdb
 
+    from lake.query import ident
     from views import HELPER_VIEWS, list_views, view_description
 
     lk = open_lake(lake)
@@ -123,7 +124,7 @@ def views(lake: Optional[Path] = LakeOption,
             count = None
             if err is None and counts:
                 try:
-                    count = snap.con.execute(f'SELECT count(*) FROM "{name}"').fetchall()[0][0]
+                    count = snap.sql(f"SELECT count(*) FROM {ident(name)}").fetchall()[0][0]
                 except duckdb.Error as exc:  # a view that fails on this lake's data: show why
                     err = str(exc).splitlines()[0]
             row = {"view": name, "kind": "helper" if name in HELPER_VIEWS else "dataset"}

@@ -87,3 +87,19 @@ def read_regular(root: str | os.PathLike, rel: str, limit: int) -> bytes:
     if len(data) > limit:
         raise Refusal(f"{rel}: more than the limit of {limit} bytes", "too_large")
     return data
+
+
+def read_named(path: str | os.PathLike, limit: int) -> bytes:
+    """The bytes of a file someone named (a command-line option, a config file): a link to it is followed
+    (naming it was their choice), but it is opened without blocking and read only when it is a regular file of
+    at most `limit` bytes. Raises Refusal (not_regular, too_large) or OSError (absent, unreadable)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):  # before fdopen, which refuses a folder with an error of its own
+        os.close(fd)
+        raise refusal(str(path), mode)
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise Refusal(f"{path}: more than the limit of {limit} bytes", "too_large")
+    return data

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Sequence
 
 import duckdb
 import pyarrow as pa
 
 from lake import duck
 from lake.as_of import AsOf, parse_as_of
+from lake.query import check_query
 from lake.schemas import table_schema
 from lake.tables import TableSet, TableState
 
@@ -132,11 +134,13 @@ class Snapshot:
             return list(self.table_set.state(table, self.versions[table]).files)
         return self.files[table]
 
-    def sql(self, query: str) -> duckdb.DuckDBPyRelation:
-        return self.con.sql(query)
+    def sql(self, query: str, params: Sequence[object] | None = None) -> duckdb.DuckDBPyRelation:
+        """One read statement, its `?` bound to `params`. Checked on every snapshot (lake.query.check_query):
+        DuckDB's `sql` runs every statement of a text, so a value pasted into a query could append a COPY."""
+        return self.con.sql(check_query(query), params=params)
 
-    def arrow(self, query: str) -> pa.Table:
-        rel = self.con.sql(query)
+    def arrow(self, query: str, params: Sequence[object] | None = None) -> pa.Table:
+        rel = self.sql(query, params)
         return rel.to_arrow_table() if rel is not None else pa.table({})
 
     def close(self) -> None:

@@ -9,6 +9,12 @@ schema (TRL style: a help text per field, validation in `__post_init__` raising 
 
 Reading uses tomllib; writing changes only the edited key's line (comments and order stay) through a
 temp file and `os.replace`, so a failed edit leaves the file as it was.
+
+What a hostile or careless file cannot do: every key has an upper bound as well as a lower one (a batch of
+10**30 tasks was written, then `--list --json` died on it; `freeze_layers 0-99999999999` built a set of 10**11
+layers: MemoryError); the file must be a regular file read with a size cap, opened without blocking (a FIFO
+hung the command, a directory or `--config /dev/zero` gave a traceback or a MemoryError); a lachesis.toml that
+is a symbolic link is edited through the link (its target is replaced atomically; the link stays a link).
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envs import RewardWeights
+from lake.folder_files import Refusal, read_named
 
 from .config import helped
 from .errors import TrainerInputError
@@ -72,7 +79,23 @@ class ProjectConfig:
         if self.partial_credit > 1:
             raise TrainerInputError(f"partial_credit must be at most 1 (a success is worth 1), "
                                     f"got {self.partial_credit}")
+        for name, most in UPPER_BOUNDS.items():
+            if getattr(self, name) > most:
+                raise TrainerInputError(f"{name} must be at most {most:g}, got {getattr(self, name):g}")
         parse_layer_spec(self.freeze_layers)
+
+
+# Upper bounds: far above any useful run (a 2-core CPU trains batch 2, group 4; the largest open models have
+# ~130 layers and 128k-token contexts), low enough that no value can exhaust memory before training starts.
+UPPER_BOUNDS = {
+    "reward_scale": 1e6, "learning_rate": 1.0, "lora_rank": 4096, "lora_alpha": 1 << 16, "group_size": 1024,
+    "batch_size": 1 << 16, "max_turns": 10_000, "max_completion_length": 1 << 20, "temperature": 100.0,
+    "kl_beta": 1e6, "eval_episodes": 1_000_000, "seed": 2**32 - 1, "well_formed_call_bonus": 1e6,
+    "malformed_call_penalty": 1e6, "command_error_penalty": 1e6, "checkpoint_every": 10**9,
+}
+MAX_LAYER = 4095  # the highest layer index a freeze spec may name
+MAX_LAYER_SPEC = 1000  # characters of a freeze spec
+MAX_FILE_BYTES = 1 << 16  # a lachesis.toml holds ~20 short lines
 
 
 KEYS = tuple(f.name for f in dataclasses.fields(ProjectConfig))
@@ -111,7 +134,10 @@ def _at_least(cfg: ProjectConfig, minimum: int, *names: str) -> None:
 
 
 def parse_layer_spec(spec: str) -> list[int]:
-    """Layer indices of a spec such as "0-8" or "0,2,5-7" (ranges inclusive, sorted, no repeats); "" = none."""
+    """Layer indices of a spec such as "0-8" or "0,2,5-7" (ranges inclusive, sorted, no repeats); "" = none.
+    Indices above MAX_LAYER are refused before any range is built."""
+    if len(str(spec)) > MAX_LAYER_SPEC:
+        raise TrainerInputError(f"layer spec of {len(str(spec))} characters: at most {MAX_LAYER_SPEC}")
     layers: set[int] = set()
     for part in (p.strip() for p in str(spec).split(",")):
         if not part:
@@ -124,6 +150,8 @@ def parse_layer_spec(spec: str) -> list[int]:
         lo, hi = int(m.group(1)), int(m.group(2) if m.group(2) is not None else m.group(1))
         if hi < lo:
             raise TrainerInputError(f"layer spec {spec!r}: range {part!r} runs backwards (write {hi}-{lo})")
+        if hi > MAX_LAYER:
+            raise TrainerInputError(f"layer spec {spec!r}: layer {hi} is above {MAX_LAYER}, more than any model has")
         layers.update(range(lo, hi + 1))
     return sorted(layers)
 
@@ -142,17 +170,33 @@ def find_config_file(start: Path | None = None) -> Path | None:
     here = Path(start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         candidate = folder / FILENAME
-        if candidate.is_file():
+        if os.path.lexists(candidate):  # whatever it is: a FIFO or a folder of that name is reported, not skipped
             return candidate
     return None
 
 
+def read_text(path: Path, what: str = "config file", limit: int = MAX_FILE_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most `limit` bytes (a symbolic link to one is followed); anything
+    else (missing, a folder, a FIFO, a device, too big, not UTF-8) is a one-line TrainerInputError naming `what`
+    (lake.folder_files.read_named opens it without blocking: a FIFO is refused instead of waited on)."""
+    try:
+        data = read_named(path, limit)
+    except FileNotFoundError:
+        raise TrainerInputError(f"{what} {path} does not exist") from None
+    except Refusal as exc:
+        raise TrainerInputError(f"{what} {exc.reason}") from None
+    except OSError as exc:
+        raise TrainerInputError(f"{what} {path}: cannot read it ({exc.strerror})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TrainerInputError(f"{what} {path} is not UTF-8 text: {exc}") from None
+
+
 def _read(path: Path) -> dict:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TrainerInputError(f"config file {path} does not exist") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        data = tomllib.loads(read_text(path))
+    except tomllib.TOMLDecodeError as exc:
         raise TrainerInputError(f"{path} is not valid TOML: {exc}") from None
     for key in data:
         if key not in KEYS:
@@ -208,11 +252,12 @@ def edit_config(key: str, value: str, path: Path | None = None) -> tuple[object,
     """Set one key: (old value, new value, the file). Creates ./lachesis.toml when none is found. An unknown
     key, a value of the wrong type or out of range is a one-line TrainerInputError and the file is unchanged."""
     path = Path(path) if path is not None else (find_config_file() or Path.cwd() / FILENAME)
-    data = _read(path) if path.exists() else {}
-    old = getattr(load_config(path) if path.exists() else ProjectConfig(), key) if key in KEYS else None
+    exists = os.path.lexists(path)  # a dangling link or a FIFO is there: read_text says what it is
+    data = _read(path) if exists else {}
+    old = getattr(load_config(path) if exists else ProjectConfig(), key) if key in KEYS else None
     # validated together with every other key of the file, and normalised (an int given for a float key)
     new = getattr(ProjectConfig(**{**data, key: parse_value(key, value)}), key)
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = read_text(path) if exists else ""
     line = f"{key} = {_toml_value(new)}"
     pattern = re.compile(rf"^[ \t]*{re.escape(key)}[ \t]*=.*$", re.MULTILINE)
     if pattern.search(text):
@@ -227,6 +272,8 @@ def edit_config(key: str, value: str, path: Path | None = None) -> tuple[object,
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    """Replace the file at once; through a symbolic link, its target is replaced and the link stays."""
+    path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -247,7 +294,7 @@ def _write_atomic(path: Path, text: str) -> None:
 def describe_config(path: Path | None = None) -> list[dict]:
     """One row per key: key, type, default, current value (the file's, else the default) and help."""
     path = Path(path) if path is not None else find_config_file()
-    current = load_config(path) if path is not None and path.exists() else ProjectConfig()
+    current = load_config(path) if path is not None and os.path.lexists(path) else ProjectConfig()
     defaults = ProjectConfig()
     return [{"key": f.name, "type": _kind(f).__name__, "default": getattr(defaults, f.name),
              "current": getattr(current, f.name), "help": f.metadata["help"]}

@@ -33,16 +33,19 @@ from lake import Lake
 
 from .config import device as pick_device, setup_env
 from .errors import TrainerInputError
+from .evaluate import resolve_env_name
 from .freeze import check_layers, checksums, freeze_report, model_depth, trainable_names
 from .learner import train_online
 from .online import find_run_folder
 from .policy import build_policy, resolve_spec, spec_depth
-from .project_config import load_config, parse_layer_spec
+from .project_config import MAX_LAYER, load_config, parse_layer_spec, read_text
 from .rl_config import TransferInitConfig, TransferOnlineConfig, TransferSFTConfig, TransferTrainConfig
 from .runfolder import open_lake
 
 SPEC_KIND = "transfer_spec"
 ONLINE_METHOD = "transfer-online"
+SPEC_BYTES = 1 << 20  # a spec or a run's config.json is a few KB
+TARGET_ENV_VARIABLE = "transfer_target_env"  # the SQL variable the --method sft export filters on
 
 
 # ----------------------------------------------------------------------------------------------- rl_transfer_init
@@ -99,12 +102,11 @@ def run_transfer_init(cfg: TransferInitConfig) -> dict:
         source_id = folder.name
     else:
         row = latest_run_on(lake, cfg.source_env)
-        folder, source_id = Path(row["metadata"]["run_dir"]), row["run_id"]
-        if not (folder / "config.json").is_file():
+        folder, source_id = Path(str(row["metadata"].get("run_dir") or "")), row["run_id"]
+        if not row["metadata"].get("run_dir") or not (folder / "config.json").is_file():
             raise TrainerInputError(f"the latest run on {cfg.source_env}, {source_id}, has no folder at {folder} any "
                                     "more: pass --from RUN with a run folder")
-    run_cfg = json.loads((folder / "config.json").read_text())
-    model = run_cfg.get("model") or run_cfg.get("model_path")
+    model = source_model(folder)
     policy = resolve_spec(model, str(folder), hp.lora_rank, hp.lora_alpha, layers)
     depth = spec_depth(policy)
     check_layers(layers, depth, spec_text)
@@ -127,23 +129,74 @@ def run_transfer_init(cfg: TransferInitConfig) -> dict:
     return {**spec, "lake_version": res.version}
 
 
+def source_model(folder: Path) -> str:
+    """The model a source run folder trained (its config.json's model, or model_path); a config.json that is
+    not a JSON object naming one is a one-line TrainerInputError."""
+    path = folder / "config.json"
+    run_cfg = _json_file(path, "run config")
+    model = run_cfg.get("model") or run_cfg.get("model_path")
+    if not isinstance(model, str) or not model:
+        raise TrainerInputError(f"run config {path} names no model (a 'model' or 'model_path' string): is {folder} a "
+                                "training run folder?")
+    return model
+
+
+def _json_file(path: Path, what: str, limit: int = SPEC_BYTES) -> dict:
+    """A JSON object file, read as project_config reads its file (regular, bounded, never blocking)."""
+    try:
+        value = json.loads(read_text(path, what, limit))
+    except ValueError as exc:
+        raise TrainerInputError(f"{what} {path} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise TrainerInputError(f"{what} {path} is not a JSON object but {type(value).__name__}")
+    return value
+
+
 # ----------------------------------------------------------------------------------------------- rl_train_transfer
+# The spec fields rl_train_transfer uses, with their JSON types; a spec is rl_transfer_init's output, but a
+# --spec file is whatever the user points at, so each is checked before it reaches a model, a path or a query.
+SPEC_FIELDS = {"model": str, "target_env": str, "source_run_dir": str, "freeze_layers": list}
+
+
+def check_spec(spec: object, source: str) -> dict:
+    """`spec` with its fields checked: the types of SPEC_FIELDS, target_env a registered environment (so it can
+    only name one: it filters the lake's rows), freeze_layers layer indices; else one line naming the field."""
+    if not isinstance(spec, dict):
+        raise TrainerInputError(f"{source}: not a JSON object: not a transfer spec of rl_transfer_init")
+    for key, kind in SPEC_FIELDS.items():
+        if not isinstance(spec.get(key), kind) or (kind is str and not spec[key]):
+            raise TrainerInputError(f"{source}: field '{key}' is missing or not a {kind.__name__}: not a transfer "
+                                    "spec of rl_transfer_init")
+    try:
+        target = resolve_env_name(spec["target_env"])
+    except TrainerInputError as exc:
+        raise TrainerInputError(f"{source}: field 'target_env': {exc}") from None
+    layers = spec["freeze_layers"]
+    if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= MAX_LAYER for i in layers):
+        raise TrainerInputError(f"{source}: field 'freeze_layers' must list layer indices 0..{MAX_LAYER}")
+    return {**spec, "target_env": target}
+
+
 def latest_spec(lake: Lake) -> dict:
-    query = f"SELECT config FROM runs WHERE kind = '{SPEC_KIND}' ORDER BY occurred_at DESC LIMIT 1"
+    query = "SELECT config FROM runs WHERE kind = ? ORDER BY occurred_at DESC LIMIT 1"
     with lake.snapshot(for_query=query) as snap:
-        rows = snap.arrow(query).to_pylist()
+        rows = snap.arrow(query, [SPEC_KIND]).to_pylist()
     if not rows:
         raise TrainerInputError(f"no transfer spec in the lake at {lake.root}: run rl_transfer_init first, or pass "
                                 "--spec FILE")
-    return _json(rows[0]["config"])
+    try:
+        spec = _json(rows[0]["config"])
+    except ValueError as exc:
+        raise TrainerInputError(f"the latest transfer spec in the lake at {lake.root} is not JSON: {exc}") from None
+    return check_spec(spec, f"the latest transfer spec in the lake at {lake.root}")
 
 
 def load_spec(cfg: TransferTrainConfig) -> dict:
     if cfg.spec:
         p = Path(cfg.spec).expanduser()
-        if not p.is_file():
+        if not p.exists():
             raise TrainerInputError(f"transfer spec {p} does not exist: pass the file rl_transfer_init printed")
-        return json.loads(p.read_text())
+        return check_spec(_json_file(p, "transfer spec"), f"transfer spec {p}")
     return latest_spec(open_lake(cfg.lake_root))
 
 
@@ -173,13 +226,19 @@ def _train_online(cfg: TransferTrainConfig, spec: dict, console) -> dict:
 
 def _target_data(cfg: TransferTrainConfig, target: str, work: Path) -> str:
     """--data as the SFT run reads it: a lake view is exported with only the target environment's rows."""
-    from views.export import ExportError, export_view
+    from views.export import EmptyExportError, ExportError, export_view
 
     if Path(cfg.data).expanduser().exists():
         return cfg.data
     lake = open_lake(cfg.lake_root)
-    try:
-        export_view(lake, cfg.data, work, format="parquet", where=f"env = '{target}'")
+    try:  # the environment is a bound variable, never text pasted into the filter
+        export_view(lake, cfg.data, work, format="parquet", where=f"env = getvariable('{TARGET_ENV_VARIABLE}')",
+                    variables={TARGET_ENV_VARIABLE: target}, allow_empty=False)
+    except EmptyExportError:  # what to run, not the temporary folder the empty export would have named
+        raise TrainerInputError(
+            f"the lake at {lake.root} has no {target} rows in its {cfg.data!r} view to train the target on: add some "
+            f"with `lake rollout --env {target} --policy expert --episodes 200 --lake {lake.root}` (or your agent's "
+            f"trajectories of {target}), or train online without --method sft") from None
     except ExportError as exc:
         raise TrainerInputError(f"cannot export {cfg.data!r} rows of {target}: {str(exc).splitlines()[0]}") from None
     return str(work)

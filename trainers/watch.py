@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 from lake import Lake, LakeError, resolve_root
+from lake.store import redact
 from lake.atomic import read_json, write_json_atomic
 
 from . import checkpoint
@@ -80,8 +81,8 @@ class StreamTrainer:
         try:
             self.lake = Lake.open(root)
         except LakeError:
-            raise TrainerInputError(f"no lake at {root}: the streaming trainer follows an existing lake; pass --lake, "
-                                    f"or create one with `lake init --lake {root}`") from None
+            raise TrainerInputError(f"no lake at {redact(root)}: the streaming trainer follows an existing lake; pass "
+                                    f"--lake, or create one with `lake init --lake {redact(root)}`") from None
         self.folder = cfg.folder()
         self.folder.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _lock(self.folder / LOCK_FILE)

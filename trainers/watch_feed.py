@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lake import Lake
+from lake.query import ident
 
 from .watch_config import WatchConfig
 
@@ -62,14 +63,14 @@ def read_increment(lake: Lake, cfg: WatchConfig, offsets: dict[str, int]) -> Inc
 
 def _view_rows(lake: Lake, cfg: WatchConfig, upto: dict[str, int], ids: list[str]) -> tuple[list[dict], list[dict]]:
     view = cfg.view
-    is_new = " OR ".join(f'coalesce("{col}" IN (SELECT id FROM {NEW_IDS}), false)' for col in cfg.follow.values())
-    with lake.snapshot(as_of=upto, for_query=f'SELECT * FROM "{view}"') as snap:
+    is_new = " OR ".join(f"coalesce({ident(col)} IN (SELECT id FROM {NEW_IDS}), false)" for col in cfg.follow.values())
+    with lake.snapshot(as_of=upto, for_query=f"SELECT * FROM {ident(view)}") as snap:
         snap.con.register(NEW_IDS, pa.table({"id": pa.array(ids, pa.string())}))
-        new = snap.arrow(f'SELECT * FROM "{view}" WHERE {is_new} ORDER BY event_id').to_pylist()
+        new = snap.arrow(f"SELECT * FROM {ident(view)} WHERE {is_new} ORDER BY event_id").to_pylist()
         wanted = round(cfg.replay * len(new))
         replay = []
         if wanted:
             seed = int(cfg.seed) + sum(upto.values())  # a new draw per increment, the same one when it is redone
-            replay = snap.arrow(f'SELECT * FROM "{view}" WHERE NOT ({is_new}) '
-                                f'ORDER BY hash(event_id, {seed}) LIMIT {wanted}').to_pylist()
+            replay = snap.arrow(f"SELECT * FROM {ident(view)} WHERE NOT ({is_new}) "
+                                f"ORDER BY hash(event_id, {seed}) LIMIT {wanted}").to_pylist()
     return new, replay
