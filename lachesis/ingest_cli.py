@@ -49,7 +49,7 @@ def serve(
 ) -> None:
     """Serve the durable trajectory API: native /v1 routes and the Atropos run-api routes."""
     from ingest.app import serve as _serve
-    from lake import resolve_root
+    from lake import Lake, LakeError, resolve_root
 
     cfg = _config(ServeConfig, host=host, port=port, token=token, token_file=token_file, allowed_hosts=allowed_hosts,
                   max_body_mb=max_body_mb, max_inflated_mb=max_inflated_mb, max_inflate_ratio=max_inflate_ratio,
@@ -59,7 +59,10 @@ def serve(
                                  max_request_line_kb=max_request_line_kb, header_timeout=header_timeout,
                                  read_timeout=read_timeout, keep_alive_timeout=keep_alive_timeout,
                                  max_connections=max_connections))
-    root = resolve_root(lake)
+    try:  # reached before serving: an unreachable store is one line here, a traceback in uvicorn's startup
+        root = Lake.init(resolve_root(lake), fsync=cfg.fsync).root
+    except LakeError as exc:
+        fail(str(exc))
     source = ctx.get_parameter_source("token")  # typer's own click: compared by name
     if token and source is not None and source.name == "COMMANDLINE":
         print("warning: --token shows in `ps` to every user of this machine; pass it as LACHESIS_TOKEN or "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -23,39 +24,73 @@ class AsOfError(LakeError):
 
 def parse_as_of(as_of: AsOf) -> int | dict[str, int] | None:
     """None; `7` (every table at min(7, latest)); `trajectories=7,skills=2`; a JSON object {table: version};
-    or a dataset folder / manifest.json, whose `lake_versions` reproduce the snapshot it was exported from."""
-    if as_of is None or isinstance(as_of, int):
+    or a dataset folder / manifest.json, whose `lake_versions` reproduce the snapshot it was exported from.
+    A version is a whole number 0..MAX_VERSION (JSON `7.0` is 7; `1e999`, `7.5`, `true` or a negative are
+    AsOfErrors: `int(float("inf"))` was an OverflowError traceback)."""
+    if as_of is None:
         return as_of
+    if isinstance(as_of, int) and not isinstance(as_of, bool):
+        return _version(as_of, "--as-of")
     if isinstance(as_of, Mapping):
-        try:
-            return {str(k): int(v) for k, v in as_of.items()}
-        except (TypeError, ValueError) as exc:
-            raise AsOfError(f"as-of versions must be integers: {exc}") from None
+        return _versions(as_of, "as-of")
     text = os.fspath(as_of).strip()
     if re.fullmatch(r"\d+", text):
-        return int(text)
+        return _version(int(text), "--as-of")
     if text.startswith("{"):
         try:
-            return {str(k): int(v) for k, v in json.loads(text).items()}
-        except (ValueError, TypeError, AttributeError) as exc:
+            pins = json.loads(text)
+        except ValueError as exc:
             raise AsOfError(f"--as-of {text!r} is not a JSON object of table versions: {exc}") from None
+        if not isinstance(pins, dict):
+            raise AsOfError(f"--as-of {text!r} is not a JSON object of table versions")
+        return _versions(pins, "--as-of")
     path = Path(text)
     if path.is_dir():
         path = path / MANIFEST_NAME
     if path.is_file():
         try:
             manifest = json.loads(path.read_text(encoding="utf-8"))
-            return {str(k): int(v) for k, v in manifest["lake_versions"].items()}
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            pins = manifest["lake_versions"]
+        except (ValueError, KeyError, TypeError) as exc:
             raise AsOfError(f"--as-of {text}: not a dataset manifest ({exc})") from None
+        if not isinstance(pins, dict):
+            raise AsOfError(f"--as-of {text}: not a dataset manifest (lake_versions is not an object)")
+        return _versions(pins, f"--as-of {text}: lake_versions")
     if "=" in text:
         pins = {}
         for part in text.split(","):
             table, _, version = part.partition("=")
             if not re.fullmatch(r"\d+", version.strip()):
                 break
-            pins[table.strip()] = int(version)
+            pins[table.strip()] = _version(int(version), f"--as-of {table.strip()}")
         else:
             return pins
     raise AsOfError(f"--as-of takes VERSION, TABLE=VERSION[,TABLE=VERSION], a JSON object or a manifest.json, "
                     f"not {text!r}")
+
+
+# Far above any lake's commit count (a commit a millisecond for 30 years is 10**12), far below what delta-rs
+# takes (a u64/i64): a larger pin is a typo or an attack, refused before it reaches a reader.
+MAX_VERSION = 10**15
+
+
+def _versions(pins: Mapping, where: str) -> dict[str, int]:
+    return {str(table): _version(v, f"{where} {table}") for table, v in pins.items()}
+
+
+def _version(value: object, where: str) -> int:
+    """One table version: an int, a whole finite float (JSON 7.0) or a digit string; else a one-line AsOfError."""
+    if isinstance(value, bool):
+        number = None
+    elif isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and re.fullmatch(r"\s*\d{1,18}\s*", value):
+        number = int(value)
+    else:
+        number = None
+    if number is None or not 0 <= number <= MAX_VERSION:
+        shown = repr(value) if not isinstance(value, str) else repr(value[:40])
+        raise AsOfError(f"{where}: a version is a whole number 0..{MAX_VERSION}, not {shown}")
+    return number

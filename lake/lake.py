@@ -78,6 +78,7 @@ class Lake:
              fsync: bool = True, storage_options: Mapping[str, str] | None = None) -> "Lake":
         """Create the lake at `root` (None: $LAKE_ROOT, else ./data/lake) with every table; safe to run again."""
         store = Store(resolve_root(root), storage_options)
+        store.check_reachable()  # one line within seconds, before delta-rs retries for minutes
         for table in TABLES:
             with store.reaching():
                 delta.create_table(store.uri(table), table, store.storage_options)

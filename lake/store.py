@@ -38,6 +38,11 @@ S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "A
            "AWS_ALLOW_HTTP")
 DEFAULT_REGION = "us-east-1"
 Location = str | os.PathLike
+# Seconds to open a connection to the object store (pyarrow, and delta-rs's `connect_timeout`): an endpoint that
+# never answers fails in seconds, not after the SDKs' retries (delta-rs took 89-184 s, pyarrow 13 s: measured
+# against a listening socket that never accepts, tests/test_lake_store_errors.py).
+CONNECT_TIMEOUT_S = 2
+_USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", re.IGNORECASE)
 
 
 def root_text(location: Location) -> str:
@@ -52,6 +57,13 @@ def is_url(location: Location) -> bool:
     return "://" in root_text(location)
 
 
+def redact(location: Location) -> str:
+    """A location as it may be printed or put in an error: a URL's `user:secret@` dropped
+    (`s3://AKIA..:SECRET@bucket/lake` -> `s3://bucket/lake`); a local path as it is. Every message that names a
+    root the user typed goes through here (a Store's own root never holds credentials: it refuses them)."""
+    return _USERINFO.sub(r"\1", root_text(location))
+
+
 def s3_options(options: Mapping[str, str] | None = None) -> dict[str, str]:
     """Storage options for delta-rs (and polars): `options` (any case) over the AWS environment variables."""
     given = {k.upper(): str(v) for k, v in (options or {}).items()}
@@ -60,15 +72,19 @@ def s3_options(options: Mapping[str, str] | None = None) -> dict[str, str]:
         out["AWS_REGION"] = os.environ["AWS_DEFAULT_REGION"]
     out.update(given)
     out.setdefault("AWS_REGION", DEFAULT_REGION)
+    out.setdefault("connect_timeout", f"{CONNECT_TIMEOUT_S}s")  # delta-rs (object_store) client option
     endpoint = out.get("AWS_ENDPOINT_URL", "")
     if endpoint.startswith("http://"):
         out.setdefault("AWS_ALLOW_HTTP", "true")
     return out
 
 
-def _s3_filesystem(options: Mapping[str, str]) -> pafs.S3FileSystem:
+def _s3_filesystem(options: Mapping[str, str], attempts: int | None = None) -> pafs.S3FileSystem:
+    """pyarrow's S3 client for `options`; `attempts` caps its tries per request (default: the SDK's 3)."""
     endpoint = options.get("AWS_ENDPOINT_URL")
-    kwargs = {"region": options.get("AWS_REGION", DEFAULT_REGION)}
+    kwargs = {"region": options.get("AWS_REGION", DEFAULT_REGION), "connect_timeout": CONNECT_TIMEOUT_S}
+    if attempts is not None:
+        kwargs["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=attempts)
     if options.get("AWS_ACCESS_KEY_ID"):
         kwargs.update(access_key=options["AWS_ACCESS_KEY_ID"], secret_key=options.get("AWS_SECRET_ACCESS_KEY"),
                       session_token=options.get("AWS_SESSION_TOKEN"))
@@ -89,6 +105,9 @@ class Store:
             self.storage_options: dict[str, str] | None = None
             self.fs: pafs.FileSystem = pafs.LocalFileSystem()
             return
+        if redact(text) != text:  # never kept: the root is printed, recorded in run folders and manifests
+            raise LakeError(f"lake root {redact(text)}: credentials in the URL (user:secret@) are not used; set "
+                            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or pass storage options)")
         scheme, _, rest = text.partition("://")
         if scheme not in SCHEMES:
             raise LakeError(f"lake root {text}: only local paths and {', '.join(s + '://' for s in SCHEMES)} "
@@ -137,6 +156,16 @@ class Store:
         with self.reaching():
             infos = self.fs.get_file_info(selector)
         return sorted(i.base_name for i in infos if i.type == pafs.FileType.File)
+
+    def check_reachable(self) -> None:
+        """One request to the object store, without retries: an endpoint that is down or black-holed is a
+        one-line LakeError naming the root within CONNECT_TIMEOUT_S (a missing bucket is left to the next call,
+        which names it). Nothing to do for a local root."""
+        if self.local:
+            return
+        bucket = self.fs_path().split("/", 1)[0]
+        with self.reaching():
+            _s3_filesystem(self.storage_options, attempts=1).get_file_info(bucket)
 
     @contextmanager
     def reaching(self) -> Iterator[None]:

@@ -66,6 +66,7 @@ class TableSet:
     def __init__(self, root: Location, storage_options: Mapping[str, str] | None = None):
         self.store = Store(root, storage_options)
         self.root = self.store.root  # a Path for a local lake, an s3://... URL otherwise
+        self.store.check_reachable()  # an endpoint that never answers: one line in seconds, not 13 s of retries
         if not is_lake(self.store):
             raise LakeError(f"no lake at {self.root} (create one with `lake init --lake {self.root}`)")
         self._lock = threading.Lock()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lake import Lake, LakeError, resolve_root
+from lake.store import redact
 from views.export import ExportError, export_view, file_sha256
 
 from .chat import normalize_messages, normalize_tools
@@ -98,8 +99,8 @@ def _rows_from_view(view: str, lake_root: str | None, work_dir: Path | None) -> 
     try:
         lake = Lake.open(root)
     except LakeError:
-        raise TrainerInputError(f"--data {view} is neither a file nor a folder, and there is no lake at {root} to read "
-                                "it as a view from: pass --lake ROOT or an export folder") from None
+        raise TrainerInputError(f"--data {view} is neither a file nor a folder, and there is no lake at {redact(root)} "
+                                "to read it as a view from: pass --lake ROOT or an export folder") from None
     out = (work_dir or Path(".")) / "dataset"
     try:
         export_view(lake, view, out, format="parquet")

@@ -30,6 +30,7 @@ from typing import Iterator
 from rich.markup import escape
 
 from lake import Lake, LakeError, resolve_root
+from lake.store import redact
 
 from .config import StepPlan, TrainConfig
 from .errors import TrainerInputError
@@ -46,8 +47,9 @@ def open_lake(lake_root: str | None) -> Lake:
     try:
         return Lake.open(root)
     except LakeError:
-        raise TrainerInputError(f"no lake at {root}: pass --lake with an existing lake, create one with "
-                                f"`lake init --lake {root}`, or train without recording the run (--no-lake)") from None
+        raise TrainerInputError(f"no lake at {redact(root)}: pass --lake with an existing lake, create one with "
+                                f"`lake init --lake {redact(root)}`, or train without recording the run "
+                                "(--no-lake)") from None
 
 
 class RunFolder:

@@ -121,6 +121,7 @@ class SkillToInstructionConfig:
         import os
 
         from lake import is_lake, resolve_root
+        from lake.store import redact
 
         if self.skills is not None or self.lake is not None:
             return self.skills, self.lake
@@ -130,7 +131,7 @@ class SkillToInstructionConfig:
         hermes = Path(os.environ.get("HERMES_HOME") or Path.home() / ".hermes") / "skills"
         if hermes.is_dir():
             return hermes, None
-        raise InstructionInputError(f"no lake at {root} and no skills folder at {hermes}: give --lake ROOT or "
+        raise InstructionInputError(f"no lake at {redact(root)} and no skills folder at {hermes}: give --lake ROOT or "
                                     f"--skills FOLDER; {TRY_SAMPLES}")
 
     @property
