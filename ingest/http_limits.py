@@ -3,11 +3,11 @@ request head may be, how long a client may take to send it, how long a connectio
 connections may be open at once. `uvicorn_config(app, limits, **kw)` is the one way to build the uvicorn.Config;
 the limits themselves are `ingest.config.HttpLimits` (options with help text, kept with the light configs).
 
-Why a layer of our own: uvicorn's httptools protocol (what `uvicorn[standard]` picks, and 2-3x faster than h11
-on our small requests) has no header limit and no timeout until a first response: one 100 MiB header stalled
-/v1/health for 25-30 s (httptools rebuilds a growing header value), and idle or slowly written connections
-were never closed (1,100 of them under `ulimit -n 1024` and the server could no longer accept, health
-included). uvicorn's own `limit_concurrency` does not help: it answers 503 to requests, health's too, once
+Why a layer of our own: uvicorn's httptools protocol (what `uvicorn[standard]` picks; h11, which has a head
+limit, parses in Python and has no read timeout either) has no header limit and no timeout until a first
+response: one 100 MiB header stalled /v1/health for 25-30 s (httptools rebuilds a growing header value), and
+idle or slowly written connections were never closed (1,100 of them under `ulimit -n 1024` and the server
+could no longer accept, health included). uvicorn's own `limit_concurrency` does not help: it answers 503 to requests, health's too, once
 that many connections are open, and still accepts (and holds) every socket.
 
 `LimitedHttpToolsProtocol` is uvicorn's protocol with, per connection:
