@@ -6,6 +6,9 @@ so `lake sql` never pays for fastapi or torch.
 from __future__ import annotations
 
 import importlib
+import os
+from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -37,6 +40,14 @@ def _register_wings() -> None:
 
 
 _register_wings()
+
+
+@app.callback()
+def _lake_root(lake: Optional[Path] = typer.Option(
+        None, "--lake", help="Lake root for every command (as $LAKE_ROOT; a command's own --lake wins), e.g. "
+                             "`lake --lake data/lake sql ...`.", show_default=False)) -> None:
+    if lake is not None:  # every command resolves its default root from $LAKE_ROOT (lake.resolve_root)
+        os.environ["LAKE_ROOT"] = str(lake)
 
 
 def main() -> None:

@@ -57,6 +57,8 @@ def _emitter(as_json: bool, quiet: bool):
                       f"{rec['success_after']} -> {literal(rec['run_dir'])}", highlight=False)
         elif kind == "warning":  # a broken checkpoint or file met at start, a rewind: one line each, never silent
             err.print(f"[yellow]warning:[/] {literal(rec['message'])}", highlight=False)
+        elif kind == "nothing_new":
+            err.print(literal(rec["message"]), highlight=False)
         elif kind == "eval":
             err.print(f"eval after increment {rec['increment']}: success {rec['success_rate']:.3f}, "
                       f"mean reward {rec['mean_reward']:.3f}", highlight=False)
@@ -86,9 +88,14 @@ def _watch(values: dict, as_json: bool, quiet: bool) -> None:
         except TrainerInputError as exc:
             fail(str(exc))
         try:
-            trainer.run(stop)
+            trained = trainer.run(stop)
         finally:
             trainer.close()
+        if cfg.once and not trained:  # say it: a silent exit reads as "it did not run"
+            emit = _emitter(as_json, quiet)
+            emit({"event": "nothing_new", "min_rows": cfg.min_rows, "split": cfg.split,
+                  "message": f"nothing new: fewer than --min-rows {cfg.min_rows} new rows of the {cfg.split} split "
+                             "since the last increment"})
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)

@@ -173,7 +173,7 @@ def play(episodes: list["Episode"], generate, tok, s: EvalSettings, on_done=None
 
 def run_eval(s: EvalSettings, console=None) -> dict:
     setup_env()
-    from .models import load_model, load_tokenizer, model_label, resolve_adapter, resolve_model
+    from .models import load_model, load_tokenizer, model_label, resolve_adapter, resolve_model, untrained_note
 
     dev = pick_device(s.device)  # before any model work: --device cuda without CUDA is the one-line error
     env_name = s.task  # resolved by EvalSettings
@@ -191,6 +191,9 @@ def run_eval(s: EvalSettings, console=None) -> dict:
         s = replace(s, model=s.model or "tiny")
         model_path = resolve_model(s.model)
     adapter = resolve_adapter(s.adapter)
+    note = untrained_note(s.model, "--adapter", adapter)
+    if note and console is not None and s.progress:  # not from the online trainer's own evaluations
+        console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     set_threads(s.threads)
     import torch
 

@@ -345,6 +345,15 @@ def resolve_adapter(adapter: str | None) -> str | None:
                             "nor a model folder (config.json + weights): pass a run folder from rl_finetune_supervised")
 
 
+def untrained_note(model: str, start_flag: str, start: str | None) -> str | None:
+    """The one line a guide command prints when it starts from the untrained tiny model (random weights, the
+    default --model) with no run to start from: otherwise its zero success reads like a broken command."""
+    if start or model.lower() not in TINY_NAMES:
+        return None
+    return (f"--model tiny is untrained (random weights) and makes no valid tool call until fine-tuned: give "
+            f"{start_flag} runs/<run> (rl_finetune_supervised) or --model smollm2 (pretrained)")
+
+
 def trained_from_scratch(model_path: str) -> bool:
     """A model we initialised randomly (the tiny model, or a full fine-tune of it), not a pretrained one: it gets
     full fine-tuning by default, since LoRA on a random base cannot learn."""

@@ -48,7 +48,7 @@ from .generation import Sampling, Turns, rollout_model, use_bf16
 from .freeze import checksums, freeze_report, model_depth, trainable_names
 from .grpo import Rollout, backward_policy_loss, group_advantages
 from .interrupt import TrainingInterrupted, resume_hint, stop_on_interrupt
-from .models import checkpoint_activations, model_label
+from .models import checkpoint_activations, model_label, untrained_note
 from .plots import write_eval_curve
 from .policy import PolicySpec, build_policy, resolve_spec, tokenizer_for
 from .project_config import ProjectConfig, load_config, reward_weights
@@ -492,6 +492,9 @@ def run_online(cfg: OnlineConfig, console=None, method: str = METHOD, make_train
     with Progress(console, "online", trainer.cfg.steps, completed=trainer.step) as prog:
 
         def on_step(step, rec):
+        note = None if trainer.cfg.resume else untrained_note(trainer.cfg.model, "--init", trainer.cfg.init)
+        if note:
+            console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
             prog.update(step, info=f"return {rec['reward_mean']:.3f} · success {rec['success_rate']:.2f}")
 
         return trainer.run_all(on_step)
