@@ -4,7 +4,8 @@ The trainer writes increment N as one atomic folder `checkpoints/step-<N>/` (tra
 fsync, rename), so a folder that exists under its final name is complete: polling the folder every
 `--poll-interval` s and loading the new ones is safe, and a load that fails (a folder removed by --keep, a broken
 file) is reported and skipped, never served. Loading happens on the engine's thread between batches
-(engine.add_version), so requests in flight finish on the version they started with.
+(engine.add_version), so requests in flight finish on the version they started with. A folder the trainer has not
+written yet (`just up` starts both together) is waited for, the base model served meanwhile.
 
 --promote-if-better: an increment is served only when its `--eval-every` evaluation (the trainer's hermes_eval of
 that increment's weights: a `runs` event of kind `eval` whose adapter_path is the increment's weights/) has a
@@ -39,31 +40,36 @@ class Follower:
                  promote_if_better: bool = False, lake_root: str | None = None):
         self.engine = engine
         self.folder = Path(folder)
-        if not self.folder.is_dir():
-            raise TrainerInputError(f"--follow {self.folder}: no such folder (a streaming trainer's, runs/<name>)")
-        meta = self._meta()
         self.poll_interval = poll_interval
         self.promote = promote_if_better
-        self.eval_every = int((meta.get("config") or {}).get("eval_every") or 0)
-        if self.promote and self.eval_every <= 0:
-            raise TrainerInputError(f"--promote-if-better: the trainer in {self.folder} does not evaluate its "
-                                    "increments (start it with --eval-every K)")
-        self.lake_root = meta.get("lake_root") or lake_root
+        self.lake_root = lake_root
+        self.eval_every: int | None = None  # the trainer's --eval-every, from its watch.json
+        if not self._read_meta():  # `just up` starts the server and the trainer together: it may come later
+            print(f"lake serve-model: waiting for a streaming trainer in {self.folder} (no {WATCH_FILE} yet); "
+                  "serving the base model until its first increment", file=sys.stderr, flush=True)
         self.seen = 0  # the newest increment looked at (served, skipped or refused)
         self.best: float | None = None  # the served version's evaluated success rate (promote_if_better)
         self.events: list[dict] = []  # what happened to each increment: for /v1/health and the tests
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _meta(self) -> dict:
+    def _read_meta(self) -> bool:
+        """The trainer's watch.json (its lake and --eval-every), once it is there. False while it is not."""
+        if self.eval_every is not None:
+            return True
         path = self.folder / WATCH_FILE
         if not path.is_file():
-            raise TrainerInputError(f"--follow {self.folder}: no {WATCH_FILE}: not a streaming trainer's folder "
-                                    "(`lake train watch --output ...` writes one)")
+            return False
         try:
-            return json.loads(path.read_text())
+            meta = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
             raise TrainerInputError(f"--follow {self.folder}: {WATCH_FILE} is unreadable ({exc})") from None
+        self.eval_every = int((meta.get("config") or {}).get("eval_every") or 0)
+        self.lake_root = meta.get("lake_root") or self.lake_root
+        if self.promote and self.eval_every <= 0:
+            raise TrainerInputError(f"--promote-if-better: the trainer in {self.folder} does not evaluate its "
+                                    "increments (start it with --eval-every K)")
+        return True
 
     def newest(self) -> tuple[str, str] | None:
         """(step, weights folder) of the newest increment at start, or None (the base is served until one comes)."""
@@ -91,6 +97,15 @@ class Follower:
 
     def poll(self) -> None:
         """Serve what is new (in order); with promote_if_better, stop at an increment whose evaluation is awaited."""
+        try:
+            if not self._read_meta():
+                return
+        except TrainerInputError as exc:  # a trainer that started without --eval-every: said once, never promoted
+            self._note(0, "refused", str(exc))
+            print(f"lake serve-model: {exc}", file=sys.stderr, flush=True)
+            self.eval_every = 0
+        if self.promote and not self.eval_every:
+            return
         for ckpt in checkpoint.complete(self.folder):
             n = step_of(ckpt)
             if n <= self.seen:
