@@ -485,6 +485,9 @@ def run_online(cfg: OnlineConfig, console=None, method: str = METHOD, make_train
                       f"{trainer.cfg.steps}, {trainer.rollout_plan()}, "
                       f"{'full' if trainer.spec.full else 'LoRA'} ({sum(p.numel() for p in trainer.params):,} trainable), "
                       f"lr {hp.learning_rate:g}, run folder {trainer.run.path}"), highlight=False)
+        note = None if trainer.cfg.resume else untrained_note(trainer.cfg.model, "--init", trainer.cfg.init)
+        if note:
+            console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     if not trainer.cfg.progress:
         return trainer.run_all()
     from .progress import Progress
@@ -492,9 +495,6 @@ def run_online(cfg: OnlineConfig, console=None, method: str = METHOD, make_train
     with Progress(console, "online", trainer.cfg.steps, completed=trainer.step) as prog:
 
         def on_step(step, rec):
-        note = None if trainer.cfg.resume else untrained_note(trainer.cfg.model, "--init", trainer.cfg.init)
-        if note:
-            console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
             prog.update(step, info=f"return {rec['reward_mean']:.3f} · success {rec['success_rate']:.2f}")
 
         return trainer.run_all(on_step)
