@@ -24,6 +24,7 @@ SERVE_MODEL_OPTIONS = [
     ("vllm_args", "--vllm-args"), ("host", "--host"), ("port", "--port"),
     ("token", "--token"), ("token_file", "--token-file"), ("allowed_hosts", "--allowed-hosts"),
     ("lake_root", "--lake"), ("record", "--record"), ("no_record", "--no-record"), ("record_queue", "--record-queue"),
+    ("compact_interval", "--compact-interval"),
     ("batch_window_ms", "--batch-window-ms"), ("max_batch", "--max-batch"), ("max_tokens", "--max-tokens"),
     ("default_max_tokens", "--default-max-tokens"), ("kv_cache_tokens", "--kv-cache-tokens"),
     ("context", "--context"), ("poll_interval", "--poll-interval"),

@@ -13,11 +13,11 @@ import asyncio
 from contextlib import asynccontextmanager
 
 import uvicorn
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 
 from ingest.app import bind_socket
 from ingest.http import host_names
-from lake import Lake, resolve_root
+from lake import CompactThresholds, Lake, resolve_root
 
 from . import routes_chat, routes_models
 from .config import ServeModelConfig
@@ -52,6 +52,9 @@ def create_app(config: ServeModelConfig, engine: EmbeddedEngine | None = None,
         if config.record != "off":
             lake = await asyncio.to_thread(Lake.init, resolve_root(config.lake_root))
         recorder = Recorder(lake, config.record, config.record_queue)
+        # one small file per group commit: merged in the background, as `lake serve` does (never blocks a commit)
+        compactor = (lake.autocompactor(CompactThresholds(interval_s=config.compact_interval)).start()
+                     if lake is not None and config.compact_interval > 0 else None)
         app.state.serving = ServingState(config, eng, recorder, lake, fol, host_names(config.host, config.allowed_hosts))
         eng.start()
         recorder.start()
@@ -64,6 +67,8 @@ def create_app(config: ServeModelConfig, engine: EmbeddedEngine | None = None,
                 await asyncio.to_thread(fol.stop)
             await recorder.close()
             await asyncio.to_thread(eng.close)
+            if compactor is not None:
+                await asyncio.to_thread(compactor.stop)
 
     docs = {"openapi_url": None, "docs_url": None, "redoc_url": None} if config.token else {}
     app = FastAPI(title="Lachesis model server (OpenAI-compatible)", lifespan=lifespan, **docs)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ingest.config import MiB, inflate_limit, is_loopback
+from ingest.config import COMPACT_HELP, MiB, inflate_limit, is_loopback
 from trainers.config import at_least, helped
 from trainers.errors import TrainerInputError
 
@@ -68,6 +68,7 @@ class ServeModelConfig:
     no_record: bool = field(default=False, **helped("record nothing (the same as --record off)"))
     record_queue: int = field(default=1024, **helped(
         "--record async: calls queued for the lake at most; a full queue makes requests wait (back-pressure)"))
+    compact_interval: float = field(default=10.0, **helped(COMPACT_HELP))
     batch_window_ms: float = field(default=10.0, **helped(
         "how long the generation thread gathers concurrent requests into one batch after the first arrives"))
     max_batch: int = field(default=32, **helped("requests generated together at most"))
@@ -107,7 +108,7 @@ class ServeModelConfig:
             raise TrainerInputError(f"--port must be between 0 and 65535, not {self.port}")
         at_least(self, 1, "keep_versions", "record_queue", "max_batch", "max_tokens", "default_max_tokens",
                  "context", "threads")
-        at_least(self, 0, "batch_window_ms", "kv_cache_tokens")
+        at_least(self, 0, "batch_window_ms", "kv_cache_tokens", "compact_interval")
         if self.poll_interval <= 0 or self.max_body_mb <= 0:
             raise TrainerInputError("--poll-interval and --max-body-mb must be positive")
         if self.default_max_tokens > self.max_tokens:

@@ -178,7 +178,7 @@ async def _stream(call: _Call):
     task.add_done_callback(lambda _t: tokens.put_nowait(None))
     try:
         yield chunk({"role": "assistant", "content": ""})
-        ids, lps, sent, first_unsent = [], [], 0, 0
+        ids, lps, sent, first_unsent, text = [], [], 0, 0, ""
         while (item := await tokens.get()) is not None:
             ids.append(item[0])
             lps.append(item[1])
@@ -198,8 +198,10 @@ async def _stream(call: _Call):
         if msg.get("tool_calls"):
             calls = P.openai_tool_calls(msg["tool_calls"])
             yield chunk({"tool_calls": [{"index": i, **c} for i, c in enumerate(calls)]})
-        elif (rest := (msg["content"] or "")[sent:]) and not call.tools:
-            yield chunk({"content": rest})
+        else:  # what was held back or not yet decoded (a malformed tool call block stays content, unparsed)
+            content, streamed = msg["content"] or "", text[:sent] if ids else ""
+            if content.startswith(streamed) and len(content) > len(streamed):
+                yield chunk({"content": content[len(streamed):]})
         await call.record(gen, msg, finish)
         yield chunk({}, finish)
         if req.stream_options is not None and req.stream_options.include_usage:
