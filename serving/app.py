@@ -25,12 +25,13 @@ from .engine import EmbeddedEngine
 from .follow import Follower
 from .http import ServingState, install_error_handlers
 from .record import Recorder
+from .vllm_engine import VLLMEngine
 
 
 def load_engine(config: ServeModelConfig) -> tuple[EmbeddedEngine, Follower | None]:
     """The engine with its first version loaded (a TrainerInputError, one line, for a bad model, adapter or
     followed folder), and the follower of --follow (not started)."""
-    engine = EmbeddedEngine(config)
+    engine = VLLMEngine(config) if config.engine == "vllm" else EmbeddedEngine(config)
     follower = None
     if config.follow:
         follower = Follower(engine, config.follow, poll_interval=config.poll_interval,

@@ -107,7 +107,7 @@ class ServeModelConfig:
         if not 0 <= self.port < 65536:
             raise TrainerInputError(f"--port must be between 0 and 65535, not {self.port}")
         at_least(self, 1, "keep_versions", "record_queue", "max_batch", "max_tokens", "default_max_tokens",
-                 "context", "threads")
+                 "context", "threads", "vllm_max_lora_rank")
         at_least(self, 0, "batch_window_ms", "kv_cache_tokens", "compact_interval")
         if self.poll_interval <= 0 or self.max_body_mb <= 0:
             raise TrainerInputError("--poll-interval and --max-body-mb must be positive")
