@@ -46,13 +46,17 @@ def append(
     seq: Optional[int] = typer.Option(None, help="Batch sequence of this writer; a replayed sequence adds nothing."),
     json: bool = JsonOption,
 ) -> None:
-    """Append every record of FILE as one commit, or nothing if any line is bad."""
+    """Append every record of FILE as one commit, or nothing if any line is bad. A trajectory whose trajectory_id
+    is already in the lake (or earlier in FILE) is a duplicate, skipped and counted, as POST and `lake import` do."""
+    from ingest.dedupe import trajectory_guard
     from lake import RecordError
     from lake.jsonl import JsonlError, read_jsonl
 
     lk = open_lake(lake)
     if table not in lk.tables():
         fail(f"unknown table '{table}'; tables: {', '.join(lk.tables())}")
+    if table == "trajectories":  # one dedupe rule for every way in (ingest.dedupe: checked at commit time)
+        trajectory_guard(lk)
     if not file.is_file():
         fail(f"{file}: no such file")
     try:
@@ -64,14 +68,16 @@ def append(
         fail(f"{exc}; nothing was written")
     except RecordError as exc:
         fail(f"{file}:{lines[exc.index]}: field '{exc.field}': {exc.message}; nothing was written")
-    info = {"table": table, "rows": result.rows, "version": result.version, "duplicate": result.duplicate,
-            "writer_id": writer_id, "seq": result.seq}
+    info = {"table": table, "rows": result.rows, "duplicates": result.skipped,
+            "version": result.version, "duplicate": result.duplicate, "writer_id": writer_id, "seq": result.seq}
     if json:
         print_json(info)
     elif result.duplicate:
         console.print(f"batch {seq} of writer {literal(writer_id)} is already committed: nothing written")
     else:
-        console.print(f"appended {result.rows} rows to {literal(table)} (version {result.version})")
+        skipped = f", {result.skipped} duplicate trajectory_id(s) skipped" if result.skipped else ""
+        console.print(f"appended {result.rows} rows to {literal(table)} (version {result.version})"
+                      f"{skipped}")
 
 
 def sql(
