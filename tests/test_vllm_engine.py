@@ -2,8 +2,8 @@
 vllm-venv`, started by the engine): a LoRA run served as `<model>@<run>` answers the real openai client with the
 tokens and log-probs the embedded path (peft) computes, in float32; a new increment is hot-loaded with
 /v1/load_lora_adapter and answers under its own name, the oldest unloaded past --keep-versions; a full model as a
-later increment is refused in one line. Slow (vLLM starts in 1-3 minutes on 2 CPU cores); skipped where the vLLM
-venv is missing ($VLLM_PYTHON, or $VLLM_VENV, default /tmp/vllm-venv)."""
+later increment is refused in one line. That test is slow (vLLM starts in 1-3 minutes on 2 CPU cores) and skipped
+where the vLLM venv is missing ($VLLM_PYTHON, or $VLLM_VENV, default /tmp/vllm-venv); the option checks run everywhere."""
 from __future__ import annotations
 
 import os
@@ -16,9 +16,8 @@ from serve_model_helpers import client, lake_rows, running
 from train_helpers import tiny_dir  # noqa: F401  (the session's tiny model)
 
 VLLM_PYTHON = Path(os.environ.get("VLLM_PYTHON") or Path(os.environ.get("VLLM_VENV", "/tmp/vllm-venv")) / "bin" / "python")
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not (VLLM_PYTHON.parent / "vllm").is_file(),
-                                 reason=f"no vLLM at {VLLM_PYTHON}: run `just vllm-venv`")]
+needs_vllm = pytest.mark.skipif(not (VLLM_PYTHON.parent / "vllm").is_file(),
+                                reason=f"no vLLM at {VLLM_PYTHON}: run `just vllm-venv`")
 PROMPT = [{"role": "user", "content": "List the files in the workspace."}]
 
 
@@ -53,6 +52,25 @@ def peft_greedy(tiny_dir: Path, run: Path, n: int):
     return generate(model, tok, [prompt_ids(tok, PROMPT, None)], [Sampling(max_new_tokens=n)])[0]
 
 
+def test_engine_options_are_checked_in_one_line(tiny_dir, tmp_path):
+    """Everywhere (no vLLM needed): options of the vllm engine without it, a missing vLLM, LoRA ranks."""
+    from serving.app import load_engine
+    from serving.config import ServeModelConfig
+    from serving.vllm_engine import lora_rank
+    from trainers.errors import TrainerInputError
+
+    with pytest.raises(TrainerInputError, match="need --engine vllm"):
+        ServeModelConfig(vllm_url="http://127.0.0.1:9")
+    with pytest.raises(TrainerInputError, match=r"no vLLM at .*just vllm-venv"):
+        load_engine(ServeModelConfig(model=str(tiny_dir), engine="vllm", vllm_python=str(tmp_path / "python"),
+                                     lake_root=str(tmp_path / "lake")))
+    assert [lora_rank(r) for r in (1, 8, 12, 16, 64)] == [1, 8, 16, 16, 64]
+    with pytest.raises(TrainerInputError, match="largest --max-lora-rank"):
+        lora_rank(1024)
+
+
+@pytest.mark.slow
+@needs_vllm
 def test_vllm_engine_serves_lora_versions_like_the_embedded_path(tiny_dir, tmp_path):
     from serving.config import ServeModelConfig
     from trainers.errors import TrainerInputError
