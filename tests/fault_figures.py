@@ -44,6 +44,7 @@ ATTACKS = {
                    "test_server_hardening", "test_server_limits"],
     "sandbox escapes": ["test_sandbox_escape", "test_sandbox_limits"],
     "grader attacks": ["test_grader_integrity"],
+    "checkpoint and row attacks": ["test_checkpoint_attacks", "test_train_row_bound"],
 }
 
 

@@ -109,6 +109,18 @@ def test_a_planted_pickle_state_pt_is_refused_and_never_runs(tmp_path, zipped):
 
 
 @pytest.mark.attack
+def test_pickled_weights_in_place_of_safetensors_are_refused(tmp_path):
+    """Weights are safetensors (save_pretrained's default): a checkpoint whose weights are a pickle is broken."""
+    first, second = _tiny_state(tmp_path / "run", 2)
+    marker = tmp_path / "pwned"
+    (checkpoint.weights(second) / "model.safetensors").unlink()
+    (checkpoint.weights(second) / "pytorch_model.bin").write_bytes(pickle.dumps(_Planted(marker)))
+    said: list[str] = []
+    assert checkpoint.usable(tmp_path / "run", report=said.append) == first
+    assert "no safetensors weights" in said[0] and not marker.exists()
+
+
+@pytest.mark.attack
 @pytest.mark.parametrize("broken", ["state.pt", "state.json", "weights"])
 def test_a_truncated_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, broken):
     first, second = _tiny_state(tmp_path, 2)
