@@ -99,7 +99,7 @@ async def post_trajectories(expected: Expected = Depends(expect_trajectories), i
         res = None
         if keep:
             res = await s.commit_arrow("trajectories", batch.arrow(keep), expected=expected)
-            if idem:
+            if idem and not res.skipped:  # (rows another process committed first carry its body, not ours)
                 s.bodies.committed("trajectories", idem)
     accepted = len(keep)
     if res is not None and res.skipped:  # another process committed some of these ids meanwhile
@@ -119,7 +119,7 @@ async def post_rewards(obj=Depends(json_body), idem: Idempotency | None = Depend
     if idem and f"rewards:{idem.key}" in s.idem_keys:
         await s.same_body("rewards", idem, "rewards")
         return duplicate
-    recs, locs = [], []
+    recs, locs, refreshed = [], [], False
     for i, it in enumerate(items):
         idx = i if isinstance(obj, list) else None
         loc = ["body"] + ([] if idx is None else [idx])
@@ -131,6 +131,9 @@ async def post_rewards(obj=Depends(json_body), idem: Idempotency | None = Depend
         if it.get("reward") is None and it.get("success") is None and it.get("labels") is None:
             raise BadInput("a reward needs at least one of reward, success, labels", field=loc + ["reward"],
                            status=422, kind="missing")
+        if tid not in s.ids and not refreshed:  # written since by another process (lake serve-model, lake watch)?
+            await asyncio.to_thread(s.guards["trajectories"].refresh)
+            refreshed = True
         if tid not in s.ids:
             raise BadInput(f"unknown trajectory_id {tid!r}", field=loc + ["trajectory_id"], status=404,
                            kind="not_found")
@@ -145,7 +148,7 @@ async def post_rewards(obj=Depends(json_body), idem: Idempotency | None = Depend
             await s.same_body("rewards", idem, "rewards")
             return duplicate
         res = await s.commit_records("rewards", recs, locs=locs)
-        if idem:
+        if idem and not res.skipped:
             s.bodies.committed("rewards", idem)
     if idem and s.guards["rewards"].pop_dropped([f"rewards:{idem.key}"]):  # another process committed it first
         return duplicate
@@ -215,7 +218,7 @@ async def post_skills(obj=Depends(json_body), idem: Idempotency | None = Depends
         if not rec.get("deleted") and s.skill_hash.get(rec["name"]) == h:
             return {"status": "unchanged", "name": rec["name"]}
         res = await s.commit_records("skills", [rec])
-        if idem:
+        if idem and not res.skipped:
             s.bodies.committed("skills", idem)
         if idem and s.guards["skills"].pop_dropped([f"skills:{idem.key}"]):  # another process committed it first
             return {"status": "committed", "duplicate": True}
