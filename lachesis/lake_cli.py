@@ -158,7 +158,10 @@ def compact(
 
 def vacuum(
     table: Optional[str] = typer.Argument(None, help="One table; default all."),
-    retention_hours: int = typer.Option(168, help="Keep removed files younger than this (time travel, readers)."),
+    retention_hours: int = typer.Option(
+        168, "--retention-hours", "--retain", min=0,
+        help="Keep replaced files younger than this many hours (default 168 = 7 days), so `--as-of` older versions "
+             "and readers still on them work; 0 deletes every replaced file no registered consumer needs."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be deleted."),
     lake: Optional[Path] = LakeOption,
     json: bool = JsonOption,
@@ -172,6 +175,11 @@ def vacuum(
         print_json(rows)
     else:
         print_rows([{k: v for k, v in r.items() if k != "files"} for r in rows], title="vacuum")
+        young = sum(r["kept_for_retention"] for r in rows)
+        if young:  # why a vacuum deleted less than compaction replaced
+            console.print(literal(f"{young} replaced file(s) are younger than --retention-hours {retention_hours} and "
+                                  "were kept (time travel with --as-of); --retention-hours 0 deletes them"),
+                          highlight=False, soft_wrap=True)
 
 
 def consumers(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
