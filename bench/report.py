@@ -203,7 +203,7 @@ def generic_rows(bench: str, res: dict) -> list[Row]:
 
 READERS = {"lake": lake_rows, "views": views_rows, "envs": envs_rows, "sft": sft_rows, "online": online_rows,
            "ingest": ingest_rows, "smollm2": smollm2_rows}
-ORDER = ["lake", "views", "ingest", "envs", "sft", "online", "smollm2", "watch"]
+ORDER = ["lake", "views", "ingest", "envs", "sft", "online", "generation", "smollm2", "watch"]
 
 
 def load_file(path: Path) -> tuple[dict, object]:

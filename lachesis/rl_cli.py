@@ -76,7 +76,8 @@ ONLINE_OPTIONS = [
     ("config", "--config"), ("tasks_file", "--tasks"), ("output", "--output"), ("resume", "--resume"),
     ("lake_root", "--lake"), ("seed", "--seed"), _both("micro_batch"), _both("max_context"), ("actors", "--actors"),
     _both("gradient_checkpointing"), ("threads", "--threads"),
-    ("device", "--device"), ("report_to", "--report-to", "--report_to"), ("plot", "--plot/--no-plot"),
+    ("device", "--device"), ("bf16", "--bf16"), _both("tis_cap"), ("report_to", "--report-to", "--report_to"),
+    ("plot", "--plot/--no-plot"),
 ]
 TRANSFER_INIT_OPTIONS = [
     _both("source_env"), _both("target_env"), _both("freeze_layers"), ("from_run", "--from"), ("config", "--config"),

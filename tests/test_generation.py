@@ -139,33 +139,44 @@ def test_bad_input_is_a_one_line_error(tiny):
 
 
 def test_eval_episodes_are_the_same_with_and_without_the_exact_levers(tiny_dir):  # noqa: F811
-    assert_levers_keep_episodes(tiny_dir, tasks=6, max_turns=3, new_tokens=20)
-
-
-def assert_levers_keep_episodes(model_dir, tasks: int, max_turns: int, new_tokens: int) -> dict:
-    """hermes_eval's greedy episodes (batches of mixed lengths) with the KV kept across turns and the shared prefix
-    once are the episodes of the plain path (transformers' generate on the whole conversation every turn)."""
+    """hermes_eval's greedy episodes (batches of mixed lengths, several turns) with the KV kept across turns and the
+    shared prefix once are the episodes of the plain path (transformers' generate on the whole conversation every
+    turn). The tiny model never calls a tool, so at turn 1 a tool call is appended to its reply (the same on both
+    paths): the episodes go on, and turn 2 reuses the KV of turn 1's prompt and reply."""
     import envs
 
-    from trainers.evaluate import EvalSettings, Episode, evaluate_model, play
-    from trainers.generation import Generation, reference_generate
+    from trainers.evaluate import END_OF_TURN, EvalSettings, Episode, play
+    from trainers.generation import Generation, Sampling, Turns, reference_generate
     from trainers.models import load_model, load_tokenizer
 
-    tok = load_tokenizer(str(model_dir))
-    model = load_model(str(model_dir)).eval()
-    chosen = envs.load_tasks(ENV, "test")[:tasks]
-    s = EvalSettings(max_new_tokens=new_tokens, max_turns=max_turns, batch_size=4, record_in_lake=False,
-                     progress=False, bf16="off")
-    fast, _ = evaluate_model(model, tok, s, chosen, run_id="fast", label="m")
-    eps = [Episode(envs.make(ENV, max_steps=max_turns, split="test"), t.task_id, s.seed + i, tok)
-           for i, t in enumerate(chosen)]
-    try:
-        play(eps, lambda prompts, _e: [Generation.scripted(x) for x in reference_generate(model, tok, prompts,
-                                                                                          new_tokens)], tok, s)
-    finally:
-        for e in eps:
-            e.env.close()
-    assert fast["per_task"] == [e.result() for e in eps]
-    return fast
-    # the tiny model never calls a tool, so its episodes end at turn 1: tests/test_pretrained.py checks the same
-    # with SmolLM2, whose episodes go on (the KV kept across turns)
+    tok = load_tokenizer(str(tiny_dir))
+    model = load_model(str(tiny_dir)).eval()
+    eos = tok.convert_tokens_to_ids(END_OF_TURN)
+    call = tok.encode(envs.format_tool_call("run", {"command": "ls"}), add_special_tokens=False)
+    s = EvalSettings(max_new_tokens=16, max_turns=3, batch_size=4, record_in_lake=False, progress=False)
+
+    def with_a_call(gens, episodes):
+        out = []
+        for g, e in zip(gens, episodes):
+            reply = g.token_ids[:-1] if g.token_ids[-1] == eos else g.token_ids
+            out.append(Generation(reply + call + [eos], g.logprobs) if e.turns == 0 else g)
+        return out
+
+    def episodes():
+        return [Episode(envs.make(ENV, max_steps=3, split="test"), t.task_id, i, tok)
+                for i, t in enumerate(envs.load_tasks(ENV, "test")[:6])]
+
+    fast = Turns(model, tok, Sampling(max_new_tokens=16))
+    plain = lambda prompts, eps: [Generation.scripted(x) for x in reference_generate(model, tok, prompts, 16)]
+    results = []
+    for gen, forget in ((fast, fast.forget), (plain, None)):
+        eps = episodes()
+        try:
+            play(eps, lambda prompts, chunk: with_a_call(gen(prompts, chunk), chunk), tok, s, forget=forget)
+        finally:
+            for e in eps:
+                e.env.close()
+        results.append(([e.result() for e in eps], [e.ids for e in eps]))
+    assert results[0] == results[1]
+    assert all(r["turns"] >= 2 for r in results[0][0])
+    assert len(fast.cache) == 0  # every ended episode's KV was freed

@@ -152,7 +152,7 @@ def test_policy_logprobs_on_sampled_positions_match_the_full_head(smollm2_dir):
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from trainers.grpo import _collate, _token_logps
+    from trainers.grpo import SampledSequence, _collate, _token_logps
     from trainers.models import load_model, load_tokenizer
 
     torch.manual_seed(0)
@@ -163,7 +163,8 @@ def test_policy_logprobs_on_sampled_positions_match_the_full_head(smollm2_dir):
     for text, n_sampled in (("Count the lines of notes.txt.", 5), ("Show the last commit, then tag it v1.", 3)):
         ids = tok(text)["input_ids"]
         seqs.append((ids, [0] * (len(ids) - n_sampled) + [1] * n_sampled))
-    ids, att, mask = _collate(seqs, tok.pad_token_id, torch.device("cpu"))
+    batch = _collate([SampledSequence(x, m) for x, m in seqs], tok.pad_token_id, torch.device("cpu"), False)
+    ids, att, mask = batch.ids, batch.att, batch.mask
     assert 0 < mask.sum() < mask.numel()  # some positions are not sampled, so the shortcut really skips some
     adv = torch.tensor([[1.5], [-0.5]])
     lora = [p for p in model.parameters() if p.requires_grad]
@@ -178,7 +179,7 @@ def test_policy_logprobs_on_sampled_positions_match_the_full_head(smollm2_dir):
         logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
         return torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1) * mask
 
-    ours, g_ours = value_and_grads(lambda: _token_logps(model, ids, att, mask))
+    ours, g_ours = value_and_grads(lambda: _token_logps(model, batch))
     full, g_full = value_and_grads(full_head)
     assert torch.allclose(ours, full, rtol=1e-5, atol=1e-5), (ours, full)
     assert torch.all(ours[mask == 0] == 0) and torch.all(ours[mask > 0] < 0)
@@ -188,7 +189,7 @@ def test_policy_logprobs_on_sampled_positions_match_the_full_head(smollm2_dir):
 
 
 def test_batched_generation_matches_one_prompt_at_a_time(smollm2_dir):
-    from trainers.evaluate import generate_batch
+    from trainers.generation import Sampling, generate
     from trainers.models import load_model, load_tokenizer
 
     tok = load_tokenizer(str(smollm2_dir))
@@ -197,9 +198,9 @@ def test_batched_generation_matches_one_prompt_at_a_time(smollm2_dir):
                                             tokenize=True, return_dict=True)["input_ids"])
                for q in ("Count the lines of notes.txt with a shell command.", "Say hi.")]
     assert len(prompts[0]) != len(prompts[1])  # so the batch really pads one of them
-    batched = generate_batch(model, tok, prompts, max_new_tokens=8)
+    batched = [g.token_ids for g in generate(model, tok, prompts, Sampling(max_new_tokens=8))]
     assert len(batched) == 2 and all(batched)
-    assert batched == [generate_batch(model, tok, [p], max_new_tokens=8)[0] for p in prompts]
+    assert batched == [generate(model, tok, [p], Sampling(max_new_tokens=8))[0].token_ids for p in prompts]
 
 
 def test_batched_eval_of_two_tasks_through_run_eval(smollm2_dir):

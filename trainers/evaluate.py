@@ -3,10 +3,11 @@
 Multi-turn and token-in/token-out: the prompt is rendered once by the chat template, then each turn appends
 the model's generated tokens and the template's own rendering of the tool turns that answer them
 (chat.turn_continuation), so the prompt is token for token the template's rendering of the conversation,
-as in training. Episodes run in batches (one left-padded `generate` per turn for every live episode), stop
-when the environment says so (submit, a reply without a tool call, or its step limit, which is
-`max_turns`), and are recorded by envs/episode.py, the recorder every writer of trajectories uses. Every
-episode plus a summary go to an existing lake (a missing lake is an error, never created here).
+as in training. Episodes run in batches (one batched trainers.generation call per turn for every live episode:
+the shared system/tools prefix computed once, each episode's KV cache kept across its turns, optionally a merged
+bf16 copy of the model), stop when the environment says so (submit, a reply without a tool call, or its step
+limit, which is `max_turns`), and are recorded by envs/episode.py, the recorder every writer of trajectories uses.
+Every episode plus a summary go to an existing lake (a missing lake is an error, never created here).
 """
 from __future__ import annotations
 

@@ -243,3 +243,24 @@ def backward_policy_loss(model, rollouts: list[Rollout], pad_id: int, micro_batc
     return LossStats(loss=loss_sum / n, pg_loss=pg_sum / n, kl=kl_sum / n, sequences=len(use), tokens=tokens,
                      sampled_tokens=total_sampled, logprob_drift=drift_sum / max(1, with_old),
                      tis_weight=weight_sum / with_old if with_old else 1.0, shared_tokens=shared)
+
+
+def policy_update(model, params, opt, rollouts, pad_id: int, micro_batch: int, kl_beta: float = 0.0, ref_model=None,
+                  *, bf16: bool = False, share_prefix: bool = True, tis_cap: float = TIS_CAP) -> tuple[LossStats, float]:
+    """One optimizer step on the batch's GRPO loss (none when no group had a signal): (stats, gradient norm before
+    clipping to 1). bf16: the forward and backward under bfloat16 autocast (1.97x fewer CPU-seconds on a CPU with
+    avx512_bf16, gradient cosine 0.998 to float32's); the weights and the optimizer stay float32."""
+    import torch
+
+    model.train()
+    opt.zero_grad(set_to_none=True)
+    dev = next(model.parameters()).device
+    with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
+        stats = backward_policy_loss(model, rollouts, pad_id, micro_batch, kl_beta, ref_model,
+                                     share_prefix=share_prefix, tis_cap=tis_cap)
+    grad_norm = 0.0
+    if stats.sequences:
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, 1.0))
+        opt.step()
+    model.eval()
+    return stats, grad_norm

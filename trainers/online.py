@@ -10,8 +10,9 @@ Why our own loop and not trl's GRPOTrainer (docs/training-notes.md section 5 com
   max_turns. GRPOTrainer's `environment_factory` ends an episode when the model stops calling tools and caps the
   whole episode by max_completion_length; its `rollout_func` would run our own rollout anyway (B3d), inside an
   API trl marks experimental ("may change or be removed");
-- generation is hermes_eval's batched token-in/token-out generator (one left-padded `generate` per turn for
-  every live episode, the chat template's own continuation), so training and evaluation see the same prompts;
+- generation is hermes_eval's batched token-in/token-out path (trainers/generation.py: one batched call per turn
+  for every live episode, the KV cache kept across turns, the chat template's own continuation), so training and
+  evaluation see the same prompts;
 - every rollout goes to the lake with its policy_version and per-step rewards through an idempotent writer
   (one writer id per run, seq = the step), and `--resume` continues at the same step and data position with the
   optimizer, scheduler and RNG states: a kill -9 then --resume neither repeats nor skips a step, in the lake or
@@ -42,11 +43,12 @@ import envs
 
 from . import checkpoint
 from .config import device as pick_device, set_threads, setup_env
+from .curriculum import curriculum_stream, signal_groups
 from .errors import TrainerInputError
 from .evaluate import EvalSettings, evaluate_model, load_eval_tasks, play
 from .generation import Sampling, Turns, rollout_model, use_bf16
 from .freeze import checksums, freeze_report, model_depth, trainable_names
-from .grpo import Rollout, backward_policy_loss, group_advantages
+from .grpo import Rollout, group_advantages, policy_update
 from .interrupt import TrainingInterrupted, resume_hint, stop_on_interrupt
 from .models import checkpoint_activations, model_label, untrained_note
 from .plots import write_eval_curve
@@ -95,10 +97,11 @@ class StepResult:
 
 
 def play_groups(model, tok, cfg: OnlineConfig, hp: ProjectConfig, stream: TaskStream, position: int,
-                seed_key: int) -> StepResult:
+                seed_key: int, generate=None) -> StepResult:
     """`batch_size` tasks from `position` of the stream, each played `group_size` times with the policy's samples
     (group b = the task at position + b); episode seeds come from the project seed and `seed_key` (the step, or
-    an actor's batch), so the same key replays the same episodes."""
+    an actor's batch), so the same key replays the same episodes. `model` generates them (generation.Turns: the
+    KV kept across turns); `generate` replaces that (bench/bench_generation.py's plain path)."""
     t0 = time.perf_counter()
     env_kw = {"tasks": cfg.tasks_file} if cfg.tasks_file else {"split": "train"}
     eps = []
@@ -114,7 +117,7 @@ def play_groups(model, tok, cfg: OnlineConfig, hp: ProjectConfig, stream: TaskSt
     # sampling draws from torch's global RNG, which checkpoints save and --resume restores
     gen = Turns(model, tok, Sampling(max_new_tokens=hp.max_completion_length, temperature=hp.temperature))
     try:
-        gen_s = play(eps, gen, tok, s, forget=gen.forget)
+        gen_s = play(eps, generate or gen, tok, s, forget=None if generate else gen.forget)
     finally:
         for e in eps:
             e.env.close()
@@ -167,7 +170,10 @@ class OnlineTrainer:
         self.opt = torch.optim.AdamW(self.params, lr=hp.learning_rate, betas=(0.9, 0.99), weight_decay=0.0)
         warm = min(10, cfg.steps // 10)
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
-        self.stream = TaskStream(load_eval_tasks(cfg.env, "train", cfg.tasks_file), hp.seed)
+        train_tasks = load_eval_tasks(cfg.env, "train", cfg.tasks_file)
+        self.stream = (curriculum_stream(cfg, hp.group_size, train_tasks, hp.seed, run.lake, self.label)
+                       if cfg.curriculum else TaskStream(train_tasks, hp.seed))
+        self.signal: list[tuple[int, float]] = []  # the fraction of each step's groups with a signal
         self.test_tasks = load_eval_tasks(cfg.env, "test", cfg.tasks_file)[: hp.eval_episodes]
         self.writer = run.lake.writer(f"{SOURCE}:{self.run_id}")
         self._pending = None
@@ -183,6 +189,8 @@ class OnlineTrainer:
             state = checkpoint.read_state(resume_from)
             self.step, self.position, self.log_lines = state["step"], state["position"], state["log_lines"]
             self.totals = state["totals"]
+            if cfg.curriculum:
+                self.stream.load_state(state.get("curriculum") or {})
             self._reload_history()
         self._hashes_before = self._start_hashes(resume_from is not None)
 
@@ -201,6 +209,8 @@ class OnlineTrainer:
                 self.evals.append(rec)
             elif "reward_mean" in rec:
                 self.train_returns.append((rec["step"], rec["reward_mean"]))
+                if "signal_groups" in rec:
+                    self.signal.append((rec["step"], rec["signal_groups"]))
 
     def _start_hashes(self, resumed: bool) -> dict | None:
         """Checksums of the frozen and trained tensors at the run's start (a resumed run reads the first start's)."""
@@ -242,32 +252,25 @@ class OnlineTrainer:
 
     def update(self, rollouts: list[Rollout]):
         """One optimizer step on the batch's GRPO loss (none when no group had a signal); the schedule advances."""
-        import torch
-
-        self.model.train()
-        self.opt.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            # the shared prefix hands its KV cache to the suffixes, which a checkpointed forward turns off
-            stats = backward_policy_loss(self.model, rollouts, self.tok.pad_token_id, self.cfg.micro_batch,
-                                         self.hp.kl_beta, self.ref, share_prefix=not self.cfg.gradient_checkpointing,
-                                         tis_cap=self.cfg.tis_cap)
-        grad_norm = 0.0
-        if stats.sequences:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, 1.0))
-            self.opt.step()
+        # the shared prefix hands its KV cache to the suffixes, which a checkpointed forward turns off
+        stats, grad_norm = policy_update(self.model, self.params, self.opt, rollouts, self.tok.pad_token_id,
+                                         self.cfg.micro_batch, self.hp.kl_beta, self.ref, bf16=self.bf16,
+                                         share_prefix=not self.cfg.gradient_checkpointing, tis_cap=self.cfg.tis_cap)
         lr = self.sched.get_last_lr()[0]
         with warnings.catch_warnings():  # a step without an update (no group had a signal) still advances the schedule
             warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*before.*optimizer.step")
             self.sched.step()
-        self.model.eval()
         return stats, grad_norm, lr, time.perf_counter() - t0
 
     def train_step(self, step: int) -> dict:
         res = self.rollouts(step)
         returns = [e.recorder.reward for e in res.rollouts]
         self._write("trajectories", self.rollout_records(step, res), seq=2 * step)
-        stats, grad_norm, lr, update_s = self.update(res.rollouts)
+        sig = signal_groups(res.rollouts, drop=self.cfg.drop_zero_variance)  # DAPO's dynamic sampling
+        if self.cfg.curriculum:
+            self.stream.observe(res.rollouts)
+        stats, grad_norm, lr, update_s = self.update(sig.kept)
         self.position += self.hp.batch_size
         n = len(res.rollouts)
         t = self.totals
@@ -289,8 +292,13 @@ class OnlineTrainer:
                "episode_tokens": episode_tokens, "turns": sum(e.turns for e in res.rollouts),
                "grad_norm": round(grad_norm, 5), "lr": lr, "rollout_s": round(res.rollout_s, 3),
                "generate_s": round(res.generate_s, 3), "update_s": round(update_s, 3),
-               "data_position": self.position, "rollouts_digest": digest.hexdigest()[:16]}
+               "data_position": self.position, "rollouts_digest": digest.hexdigest()[:16],
+               "groups": sig.groups, "signal_groups": round(sig.fraction, 4),
+               "dropped_groups": sig.dropped if self.cfg.drop_zero_variance else 0}
+        if self.cfg.curriculum:
+            rec["curriculum_top"] = self.stream.summary()
         self.train_returns.append((step, rec["reward_mean"]))
+        self.signal.append((step, rec["signal_groups"]))
         self.log(rec)
         return rec
 
@@ -327,7 +335,7 @@ class OnlineTrainer:
         """The atomic checkpoint of `step`, then (`record`) its `runs` event."""
         self.flush()  # the lake holds every rollout up to this step before the checkpoint says so
         state = {"run_id": self.run_id, "position": self.position, "log_lines": self.log_lines, "totals": self.totals,
-                 **self.checkpoint_state()}
+                 "curriculum": self.stream.state() if self.cfg.curriculum else None, **self.checkpoint_state()}
         path = checkpoint.save(self.run.path, step, self.model.save_pretrained, self.opt, self.sched, state,
                                keep=self.keep_checkpoints)
         if not record:
@@ -388,7 +396,7 @@ class OnlineTrainer:
             extra = self._write_checksums()
         self.run.save_model(self.model.save_pretrained, self.tok, self.spec.full)
         if cfg.plot and self.evals:
-            write_eval_curve(self.evals, self.train_returns, self.run.path / "eval_curve.png",
+            write_eval_curve(self.evals, self.train_returns, self.run.path / "eval_curve.png", signal=self.signal,
                              title=f"{self.run_id}: {cfg.env} ({self.label})")
         first, last = self.evals[0], self.evals[-1]
         metrics = {"steps": self.step, "env": cfg.env, "rollouts": t["rollouts"],
