@@ -106,6 +106,15 @@ def test_streaming_matches_the_plain_answer_and_streams_tool_calls(served):
     assert [d.function.name for d in deltas] == ["run"] and json.loads(deltas[0].function.arguments) == {"command": "ls"}
     assert tools[-1].choices[0].finish_reason == "tool_calls"
     assert "<tool_call>" not in "".join(c.choices[0].delta.content or "" for c in tools)
+    # with tools, whatever the reply (here a malformed tool call block, which stays content), the stream's content
+    # and tool calls are the plain answer's
+    odd = [{"role": "user", "content": "hello there"}]
+    plain = oa.chat.completions.create(model="tiny", messages=odd, tools=TOOLS, temperature=0, max_tokens=30)
+    chunks = list(oa.chat.completions.create(model="tiny", messages=odd, tools=TOOLS, temperature=0, max_tokens=30,
+                                             stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == (plain.choices[0].message.content or "")
+    streamed_calls = [tc.function.name for c in chunks for tc in (c.choices[0].delta.tool_calls or [])]
+    assert streamed_calls == [tc.function.name for tc in (plain.choices[0].message.tool_calls or [])]
     # on the wire: server-sent events in OpenAI's chunk format, ending with [DONE]
     with httpx.stream("POST", url + "/v1/chat/completions", json={
             "model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}) as resp:
