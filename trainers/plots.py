@@ -107,14 +107,19 @@ def write_eval_plot(before: dict, after: dict, after_label: str, png: Path) -> P
     return _save(eval_bars_figure(before, after, after_label), png)
 
 
-def eval_curve_figure(evals: list[dict], train: list[tuple[int, float]], title: str = "online RL") -> Figure:
+def eval_curve_figure(evals: list[dict], train: list[tuple[int, float]], title: str = "online RL",
+                      signal: list[tuple[int, float]] = ()) -> Figure:
     """Held-out evaluation over training steps (success rate, mean reward, valid tool calls: one point per
     evaluation, the last value written at each line's end, apart when lines coincide) and the training rollouts'
-    mean return per step, faint, behind them. The legend sits below the axes, clear of lines at 0 and 1."""
+    mean return per step, faint, behind them, with the fraction of groups that had a signal (returns not all
+    equal: trainers/curriculum.py). The legend sits below the axes, clear of lines at 0 and 1."""
     fig, ax = plt.subplots(figsize=(6.5, 4.0), dpi=100)
     if train:
         ax.plot([s for s, _ in train], [r for _, r in train], lw=0.8, alpha=0.35, color="grey",
                 label="train rollouts: mean return")
+    if signal:
+        ax.plot([s for s, _ in signal], [f for _, f in signal], lw=0.8, alpha=0.5, color="tab:purple", ls="-.",
+                label="train groups with a signal")
     steps = [int(e["step"]) for e in evals]
     for i, (key, name) in enumerate(EVAL_METRICS):
         values = [float(e[key]) for e in evals]
@@ -137,5 +142,6 @@ def eval_curve_figure(evals: list[dict], train: list[tuple[int, float]], title: 
     return fig
 
 
-def write_eval_curve(evals: list[dict], train: list[tuple[int, float]], png: Path, title: str = "online RL") -> Path:
-    return _save(eval_curve_figure(evals, train, title), png)
+def write_eval_curve(evals: list[dict], train: list[tuple[int, float]], png: Path, title: str = "online RL",
+                     signal: list[tuple[int, float]] = ()) -> Path:
+    return _save(eval_curve_figure(evals, train, title, signal), png)

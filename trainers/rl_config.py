@@ -63,6 +63,20 @@ class OnlineConfig:
     plot: bool = field(default=True, **helped("draw loss.png and eval_curve.png in the run folder"))
     freeze_layers: list[int] | None = field(default=None, **helped(
         "decoder layers frozen with the embeddings (rl_train_transfer sets them; None: nothing frozen)"))
+    # what the update learns from (trainers/curriculum.py)
+    curriculum: bool = field(default=False, **helped(
+        "pick each step's train tasks by task family, weighted by the chance that a group has a signal, 1 - p^G - "
+        "(1 - p)^G, p the family's success rate from the lake's own rows and this run's rollouts (families the "
+        "policy solves sometimes first); off: the seeded task order"))
+    curriculum_floor: float = field(default=0.05, **helped(
+        "curriculum: the least weight of a family (families always or never solved are still revisited)"))
+    curriculum_decay: float = field(default=0.9, **helped(
+        "curriculum: how much a step's evidence of a family's success still counts one step later (0-1)"))
+    curriculum_prior: float = field(default=8.0, **helped(
+        "curriculum: at most this many episodes' worth of the lake's rows per family to start from (0: none)"))
+    drop_zero_variance: bool = field(default=True, **helped(
+        "drop the groups whose returns are all equal before the update (DAPO's dynamic sampling: they carry no "
+        "advantage); the step log reports signal_groups, the fraction of groups with a signal, either way"))
     # settled when the run starts, recorded in config.json, read back by --resume
     run_id: str | None = field(default=None, **helped("the run's id (set when it starts)"))
     full: bool | None = field(default=None, **helped("full fine-tuning (True) or LoRA, settled from the model"))
@@ -81,6 +95,12 @@ class OnlineConfig:
         self.bf16 = check_bf16(self.bf16)
         self.report_to = check_report_to(self.report_to)
         at_least(self, 64, "max_context")
+        if not (0.0 < self.curriculum_floor <= 1.0 and 0.0 <= self.curriculum_decay <= 1.0):
+            raise TrainerInputError(f"--curriculum-floor must be in (0, 1] and --curriculum-decay in [0, 1], not "
+                                    f"{self.curriculum_floor} and {self.curriculum_decay}")
+        at_least(self, 0, "curriculum_prior")
+        if self.curriculum and self.actors > 1:
+            raise TrainerInputError("--curriculum picks tasks in the training process: use it with --actors 1")
 
 
 @dataclass(kw_only=True)
