@@ -27,6 +27,7 @@ from deltalake import DeltaTable
 from ingest.errors import BadInput
 from ingest.records import trajectory_ids
 from lake import Lake, delta, store
+from lake.query import ident
 
 KeyFn = Callable[[pa.Table], list]
 MAX_DROPPED = 1 << 16
@@ -125,8 +126,8 @@ def trajectory_guard(lake: Lake) -> KeyGuard:
 
 def idempotency_guard(lake: Lake, table: str, keys: set) -> KeyGuard:
     """The `Idempotency-Key` index of `table` (rewards, skills) into `keys`, registered as its guard."""
-    with lake.snapshot(for_query=f"SELECT metadata FROM {table}") as snap:
-        rows = snap.arrow(f"SELECT json_extract_string(metadata, '$.idempotency_key') AS k FROM {table} "
+    with lake.snapshot(for_query=f"SELECT metadata FROM {ident(table)}") as snap:
+        rows = snap.arrow(f"SELECT json_extract_string(metadata, '$.idempotency_key') AS k FROM {ident(table)} "
                           "WHERE json_extract_string(metadata, '$.idempotency_key') IS NOT NULL")
         keys.update(f"{table}:{k}" for k in rows.column(0).to_pylist())
         g = KeyGuard(lake, table, idempotency_keys(table), "metadata", keys, snap.versions[table])

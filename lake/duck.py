@@ -218,6 +218,7 @@ class QueryDatabase:
 
     def __init__(self, store: Store):
         self.con = duckdb.connect()
+        self.con.execute("SET parquet_metadata_cache = true")  # the footers read when the views bind, kept
         root = str(store.root)
         self.protocol = f"lakeq{hashlib.sha256(root.encode()).hexdigest()[:12]}"
         fs_class = type(f"ReadOnlyFS_{self.protocol}", (_ReadOnlyFS,), {"protocol": self.protocol,

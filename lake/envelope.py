@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lake.query import ident
 from lake.schemas import payload_schema, table_schema
 
 # Columns that identify an event rather than describe it, so they stay out of the content hash: the same
@@ -86,7 +87,7 @@ def content_hashes(payload: pa.Table) -> pa.Array:
     content = payload.select([c for c in payload.column_names if c not in IDENTITY_COLUMNS])
     # Record batches of 8k rows let DuckDB hash on every core; insertion order is preserved.
     data = pa.Table.from_batches(content.to_batches(max_chunksize=8192), content.schema)
-    row = "struct_pack(" + ", ".join(f'"{c}" := "{c}"' for c in content.column_names) + ")"
+    row = "struct_pack(" + ", ".join(f"{ident(c)} := {ident(c)}" for c in content.column_names) + ")"
     with _HASH_LOCK:  # one connection for the process: opening one costs ~15 ms, more than hashing a batch
         if _hash_con is None:
             _hash_con = duckdb.connect()

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from lake import duck
 from lake.as_of import AsOf, parse_as_of
-from lake.query import check_query
+from lake.query import check_query, ident
 from lake.schemas import table_schema
 from lake.tables import TableSet, TableState
 
@@ -107,7 +107,7 @@ class Snapshot:
             f for name, f in delta_fields.items() if name not in schema.names]
         if not files:
             self.con.register(f"__empty_{table}", pa.schema(fields).empty_table())
-            self.con.execute(f'CREATE OR REPLACE VIEW "{table}" AS SELECT * FROM "__empty_{table}"')
+            self.con.execute(f"CREATE OR REPLACE VIEW {ident(table)} AS SELECT * FROM {ident('__empty_' + table)}")
             return
         # union_by_name makes DuckDB read every file's schema at each query; it is needed only when some file
         # lacks a column another has (written before the schema grew). `day` comes from the path.
@@ -123,11 +123,11 @@ class Snapshot:
         cols = []
         for field in fields:
             if field.name in present:
-                cols.append(f'"{field.name}"')
+                cols.append(ident(field.name))  # a column a writer merged into the Delta schema: any text
             else:
                 duck_type = self.con.from_arrow(pa.schema([field]).empty_table()).types[0]
-                cols.append(f'CAST(NULL AS {duck_type}) AS "{field.name}"')
-        self.con.execute(f'CREATE OR REPLACE VIEW "{table}" AS SELECT {", ".join(cols)} FROM {source}')
+                cols.append(f"CAST(NULL AS {duck_type}) AS {ident(field.name)}")
+        self.con.execute(f"CREATE OR REPLACE VIEW {ident(table)} AS SELECT {', '.join(cols)} FROM {source}")
 
     def table_files(self, table: str) -> list[str]:
         if table not in self.files:
@@ -171,7 +171,7 @@ def register_views(con: duckdb.DuckDBPyConnection, view_sql: dict[str, str]) -> 
         failed = []
         for name in pending:
             try:
-                con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {view_sql[name].strip().rstrip(";")}')
+                con.execute(f"CREATE OR REPLACE VIEW {ident(name)} AS {view_sql[name].strip().rstrip(';')}")
             except duckdb.Error as exc:
                 errors[name] = str(exc)
                 failed.append(name)

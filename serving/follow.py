@@ -146,8 +146,8 @@ class Follower:
         try:
             lake = Lake.open(self.lake_root)
             with lake.snapshot(for_query="SELECT adapter_path, metrics FROM runs") as snap:
-                rows = snap.arrow(f"SELECT adapter_path, metrics FROM runs WHERE kind = 'eval' AND "
-                                  f"ends_with(adapter_path, '{tail}')").to_pylist()
+                rows = snap.arrow("SELECT adapter_path, metrics FROM runs WHERE kind = 'eval' AND "
+                                  "ends_with(adapter_path, ?)", [tail]).to_pylist()  # a folder name: bound, not pasted
         except LakeError:
             return None
         for r in rows:

@@ -138,7 +138,7 @@ def query_view(con: duckdb.DuckDBPyConnection, view: str, where: str | None = No
     except QueryError as exc:
         raise ExportError(str(exc)) from None
     if order:
-        sql += " ORDER BY " + ", ".join(f'"{c}" NULLS FIRST' for c in order)
+        sql += " ORDER BY " + ", ".join(f"{ident(c)} NULLS FIRST" for c in order)
     else:
         sql += " ORDER BY ALL"
     try:
@@ -304,7 +304,8 @@ def _event_ids_hash(con: duckdb.DuckDBPyConnection, table: pa.Table) -> tuple[st
     ids = pa.table({c: table.column(c) for c in cols})
     con.register("__export_event_ids", ids)
     try:
-        union = " UNION ".join(f'SELECT "{c}" AS e FROM __export_event_ids WHERE "{c}" IS NOT NULL' for c in cols)
+        union = " UNION ".join(f"SELECT {ident(c)} AS e FROM __export_event_ids WHERE {ident(c)} IS NOT NULL"
+                               for c in cols)
         row = con.execute(f"SELECT count(*), coalesce(string_agg(e, chr(10) ORDER BY e), '') FROM ({union})").fetchall()[0]
     finally:
         con.unregister("__export_event_ids")
