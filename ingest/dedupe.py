@@ -57,6 +57,7 @@ class KeyGuard:
 
     def __init__(self, lake: Lake, table: str, key_fn: KeyFn, column: str, keys: set, version: int):
         self.path = lake.table_path(table)
+        self._open = lambda: lake.delta_table(table)
         self.key_fn, self.column = key_fn, column
         self.keys, self.version = keys, version
         self.dropped: dict = {}  # keys refused at commit time, oldest first (a request pops its own)
@@ -85,6 +86,13 @@ class KeyGuard:
             for p in payloads:
                 self.keys.update(k for k in self.key_fn(p) if k is not None)
             self.version = version  # under the lock nobody else committed since admit() caught up
+
+    def refresh(self) -> None:
+        """Catch up now with what other processes committed, not only at this process's next commit: a key looked
+        up before it is written here (a reward for a trajectory `lake serve-model` recorded after this server
+        started was a 404)."""
+        with self._mutex:
+            self._catch_up(self._open())
 
     def _catch_up(self, dt: DeltaTable) -> None:
         """Add the keys of the versions committed (by other processes) since `version`."""
