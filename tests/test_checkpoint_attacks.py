@@ -232,3 +232,29 @@ def test_garbage_heartbeat_and_watch_json_give_one_line_and_the_watcher_restarts
         st.close()
     status = watcher_status(folder)
     assert status["increments"] == 2 and status["last_increment"]["run_id"] == done[1]["run_id"]
+
+
+@pytest.mark.slow  # a 4-step online run and its resume: about a minute on 2 busy cores
+@pytest.mark.attack
+def test_rl_train_online_resume_falls_back_past_a_truncated_checkpoint_and_says_so(tiny_dir, tmp_path, capsys):
+    from test_train_online import write_project, write_tasks
+    from trainers.online import run_online
+    from trainers.rl_config import OnlineConfig
+
+    lake = Lake.init(tmp_path / "lake")
+    run_dir = tmp_path / "run"
+    cfg = dict(env="bash_exec_env", steps=4, eval_interval=100, config=str(write_project(tmp_path / "l.toml",
+               max_turns=1, eval_episodes=1)), tasks_file=str(write_tasks(tmp_path / "tasks.jsonl")),
+               output=str(run_dir), lake_root=str(lake.root), progress=False, threads=1)
+    run_online(OnlineConfig(**cfg))
+    (run_dir / "summary.json").unlink()  # as if stopped after its last checkpoint
+    first, last = checkpoint.complete(run_dir)
+    _truncate(last / "state.pt")
+    summary = run_online(OnlineConfig(resume=str(run_dir), progress=False, threads=1))
+    err = capsys.readouterr().err
+    assert f"checkpoint {last.name} is broken" in err and f"resuming from {first.name}" in err
+    assert any(last.name in w for w in summary["warnings"]) and summary["steps"] == 4
+    assert checkpoint.set_aside_found(run_dir) == [f"broken-{last.name}"]
+    steps = [json.loads(x)["step"] for x in (run_dir / "train_log.jsonl").read_text().splitlines()
+             if "step" in json.loads(x) and not json.loads(x).get("eval") and not json.loads(x).get("summary")]
+    assert steps == [1, 2, 3, 4]  # steps 3 and 4 trained again, once each in the kept log
