@@ -27,7 +27,6 @@ class Component:
     name: str
     argv: list[str]
     env: dict[str, str] | None = None
-    waits_for: Path | None = None  # started once this file exists (it reads what another component writes first)
 
 
 @dataclass
@@ -37,7 +36,7 @@ class Supervised:
     component: Component
     log: Path
     proc: subprocess.Popen | None = None
-    state: str = "stopped"  # waiting | running | backoff | stopped
+    state: str = "stopped"  # starting | running | backoff | stopped
     restarts: int = 0
     started_at: float = 0.0
     next_start: float = 0.0
@@ -74,10 +73,7 @@ class Supervisor:
 
     def start(self) -> None:
         for item in self.items:
-            if item.component.waits_for is not None and not item.component.waits_for.exists():
-                item.state = "waiting"
-            else:
-                self._start(item)
+            self._start(item)
 
     def poll(self) -> None:
         """Restart what crashed (after its backoff), reset the backoff of what has been healthy long enough."""
@@ -93,8 +89,6 @@ class Supervisor:
                 item.state, item.next_start = "backoff", now + backoff(item.failures)
                 self.on_event(f"{item.component.name} exited with code {rc}; restart in {backoff(item.failures):.0f} s "
                               f"(log {item.log})")
-            elif item.state == "waiting" and item.component.waits_for.exists():
-                self._start(item)
             elif item.state == "backoff" and now >= item.next_start:
                 item.restarts += 1
                 self._start(item)
@@ -124,8 +118,6 @@ class Supervisor:
                 state = f"running pid {item.proc.pid} up {_duration(now - item.started_at)}"
             elif item.state == "backoff":
                 state = f"exited {item.last_rc}, restart in {max(0.0, item.next_start - now):.0f} s"
-            elif item.state == "waiting":
-                state = f"waiting for {item.component.waits_for}"
             else:
                 state = item.state
             out.append({"name": item.component.name, "state": state, "restarts": item.restarts,

@@ -3,7 +3,7 @@ command, under lachesis/supervisor.py: one live status line per component, a cra
 Ctrl-C stops them all. `--serve-model` adds the model server (`lake serve-model --follow` on the trainer's folder):
 agents call the newest increment over the OpenAI API, each call lands in the lake the trainer learns from, and each
 new increment is served as it is written; the loop agent -> model server -> lake -> trainer -> model server. The
-model server starts once the trainer has written its folder's watch.json (what --follow reads).
+model server serves the base model until the trainer (started at the same time) has written its folder.
 
 The lake is created first (an explicit `up` may, like `lake serve`), so the trainer, which never creates a lake,
 finds it. Each component is the `lake` command a user could run alone, with this config's options.
@@ -24,7 +24,7 @@ from lachesis.supervisor import Component, Supervisor
 from trainers.config import helped
 from serving.config import ServeModelConfig
 from trainers.errors import TrainerInputError
-from trainers.watch_config import RECIPES, WATCH_FILE, WatchConfig
+from trainers.watch_config import RECIPES, WatchConfig
 
 
 def like(config: type, name: str, **given):
@@ -107,7 +107,7 @@ def components(cfg: UpConfig, root: Path) -> list[Component]:
         folder = cfg.trainer_folder()
         out.append(Component("model", lake_command("serve-model", *lake, "--host", cfg.host, "--port",
                                                    str(cfg.model_port), "--model", cfg.model, "--follow", str(folder),
-                                                   *cfg.serve_model_args.split()), waits_for=folder / WATCH_FILE))
+                                                   *cfg.serve_model_args.split())))
     return out
 
 

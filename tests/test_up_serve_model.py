@@ -1,6 +1,6 @@
 """`just up --serve-model` (issue 25, item 5): the model server joins the lake server, the watcher and the streaming
-trainer, `--follow`ing the trainer's own folder, and starts only once the trainer has written its watch.json; the
-whole loop (rows in the lake -> an increment -> served -> a call recorded with that version) runs under `just up`."""
+trainer, `--follow`ing the trainer's own folder (serving the base until the trainer has written it); the whole loop
+(rows in the lake -> an increment -> served -> a call recorded with that version) runs under `just up`."""
 from __future__ import annotations
 
 import os
@@ -14,13 +14,12 @@ import httpx
 import pytest
 
 from ingest_helpers import free_port
-from lachesis.supervisor import Component, Supervisor
 from lachesis.up import UpConfig, components
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_serve_model_follows_the_trainers_folder_and_waits_for_it(tmp_path):
+def test_serve_model_follows_the_trainers_folder(tmp_path):
     cfg = UpConfig(serve_model=True, port=free_port(), model_port=free_port(), train_args=f"--output {tmp_path / 'w'}")
     comps = {c.name: c for c in components(cfg, tmp_path / "lake")}
     assert set(comps) == {"serve", "watch", "train", "model"}
@@ -28,7 +27,6 @@ def test_serve_model_follows_the_trainers_folder_and_waits_for_it(tmp_path):
     argv = model.argv[model.argv.index("serve-model"):]
     assert argv[argv.index("--follow") + 1] == str(tmp_path / "w") and "--port" in argv
     assert argv[argv.index("--port") + 1] == str(cfg.model_port)
-    assert model.waits_for == tmp_path / "w" / "watch.json"
     assert UpConfig(serve_model=True, train_args="--name=mine").trainer_folder() == Path("runs/mine")
     assert UpConfig(serve_model=True).trainer_folder() == Path("runs/watch-sft")  # the trainer's own default
     assert "model" not in {c.name for c in components(UpConfig(), tmp_path / "lake")}
@@ -36,22 +34,6 @@ def test_serve_model_follows_the_trainers_folder_and_waits_for_it(tmp_path):
         UpConfig(serve_model=True, no_train=True)
     with pytest.raises(ValueError, match="is the lake server's --port"):
         UpConfig(serve_model=True, port=9100, model_port=9100)
-
-
-def test_a_component_waiting_for_a_file_starts_once_it_exists(tmp_path):
-    flag = tmp_path / "ready.json"
-    sup = Supervisor([Component("reader", [sys.executable, "-c", "import time; time.sleep(60)"], waits_for=flag)],
-                     tmp_path / "logs", stop_timeout=5)
-    sup.start()
-    sup.poll()
-    (item,) = sup.items
-    assert item.proc is None and sup.rows()[0]["state"] == f"waiting for {flag}"
-    flag.write_text("{}")
-    sup.poll()
-    try:
-        assert item.proc is not None and item.proc.poll() is None and item.restarts == 0
-    finally:
-        sup.stop()
 
 
 @pytest.mark.slow
