@@ -77,7 +77,9 @@ ONLINE_OPTIONS = [
     ("lake_root", "--lake"), ("seed", "--seed"), _both("micro_batch"), _both("max_context"), ("actors", "--actors"),
     _both("gradient_checkpointing"), ("threads", "--threads"),
     ("device", "--device"), ("bf16", "--bf16"), _both("tis_cap"), ("report_to", "--report-to", "--report_to"),
-    ("plot", "--plot/--no-plot"),
+    ("plot", "--plot/--no-plot"), ("curriculum", "--curriculum/--no-curriculum"), _both("curriculum_floor"),
+    _both("curriculum_decay"), _both("curriculum_prior"),
+    ("drop_zero_variance", "--drop-zero-variance/--keep-zero-variance"),
 ]
 TRANSFER_INIT_OPTIONS = [
     _both("source_env"), _both("target_env"), _both("freeze_layers"), ("from_run", "--from"), ("config", "--config"),
