@@ -99,7 +99,39 @@ class _Job:
     key: str | None  # the conversation (its KV is kept for its next call), None: not kept
 
 
-class EmbeddedEngine:
+class ServedVersions:
+    """The table of served versions every engine keeps (`label`, `_versions`): listing, resolving a request's
+    `model`, installing a new newest. Replaced whole on change (copy on write), so request handlers read it without
+    a lock while the engine thread installs."""
+
+    label: str
+    _versions: OrderedDict[str, Version]
+
+    def versions(self) -> list[Version]:
+        """Served versions, oldest first (the last is what a request for the bare name gets)."""
+        return list(self._versions.values())
+
+    def resolve(self, name: str | None) -> Version:
+        """The version a request's `model` names: a version name, or the bare served name (or none) for the newest."""
+        versions = self._versions
+        if not versions:
+            raise UnknownModel("no version is loaded yet")
+        if not name or name == self.label:
+            return next(reversed(versions.values()))
+        if name in versions:
+            return versions[name]
+        raise UnknownModel(f"model {name!r} is not served here: use {self.label!r} (the newest version) or one of "
+                           f"{', '.join(versions)}")
+
+    def _install(self, v: Version) -> Version:
+        versions = OrderedDict(self._versions)
+        versions[v.name] = v
+        versions.move_to_end(v.name)
+        self._versions = versions
+        return v
+
+
+class EmbeddedEngine(ServedVersions):
     """The model(s) in this process; see the module docstring."""
 
     def __init__(self, cfg: ServeModelConfig):
@@ -124,22 +156,6 @@ class EmbeddedEngine:
         self.batched_requests = 0
 
     # ------------------------------------------------------------------------------------------- versions
-    def versions(self) -> list[Version]:
-        """Served versions, oldest first (the last is what a request for the bare name gets)."""
-        return list(self._versions.values())
-
-    def resolve(self, name: str | None) -> Version:
-        """The version a request's `model` names: a version name, or the bare served name (or none) for the newest."""
-        versions = self._versions
-        if not versions:
-            raise UnknownModel("no version is loaded yet")
-        if not name or name == self.label:
-            return next(reversed(versions.values()))
-        if name in versions:
-            return versions[name]
-        raise UnknownModel(f"model {name!r} is not served here: use {self.label!r} (the newest version) or one of "
-                           f"{', '.join(versions)}")
-
     def load_initial(self, adapter: str | None, follow_step: tuple[str, str] | None) -> Version:
         """The version served from the start (before the thread runs): --adapter's, a followed run's newest
         increment (step, weights folder), or the base."""
@@ -191,17 +207,13 @@ class EmbeddedEngine:
         if self._base is None:
             self._base = load_model(self.model_path, device=self.dev).eval()
             if self.context is None:
-                self.context = int(getattr(self._base.config, "max_position_embeddings", 2048))
+                self.context = int(self._base.config.max_position_embeddings)
         return self._base
 
     def _install(self, v: Version) -> Version:
         if self.context is None and v.model is not None:
-            self.context = int(getattr(v.model.config, "max_position_embeddings", 2048))
-        versions = OrderedDict(self._versions)
-        versions[v.name] = v
-        versions.move_to_end(v.name)
-        self._versions = versions
-        return v
+            self.context = int(v.model.config.max_position_embeddings)
+        return super()._install(v)
 
     def _trim(self) -> None:
         versions = OrderedDict(self._versions)
