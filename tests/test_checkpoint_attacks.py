@@ -228,6 +228,9 @@ def test_garbage_heartbeat_and_watch_json_give_one_line_and_the_watcher_restarts
         assert any("watch.json is unreadable" in e["message"] for e in events if e["event"] == "warning")
         assert st.counter.n == 2 and st.meta["serial"] == serial
         assert watcher_status(folder)["alive"]
+        (folder / "heartbeat.json").write_text("{")  # a second watcher reads it to name the running one
+        with pytest.raises(TrainerInputError, match="a watcher already runs"):
+            _watcher(lake, folder)
     finally:
         st.close()
     status = watcher_status(folder)
