@@ -14,7 +14,7 @@ from tests.fault_figures import record
 from tests.ingest_helpers import ServerProcess
 from lake import Lake
 
-ROUNDS = 5
+ROUNDS = 3
 REG = {"wandb_group": "", "wandb_project": "", "batch_size": 4, "max_token_len": 64, "checkpoint_dir": "c",
        "save_checkpoint_interval": 1, "starting_step": 0, "num_steps": 100}
 
@@ -30,13 +30,15 @@ def _tags(batch) -> list[int]:
 def test_kill9_after_a_confirming_batch_never_reserves_it(tmp_path):
     Lake.init(tmp_path / "lake")
     rng = random.Random(26)
-    srv = ServerProcess(tmp_path / "lake", log_path=tmp_path / "serve.log").start()
+    srv = standby = ServerProcess(tmp_path / "lake", log_path=tmp_path / "serve.log").start()
     c = httpx.Client(base_url=srv.url, timeout=30)
     assert c.post("/register", json=REG).status_code == 200
     posted, confirmed, served_twice, tag = set(), set(), [], 100
     pending: set[int] = set()  # served, not confirmed when the server died: at-least-once serves them again
     try:
         for _ in range(ROUNDS):
+            # the next server imports while this round runs, and takes the port the moment this one dies
+            standby = ServerProcess(tmp_path / "lake", port=srv.port, log_path=tmp_path / "serve.log").spawn(120)
             for _ in range(rng.choice([4, 6])):  # 2 or 3 batches of 2 groups (4 sequences)
                 tag += 1
                 assert c.post("/scored_data", json=_group(tag)).status_code == 200
@@ -49,13 +51,14 @@ def test_kill9_after_a_confirming_batch_never_reserves_it(tmp_path):
             pending = (pending - set(a) - set(b)) | set(b)
             served_twice += [t for t in b if t in confirmed]
             srv.kill()  # SIGKILL at once: no shutdown, nothing flushed
-            srv = ServerProcess(tmp_path / "lake", port=srv.port, log_path=tmp_path / "serve.log").start()
+            srv = standby.wait_healthy(60)
             c = httpx.Client(base_url=srv.url, timeout=30)
         while (got := _tags(c.get("/batch").json()["batch"])):  # drain: what is left, each served once
             served_twice += [t for t in got if t in confirmed]
             confirmed |= set(got)
     finally:
         srv.kill()
+        standby.kill()
     lost = posted - confirmed - pending
     record(f"confirmed Atropos batches after lake serve kill -9 ({ROUNDS} kills right after a confirming /batch)",
            tried=len(posted), unit="groups", served_twice=len(served_twice), lost=len(lost))
