@@ -7,22 +7,13 @@ import threading
 import time
 
 from serve_model_helpers import client, lake_rows, running
+from test_train_watch import FAST, good_batch  # the streaming trainer's own tests' fast settings and rows
 from train_helpers import tiny_dir  # noqa: F401  (the session's tiny model)
-from views_helpers import seeded_trajectories
 
 from lake import Lake
 from serving.config import ServeModelConfig
 from trainers.watch import StreamTrainer
 from trainers.watch_config import WatchConfig
-
-FAST = dict(split="all", batch_size=8, max_steps=2, progress=False, threads=1)
-
-
-def good_batch(n: int, start: int) -> list[dict]:
-    rows = seeded_trajectories(n, seed=start, start=start)
-    for r in rows:
-        r["success"], r["reward"] = True, 1.0
-    return rows
 
 
 def wait_for(pred, timeout: float = 60.0) -> None:
