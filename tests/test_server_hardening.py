@@ -178,15 +178,16 @@ def test_a_key_reused_with_another_body_is_a_409_on_every_route(server, route):
 
 
 @pytest.mark.attack
-def test_a_reused_key_is_refused_after_a_restart(tmp_path):
-    """The body hash is in the rows, not only in memory: a restarted server still refuses the other body."""
-    Lake.init(tmp_path / "lake")
-    key = {"Idempotency-Key": "across-restart"}
-    with ServerProcess(tmp_path / "lake", log_path=tmp_path / "s.log") as srv:
-        assert httpx.post(srv.url + "/scored_data", json=GROUP, headers=key, timeout=30).status_code == 200
-    with ServerProcess(tmp_path / "lake", log_path=tmp_path / "s.log") as srv:
-        other = dict(GROUP, scores=[0.0, 0.0])
-        assert httpx.post(srv.url + "/scored_data", json=other, headers=key, timeout=30).status_code == 409
-        r = httpx.post(srv.url + "/scored_data", json=GROUP, headers=key, timeout=30)
+def test_a_reused_key_is_refused_by_a_server_that_did_not_see_it(server, tmp_path):
+    """The body hash is in the rows, not only in memory: a second server on the lake (as a restarted one)
+    still refuses the other body, and takes the same body as the duplicate it is."""
+    srv, root, c = server
+    key = {"Idempotency-Key": "other-server"}
+    assert c.post("/scored_data", json=GROUP, headers=key).status_code == 200
+    with ServerProcess(root, token=TOKEN, log_path=tmp_path / "s.log") as other:
+        o = httpx.Client(base_url=other.url, timeout=30, headers=AUTH)
+        assert o.post("/scored_data", json=dict(GROUP, scores=[0.0, 0.0]), headers=key).status_code == 409
+        r = o.post("/scored_data", json=GROUP, headers=key)
         assert r.status_code == 200 and r.json().get("duplicate") is True
-    assert scalar(tmp_path / "lake", "SELECT count(*) FROM trajectories") == 2
+    assert scalar(root, "SELECT count(*) FROM trajectories WHERE "
+                        "json_extract_string(metadata, '$.idempotency_key') = 'other-server'") == 2
