@@ -37,8 +37,8 @@ def t_count(p: Pools, rng: random.Random) -> Draft:
     f = file_name(p, rng)
     base = distractors(p, rng, {f: text_of(p.lines(rng, n))})
     return Draft(rng.choice(COUNT), f"wc -l < {f}",
-                 [{"type": "output", "text": str(n), "match": "first_token"}] + unchanged(base), {"f": f, "answer": str(n)},
-                 files=base)
+                 [{"type": "output", "text": str(n), "match": "first_token"}] + unchanged(base),
+                 {"f": f, "answer": str(n)}, files=base)
 
 
 def t_move(p: Pools, rng: random.Random) -> Draft:
@@ -56,7 +56,8 @@ def t_tail(p: Pools, rng: random.Random) -> Draft:
     lines = p.lines(rng, n + rng.randint(2, 8))
     base = distractors(p, rng, {f: text_of(lines)})
     return Draft(rng.choice(TAIL), f"tail -n {n} {f}",
-                 [{"type": "output", "text": "\n".join(lines[-n:])}] + unchanged(base), {"f": f, "n": str(n)}, files=base)
+                 [{"type": "output", "text": "\n".join(lines[-n:])}] + unchanged(base), {"f": f, "n": str(n)},
+                 files=base)
 
 
 def t_find(p: Pools, rng: random.Random) -> Draft:
@@ -126,28 +127,39 @@ def t_grep(p: Pools, rng: random.Random) -> Draft:
 def t_remove(p: Pools, rng: random.Random) -> Draft:
     f = file_name(p, rng)
     base = distractors(p, rng, {f: text_of(p.lines(rng, 2))}, 3)
-    return Draft(rng.choice(REMOVE), f"rm {f}", [{"type": "absent", "path": f}] + unchanged(base, f), {"f": f}, files=base)
+    return Draft(rng.choice(REMOVE), f"rm {f}", [{"type": "absent", "path": f}] + unchanged(base, f), {"f": f},
+                 files=base)
 
 
-CREATE = ["Save the single word {w} as the content of {f}.", "Create {f}; its only content is {w}.", "Write the word {w} into a new file {f}.", "Create a file {f} that contains the word {w}.",
+CREATE = ["Save the single word {w} as the content of {f}.", "Create {f}; its only content is {w}.",
+          "Write the word {w} into a new file {f}.", "Create a file {f} that contains the word {w}.",
           "Put the word {w} in a new file named {f}.", "Make a file {f} holding the single word {w}."]
-COUNT = ["What is the line count of {f}?", "Tell me the number of lines that {f} contains.", "How many lines are in {f}?", "Count the lines of {f}.", "Print the number of lines in {f}.",
+COUNT = ["What is the line count of {f}?", "Tell me the number of lines that {f} contains.",
+         "How many lines are in {f}?", "Count the lines of {f}.", "Print the number of lines in {f}.",
          "Report how many lines {f} has."]
-MOVE = ["Relocate {f} into a directory called {d}, creating it.", "{f} belongs in a new folder {d}: move it.", "Move {f} into a new directory {d}.", "Create the directory {d} and move {f} into it.",
+MOVE = ["Relocate {f} into a directory called {d}, creating it.", "{f} belongs in a new folder {d}: move it.",
+        "Move {f} into a new directory {d}.", "Create the directory {d} and move {f} into it.",
         "Put {f} inside a new folder {d}.", "Make a directory {d} and move the file {f} there."]
-TAIL = ["What are the last {n} lines of {f}?", "Print the tail of {f}: its final {n} lines.", "Show the last {n} lines of {f}.", "Print the final {n} lines of {f}.",
+TAIL = ["What are the last {n} lines of {f}?", "Print the tail of {f}: its final {n} lines.",
+        "Show the last {n} lines of {f}.", "Print the final {n} lines of {f}.",
         "Display the last {n} lines in {f}.", "Output the bottom {n} lines of {f}."]
-FIND = ["Which files in {d} end with .{ext}? List their paths.", "Search {d}, subfolders too, for .{ext} files.", "List every .{ext} file under {d}.", "Find all files ending in .{ext} inside {d}.",
+FIND = ["Which files in {d} end with .{ext}? List their paths.", "Search {d}, subfolders too, for .{ext} files.",
+        "List every .{ext} file under {d}.", "Find all files ending in .{ext} inside {d}.",
         "Show the paths of the .{ext} files in {d}.", "Locate each .{ext} file below the directory {d}."]
-TAR = ["Make a tar.gz of the folder {d} called {a}.tar.gz.", "Bundle {d} into the gzipped archive {a}.tar.gz.", "Archive the directory {d} into {a}.tar.gz.", "Pack {d} into a gzipped tarball named {a}.tar.gz.",
+TAR = ["Make a tar.gz of the folder {d} called {a}.tar.gz.", "Bundle {d} into the gzipped archive {a}.tar.gz.",
+       "Archive the directory {d} into {a}.tar.gz.", "Pack {d} into a gzipped tarball named {a}.tar.gz.",
        "Create the archive {a}.tar.gz from the folder {d}.", "Compress the directory {d} as {a}.tar.gz."]
-SED = ["Substitute {w2} for each {w1} in the file {f}.", "Every {w1} in {f} should read {w2}: fix the file.", "Replace every {w1} with {w2} in {f}.", "In {f}, change all occurrences of {w1} to {w2}.",
+SED = ["Substitute {w2} for each {w1} in the file {f}.", "Every {w1} in {f} should read {w2}: fix the file.",
+       "Replace every {w1} with {w2} in {f}.", "In {f}, change all occurrences of {w1} to {w2}.",
        "Edit {f} so that every {w1} becomes {w2}.", "Swap each {w1} in {f} for {w2}."]
-COPY = ["Clone the file {f} to a new file {g}.", "{g} should be an exact copy of {f}.", "Copy {f} to {g}.", "Make a copy of {f} named {g}.", "Duplicate the file {f} as {g}.",
+COPY = ["Clone the file {f} to a new file {g}.", "{g} should be an exact copy of {f}.", "Copy {f} to {g}.",
+        "Make a copy of {f} named {g}.", "Duplicate the file {f} as {g}.",
         "Create {g} as a copy of {f}."]
-GREP = ["In {f}, on how many lines does {w} appear?", "Tell me how many lines of {f} have {w} in them.", "How many lines of {f} contain {w}?", "Count the lines in {f} that mention {w}.",
+GREP = ["In {f}, on how many lines does {w} appear?", "Tell me how many lines of {f} have {w} in them.",
+        "How many lines of {f} contain {w}?", "Count the lines in {f} that mention {w}.",
         "Print how many lines of {f} include the word {w}.", "Report the number of lines in {f} with {w}."]
-REMOVE = ["{f} is not needed any more: delete it.", "Remove the file named {f}.", "Delete the file {f}.", "Remove {f} from the workspace.", "Get rid of the file {f}.",
+REMOVE = ["{f} is not needed any more: delete it.", "Remove the file named {f}.", "Delete the file {f}.",
+          "Remove {f} from the workspace.", "Get rid of the file {f}.",
           "Erase {f}."]
 
 TEMPLATES: dict[str, Template] = {

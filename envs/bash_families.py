@@ -400,7 +400,8 @@ REPLACE_MANY = ["Replace {w1} with {w2} in every .{ext} file under {d}.",
                 "Rewrite each .{ext} file of {d} so that {w1} becomes {w2}.",
                 "Swap every occurrence of {w1} for {w2} across the .{ext} files in {d}.",
                 "Edit the .{ext} files under {d}: {w1} should read {w2} everywhere."]
-RENAME_EXT = ["Rename every .{e1} file in {d} to end in .{e2}.", "Change the extension of the .{e1} files in {d} to .{e2}.",
+RENAME_EXT = ["Rename every .{e1} file in {d} to end in .{e2}.",
+              "Change the extension of the .{e1} files in {d} to .{e2}.",
               "In {d}, turn each .{e1} file into a .{e2} file (same name, new extension).",
               "Give all the .{e1} files of {d} the extension .{e2} instead.",
               "Move each {d}/*.{e1} to the same name with .{e2}."]
@@ -440,7 +441,8 @@ TAR_EXTRACT = ["Unpack {a}.tar.gz into a new directory {d}.", "Extract the archi
                "Create {d} and unpack {a}.tar.gz there.", "Restore the contents of {a}.tar.gz under the directory {d}.",
                "Open up the tarball {a}.tar.gz into {d}, keeping the archive."]
 TAR_LIST = ["How many files does the archive {a}.tar.gz hold?", "Count the entries of the tarball {a}.tar.gz.",
-            "Report how many members {a}.tar.gz contains.", "Without unpacking it, tell how many files are in {a}.tar.gz.",
+            "Report how many members {a}.tar.gz contains.",
+            "Without unpacking it, tell how many files are in {a}.tar.gz.",
             "What is the number of files stored in {a}.tar.gz?"]
 TAR_SELECT = ["Archive only the .{ext} files of {d} into {a}.tar.gz.",
               "Pack the .{ext} files in {d}, and no others, into {a}.tar.gz.",
@@ -449,7 +451,8 @@ TAR_SELECT = ["Archive only the .{ext} files of {d} into {a}.tar.gz.",
               "Bundle the .{ext} files from {d} as {a}.tar.gz, leaving the other files out."]
 CHMOD_EXEC = ["Make the script {f} executable.", "Give {f} execute permission.", "Allow {f} to be run as a program.",
               "Set the executable bit on {f}.", "Turn {f} into an executable file."]
-CHMOD_PRIVATE = ["Make {f} readable and writable by its owner only.", "Restrict {f} so that only the owner can read or write it.",
+CHMOD_PRIVATE = ["Make {f} readable and writable by its owner only.",
+                 "Restrict {f} so that only the owner can read or write it.",
                  "Set the permissions of {f} to owner read/write, nothing for anyone else.",
                  "Lock down {f}: mode 600.", "Change {f}'s permissions so group and others have no access."]
 WORD_COUNT = ["How many words are in {f}?", "Count the words of {f}.", "Report the number of words in {f}.",
@@ -473,7 +476,8 @@ LOCATE_COUNT = ["Count the lines of the file named {f}.", "How many lines does {
                 "Report the number of lines in {f} (find it first).", "Tell me how many lines the file {f} has.",
                 "Print the line count of {f}, wherever it is."]
 LOCATE_MOVE = ["Move the file {f} into a new directory {d}.", "Find {f} and put it in a new folder {d}.",
-               "Create {d} and move the file named {f} into it.", "Relocate {f}, wherever it is, into a new directory {d}.",
+               "Create {d} and move the file named {f} into it.",
+               "Relocate {f}, wherever it is, into a new directory {d}.",
                "Put {f} inside a new directory {d}; it is somewhere below."]
 
 TEMPLATES = {

@@ -12,7 +12,8 @@ from __future__ import annotations
 import random
 
 from envs.command_env import Draft, cmd, sh
-from envs.git_script import (CLEAN, NO_MERGE, ON_MAIN, base_repo, commit_all, message, new_name, write_lines)
+from envs.git_script import (CLEAN, ON_MAIN, base_repo, commit_all, conflict_repo, merge_resolved, message, new_name,
+                             write_lines)
 from envs.pools import Pools
 
 
@@ -125,18 +126,9 @@ def t_switch_dirty(p: Pools, rng: random.Random) -> Draft:
 
 
 def t_conflict_ours(p: Pools, rng: random.Random) -> Draft:
-    names: set[str] = set()
-    setup, files = base_repo(p, rng, names)
-    f = next(iter(files))
-    b = new_name(p, rng, names)
-    ours, theirs = p.lines(rng, 2), p.lines(rng, 2)
-    while theirs[0] == ours[0]:
-        theirs = p.lines(rng, 2)
-    setup += [f"git checkout -qb {b}", write_lines(f, theirs), commit_all(message(p, rng)), "git checkout -q main",
-              write_lines(f, ours), commit_all(message(p, rng)), f"git merge -q {b} >/dev/null 2>&1 || true"]
+    setup, f, b, ours, _ = conflict_repo(p, rng)
     return Draft(rng.choice(CONFLICT_OURS), f"git checkout --ours {f} && git add {f} && git commit -q --no-edit",
-                 [cmd(["git", "show", f"HEAD:{f}"], "\n".join(ours)), NO_MERGE, ON_MAIN,
-                  sh("test $(git rev-list --parents -n 1 HEAD | wc -w) = 3")], {"f": f, "b": b}, setup=setup)
+                 merge_resolved(f, ours), {"f": f, "b": b}, setup=setup)
 
 
 def t_discard(p: Pools, rng: random.Random) -> Draft:
@@ -154,7 +146,8 @@ def t_unstage(p: Pools, rng: random.Random) -> Draft:
     f, new = _edited(p, rng, files)
     setup += [write_lines(f, new), f"git add {f}"]
     return Draft(rng.choice(UNSTAGE), f"git reset -q {f}",
-                 [cmd(["git", "diff", "--cached", "--name-only"], ""), {"type": "file", "path": f, "content": _text(new)},
+                 [cmd(["git", "diff", "--cached", "--name-only"], ""),
+                  {"type": "file", "path": f, "content": _text(new)},
                   cmd(["git", "diff", "--name-only"], f), ON_MAIN], {"f": f}, setup=setup)
 
 
@@ -168,7 +161,8 @@ def t_undo_commit(p: Pools, rng: random.Random) -> Draft:
     n = sum(1 for s in setup if "commit -qm" in s)
     return Draft(rng.choice(UNDO_COMMIT), "git reset -q --soft HEAD~1",
                  [cmd(["git", "rev-list", "--count", "HEAD"], str(n - 1)),
-                  cmd(["git", "diff", "--cached", "--name-only"], f), {"type": "file", "path": f, "content": _text(lines)},
+                  cmd(["git", "diff", "--cached", "--name-only"], f),
+                  {"type": "file", "path": f, "content": _text(lines)},
                   ON_MAIN], {"m": m}, setup=setup)
 
 
@@ -229,7 +223,8 @@ DELETE_BRANCH = ["Delete the branch {b}; it is already merged.", "Remove the mer
 FORCE_DELETE = ["Delete the branch {b}, even though it was never merged.", "Throw away the branch {b} and its work.",
                 "Remove the branch {b} for good, unmerged commits and all.",
                 "Delete {b}; its commits are not needed.", "Force the deletion of the branch {b}."]
-RENAME_BRANCH = ["Rename the branch {b} to {c}.", "Give the branch {b} the new name {c}.", "Change the name of {b} to {c}.",
+RENAME_BRANCH = ["Rename the branch {b} to {c}.", "Give the branch {b} the new name {c}.",
+                 "Change the name of {b} to {c}.",
                  "The branch {b} should be called {c} from now on.", "Move the branch name {b} to {c}."]
 BRANCH_AT = ["Create a branch {b} at the commit '{m}'.", "Start a branch {b} from the older commit '{m}'.",
              "Make a branch named {b} that points at the commit '{m}'.",
@@ -256,7 +251,8 @@ DISCARD = ["Throw away the uncommitted changes to {f}.", "Discard the edits of {
            "Make {f} match the last commit again."]
 UNSTAGE = ["Unstage {f} without losing its changes.", "Take {f} out of the index but keep the edits.",
            "Remove {f} from the staging area; do not touch the file itself.",
-           "The changes to {f} were staged by mistake: unstage them.", "Keep the modifications of {f}, but unstage them."]
+           "The changes to {f} were staged by mistake: unstage them.",
+           "Keep the modifications of {f}, but unstage them."]
 UNDO_COMMIT = ["Undo the last commit ('{m}') but keep its changes staged.",
                "Take back the commit '{m}'; its changes must stay in the index.",
                "Remove the latest commit '{m}' from the history without losing its work (keep it staged).",
@@ -270,7 +266,8 @@ LOG_COUNT = ["How many commits have touched {f}?", "Count the commits that chang
              "Report the number of commits in the history of {f}.", "In how many commits was {f} modified or added?",
              "Tell me how many commits include changes to {f}."]
 ADDED_BY = ["What is the message of the commit that added {f}?", "Which commit created {f}? Print its message.",
-            "Show the subject of the commit that first added {f}.", "Find the commit that introduced {f} and print its message.",
+            "Show the subject of the commit that first added {f}.",
+            "Find the commit that introduced {f} and print its message.",
             "Print the message of the commit where {f} first appeared."]
 IGNORE = ["Make git ignore every .{ext} file, and commit the .gitignore as '{m}'.",
           "Add a .gitignore rule for *.{ext} files and commit it with the message '{m}'.",

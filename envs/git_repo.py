@@ -1,7 +1,8 @@
 """git_repo_env: tasks on a scripted repository (commit, branch, merge, conflict, revert, cherry-pick,
 bisect, recover a deleted branch, tag, amend; git_families.py adds branches, the stash, undoing, history
-questions and .gitignore, four of them held out as the test_families split). Tool `run` executes a command; the reward checks the
-repository state with plumbing commands run by the checker (hooks and fsmonitor disabled).
+questions and .gitignore, four of them held out as the test_families split). Tool `run` executes a command;
+the reward checks the repository state with plumbing commands run by the checker (hooks and fsmonitor
+disabled).
 
 Author, committer and dates are fixed in the sandbox environment, so commit hashes, and with them the
 episodes, are the same on every run.
@@ -22,8 +23,8 @@ from pathlib import Path
 from envs import git_families
 from envs.base import Suite
 from envs.command_env import CommandEnv, Draft, Template, cmd, command_task, run_tools, sh
-from envs.git_script import (EXTENSIONS, NO_MERGE, ON_MAIN, base_repo, commit_all, message, new_name,
-                             write_lines)
+from envs.git_script import (EXTENSIONS, NO_MERGE, ON_MAIN, base_repo, commit_all, conflict_repo, merge_resolved,
+                             message, new_name, write_lines)
 from envs.pools import Pools, PoolsBySplit, vocabulary
 from envs.sandbox import Sandbox
 from envs.tasks import FAMILY_SPLIT, Task, pool_split
@@ -86,18 +87,9 @@ def t_merge(p: Pools, rng: random.Random) -> Draft:
 
 
 def t_conflict(p: Pools, rng: random.Random) -> Draft:
-    names: set[str] = set()
-    setup, files = base_repo(p, rng, names)
-    f = next(iter(files))
-    b = new_name(p, rng, names)
-    ours, theirs = p.lines(rng, 2), p.lines(rng, 2)
-    while theirs[0] == ours[0]:
-        theirs = p.lines(rng, 2)
-    setup += [f"git checkout -qb {b}", write_lines(f, theirs), commit_all(message(p, rng)), "git checkout -q main",
-              write_lines(f, ours), commit_all(message(p, rng)), f"git merge -q {b} >/dev/null 2>&1 || true"]
+    setup, f, b, _, theirs = conflict_repo(p, rng)
     return Draft(rng.choice(CONFLICT), f"git checkout --theirs {f} && git add {f} && git commit -q --no-edit",
-                 [cmd(["git", "show", f"HEAD:{f}"], "\n".join(theirs)), NO_MERGE, ON_MAIN,
-                  sh("test $(git rev-list --parents -n 1 HEAD | wc -w) = 3")], {"f": f, "b": b}, setup=setup)
+                 merge_resolved(f, theirs), {"f": f, "b": b}, setup=setup)
 
 
 def t_revert(p: Pools, rng: random.Random) -> Draft:
@@ -120,7 +112,8 @@ def t_cherry_pick(p: Pools, rng: random.Random) -> Draft:
     h, k = new_name(p, rng, names, ext=True), new_name(p, rng, names, ext=True)
     hl = p.lines(rng, 2)
     m, m2 = message(p, rng), message(p, rng)
-    setup += [f"git checkout -qb {b}", write_lines(h, hl), commit_all(m), write_lines(k, p.lines(rng, 2)), commit_all(m2),
+    setup += [f"git checkout -qb {b}", write_lines(h, hl), commit_all(m), write_lines(k, p.lines(rng, 2)),
+              commit_all(m2),
               "git checkout -q main"]
     return Draft(rng.choice(CHERRY), f"git cherry-pick ':/{m}'",
                  [cmd(["git", "show", f"HEAD:{h}"], "\n".join(hl)), cmd(["git", "cat-file", "-e", f"HEAD:{k}"],

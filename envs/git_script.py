@@ -46,3 +46,23 @@ def new_name(p: Pools, rng: random.Random, taken: set[str], ext: bool = False) -
             taken.add(n)
             return n
 
+
+def conflict_repo(p: Pools, rng: random.Random) -> tuple[list[str], str, str, list[str], list[str]]:
+    """A merge of a branch into main stopped on a conflict in one file: (setup, file, branch, main's lines,
+    the branch's lines)."""
+    names: set[str] = set()
+    setup, files = base_repo(p, rng, names)
+    f = next(iter(files))
+    b = new_name(p, rng, names)
+    ours, theirs = p.lines(rng, 2), p.lines(rng, 2)
+    while theirs[0] == ours[0]:
+        theirs = p.lines(rng, 2)
+    setup += [f"git checkout -qb {b}", write_lines(f, theirs), commit_all(message(p, rng)), "git checkout -q main",
+              write_lines(f, ours), commit_all(message(p, rng)), f"git merge -q {b} >/dev/null 2>&1 || true"]
+    return setup, f, b, ours, theirs
+
+
+def merge_resolved(f: str, lines: list[str]) -> list[dict]:
+    """The checks of a finished merge on main whose file f holds `lines`."""
+    return [cmd(["git", "show", f"HEAD:{f}"], "\n".join(lines)), NO_MERGE, ON_MAIN,
+            sh("test $(git rev-list --parents -n 1 HEAD | wc -w) = 3")]

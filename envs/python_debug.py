@@ -91,8 +91,8 @@ TESTS_FIRST = ["The test in test_{mod}.py fails. Find out why and fix {mod}.py."
                "test_{mod}.py is failing; fix {mod}.py (not the test)."]
 SYSTEM_PROMPT = "You are a Python debugging agent. Use the tools to fix the code, then call submit."
 _CODE_TEXT = " ".join(f.code + f.bug + f.fix + f.hint for f in FAMILIES.values())
-STOPWORDS = vocabulary(*PHRASINGS, *TESTS_FIRST, SYSTEM_PROMPT, _CODE_TEXT, " ".join(keyword.kwlist), " ".join(dir(builtins)),
-                       " ".join(sys.stdlib_module_names), "test assert import from def return py passed failed "
+STOPWORDS = vocabulary(*PHRASINGS, *TESTS_FIRST, SYSTEM_PROMPT, _CODE_TEXT, " ".join(keyword.kwlist),
+                       " ".join(dir(builtins)), " ".join(sys.stdlib_module_names), "test assert import from def return py passed failed "
                        "error tool submit read file write replace run tests AssertionError")
 _pools = PoolsBySplit(STOPWORDS)
 

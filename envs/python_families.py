@@ -60,8 +60,9 @@ MORE_FAMILIES: dict[str, Family] = {
     "longest": Family(("words",), "def {fn}({words}):\n    {best} = ''\n    for {w} in {words}:\n"
                       "        if len({w}) > len({best}):\n            {best} = {w}\n    {line}\n",
                       "return {w}", "return {best}", "should return the longest string in {words}",
-                      lambda r: [((v,), max(v, key=len)) for v in (["ab", "cde", "f"], ["xyz", "q"], ["aaaa", "b", "cc"],
-                                                                   ["m", "nn"], ["ooo", "pp", "r"])], ("best", "w")),
+                      lambda r: [((v,), max(v, key=len)) for v in (["ab", "cde", "f"], ["xyz", "q"],
+                                                                   ["aaaa", "b", "cc"], ["m", "nn"], ["ooo", "pp", "r"])],
+                      ("best", "w")),
     "distance": Family(("a", "b"), "def {fn}({a}, {b}):\n    {line}\n", "return {a} - {b}", "return abs({a} - {b})",
                        "should return the distance between {a} and {b} (never negative)",
                        lambda r: [((x, y), abs(x - y)) for x, y in ((2, 9), (7, 3), (1, 8), (4, 4), (0, 6))]),

@@ -52,7 +52,9 @@ def test_signal_probability_peaks_at_half():
 
 def test_curriculum_prefers_families_solved_sometimes_and_is_deterministic():
     prior = {"count": (40, 0), "tail": (40, 40), "sed": (40, 20)}  # never, always, half the time
-    make = lambda: CurriculumStream(_tasks(), seed=7, group_size=4, floor=0.05, prior=prior, prior_weight=40)  # noqa: E731
+    def make():
+        return CurriculumStream(_tasks(), seed=7, group_size=4, floor=0.05, prior=prior, prior_weight=40)
+
     stream = make()
     picks = Counter(stream.at(p).template for p in range(600))
     assert picks["sed"] > 0.75 * 600 and 0 < picks["count"] < 0.15 * 600 and 0 < picks["tail"] < 0.15 * 600
