@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import builtins
 import keyword
-import random
 import sys
 
 from envs.base import (SUBMIT_SCHEMA, Suite, ToolArgumentError, ToolEnv, ToolFailed, builtin_id, rng_for, str_arg,
