@@ -43,7 +43,8 @@ from trainers.errors import TrainerInputError
 from trainers.generation import END_OF_TURN, Generation, Sampling
 from trainers.models import is_model_folder, load_tokenizer, resolve_adapter, resolve_model
 
-from .engine import GenerationFailed, UnknownModel, Version, VersionGone, label_of, run_name, weights_sha256
+from .engine import (GenerationFailed, ServedVersions, Version, VersionGone, label_of, run_name,
+                     weights_sha256)
 
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the --max-lora-rank values vLLM accepts
 START_TIMEOUT_S = 600.0  # vLLM's start: imports, weights, KV-cache allocation, CPU kernels warm-up
@@ -82,7 +83,7 @@ def vllm_command(python: str, model: str, served: str, port: int, max_lora_rank:
     return cmd + extra
 
 
-class VLLMEngine:
+class VLLMEngine(ServedVersions):
     """The serving engine over a vLLM server; see the module docstring. `cfg` is lake serve-model's config."""
 
     def __init__(self, cfg):
@@ -152,20 +153,6 @@ class VLLMEngine:
         return [m["id"] for m in r.json()["data"]]
 
     # ------------------------------------------------------------------------------------------- versions
-    def versions(self) -> list[Version]:
-        return list(self._versions.values())
-
-    def resolve(self, name: str | None) -> Version:
-        versions = self._versions
-        if not versions:
-            raise UnknownModel("no version is loaded yet")
-        if not name or name == self.label:
-            return next(reversed(versions.values()))
-        if name in versions:
-            return versions[name]
-        raise UnknownModel(f"model {name!r} is not served here: use {self.label!r} (the newest version) or one of "
-                           f"{', '.join(versions)}")
-
     def load_initial(self, adapter: str | None, follow_step: tuple[str, str] | None) -> Version:
         """Start (or reach) vLLM and serve the first version: --adapter's, the followed run's newest increment, or
         the base. A full model as the first version is what vLLM serves as its base."""
@@ -217,13 +204,6 @@ class VLLMEngine:
             del versions[old.name]
             old.gone = True
             self._post("/v1/unload_lora_adapter", {"lora_name": old.name})
-        self._versions = versions
-        return v
-
-    def _install(self, v: Version) -> Version:
-        versions = OrderedDict(self._versions)
-        versions[v.name] = v
-        versions.move_to_end(v.name)
         self._versions = versions
         return v
 
