@@ -125,6 +125,7 @@ def up(values: dict, _as_json: bool, _quiet: bool) -> None:
     from rich.live import Live
 
     from lachesis.console import literal, new_console
+    from lachesis.foreground import terminal_foreground
 
     from lake import Lake
 
@@ -139,7 +140,8 @@ def up(values: dict, _as_json: bool, _quiet: bool) -> None:
         signal.signal(sig, lambda *_: stop.set())
     sup = Supervisor(components(cfg, root), Path(cfg.logs), on_event=lambda m: console.print(literal(m), highlight=False))
     console.print(literal(f"lake {root}; logs in {cfg.logs}/; Ctrl-C stops everything"), highlight=False)
-    with Live(_render([]), console=console, refresh_per_second=2, transient=False) as live:
+    # Ctrl-C reaches this process group alone, so `just up` stopped cleanly exits 0 (lachesis/foreground.py)
+    with terminal_foreground(), Live(_render([]), console=console, refresh_per_second=2, transient=False) as live:
         sup.run(stop, lambda rows: live.update(_render(rows)))
     console.print("stopped", highlight=False)
 
