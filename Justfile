@@ -110,8 +110,10 @@ bench-envs *ARGS:
 bench-online *ARGS:
     {{py}} bench/bench_online.py {{ARGS}}
 
-# The one generation path (issue 24): hermes_eval and an online-RL step in CPU-seconds against the plain path
-# (transformers generate per turn, float32 whole-sequence update), same run; bf16 log-prob drift.
+# hermes_eval and an online-RL step in CPU-seconds against the plain path (transformers generate per turn, float32
+# whole-sequence update), same run; bf16 log-prob drift.
+
+# The one generation path (issue 24) against the plain one.
 bench-generation *ARGS:
     {{py}} bench/bench_generation.py {{ARGS}}
 
