@@ -28,8 +28,8 @@ def list_environments(
     from lachesis.console import table
 
     rows = [[r["name"], ", ".join(r["tags"]), ", ".join(r["aliases"]), r["tasks"].get("train", 0),
-             r["tasks"].get("test", 0), r["description"]] for r in rows]
-    console.print(table(["name", "tags", "aliases", "train", "test", "description"], rows,
+             r["tasks"].get("test", 0), r["tasks"].get("test_families", 0), r["description"]] for r in rows]
+    console.print(table(["name", "tags", "aliases", "train", "test", "test_families", "description"], rows,
                         title="environments" + (f" tagged {tag}" if tag else "")))
 
 

@@ -32,7 +32,8 @@ def test_lists_every_environment_with_counts():
 
 def test_json_has_the_counts_and_aliases():
     rows = {r["name"]: r for r in json.loads(runner.invoke(app, ["--json"]).output)}
-    assert rows["git_repo_env"]["tasks"] == {"train": 3000, "test": 100} and rows["git_repo_env"]["aliases"] == ["git"]
+    assert rows["git_repo_env"]["tasks"] == {"train": 3000, "test": 100, "test_families": 100}
+    assert rows["git_repo_env"]["aliases"] == ["git"]
 
 
 def test_tag_filter_and_json():
