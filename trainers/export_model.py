@@ -16,7 +16,6 @@ script from a llama.cpp checkout on the folder.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -101,16 +100,6 @@ def base_of(adapter: Path, model: str | None) -> str:
     return resolve_model(base)
 
 
-def _sha256_folder(folder: Path) -> str:
-    """sha256 over the weight files' names and bytes, sorted: one id for an adapter or a model."""
-    h = hashlib.sha256()
-    for f in sorted(folder.glob("*.safetensors")):
-        h.update(f.name.encode())
-        with open(f, "rb") as fh:
-            h.update(hashlib.file_digest(fh, "sha256").digest())
-    return h.hexdigest()
-
-
 def export_model(cfg: ExportModelConfig, console=None) -> dict:
     """Write the merged model of `cfg.run` to `cfg.output`. Returns what the command prints."""
     import torch
@@ -140,7 +129,7 @@ def export_model(cfg: ExportModelConfig, console=None) -> dict:
             shutil.copy2(Path(base) / TINY_MARKER, tmp / TINY_MARKER)
         info = {"format": cfg.format, "run": str(Path(cfg.run).expanduser().resolve()), "step": step,
                 "weights": str(weights.resolve()), "lora": lora, "base_model": base, "dtype": cfg.dtype,
-                "source_sha256": _sha256_folder(weights), "output": str(out.resolve()),
+                "output": str(out.resolve()),
                 "parameters": sum(p.numel() for p in model.parameters()), "config": asdict(cfg)}
         (tmp / PROVENANCE).write_text(json.dumps(info, indent=2))
         if out.exists():  # the empty folder the user made: replaced by the complete one
