@@ -24,7 +24,7 @@ class RolloutSpec:
     env: str = field(metadata=_help("Environment name or alias (see rl_list_environments), e.g. bash_exec_env, shell."))
     policy: str = field(default="expert", metadata=_help("Scripted policy: expert, noisy or random."))
     episodes: int = field(default=10, metadata=_help("Number of episodes."))
-    split: str = field(default="train", metadata=_help("Task split: train or test."))
+    split: str = field(default="train", metadata=_help("Task split: train, test or test_families (held-out families)."))
     seed: int = field(default=0, metadata=_help("First task index and seed (episode i plays task seed+i with seed+i)."))
     tasks_file: str | None = field(default=None, metadata=_help("Your own tasks (JSONL) instead of the built-in suite."))
     max_steps: int = field(default=6, metadata=_help("Steps before an episode is cut off."))

@@ -37,7 +37,8 @@ class EvalSettings:
         "trained from, else tiny)"))
     task: str = field(default="shell", **_help("an environment name or alias: debug-python | shell | git | a "
                                                "registered environment"))
-    split: str = field(default="test", **_help("the task split to evaluate on (test: held out of training)"))
+    split: str = field(default="test", **_help(
+        "the task split to evaluate on (test: held-out names; test_families: whole task families held out of training)"))
     adapter: str | None = field(default=None, **_help("a run folder (its adapter/ or, for --full runs, model/)"))
     limit: int | None = field(default=None, **_help("evaluate only the first N tasks"))
     offset: int = field(default=0, **_help("skip the first N tasks"))
