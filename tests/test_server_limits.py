@@ -19,7 +19,7 @@ import pytest
 from lake import Lake
 from tests.ingest_helpers import ServerProcess, free_port, lake_cmd
 
-FAST = ["--header-timeout", "1", "--read-timeout", "1", "--keep-alive-timeout", "1"]
+FAST = ["--header-timeout", "1", "--read-timeout", "1", "--keep-alive-timeout", "1", "--max-connections", "8"]
 
 
 @pytest.fixture(scope="module")
@@ -152,10 +152,43 @@ def test_keep_alive_ends_after_its_timeout(server):
     s = _connect(server.port)
     s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     s.settimeout(5)
-    first = s.recv(65536)
+    first = b""
+    while b"\r\n\r\n" not in first or not first.endswith(b"}"):  # the whole answer (it may come in pieces)
+        first += s.recv(65536)
     assert first.startswith(b"HTTP/1.1 200")
     closed, rest = _closed_within(s, 1.0)
     assert closed and rest == b""
+
+
+@pytest.mark.attack
+def test_beyond_the_cap_with_every_request_in_progress_a_newcomer_gets_a_503(server):
+    """8 connections (the cap) each in the middle of a body, kept alive by a byte every 0.2 s: the 9th is
+    answered 503 at once (none is idle to make room); once they end, health gets in again."""
+    head = (b"POST /v1/trajectories HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100000\r\n\r\n[")
+    busy = [_connect(server.port) for _ in range(8)]
+    for s in busy:
+        s.sendall(head)
+    stop = threading.Event()
+
+    def drip():
+        while not stop.wait(0.2):
+            for s in busy:
+                s.sendall(b" ")
+
+    t = threading.Thread(target=drip, daemon=True)
+    t.start()
+    try:
+        time.sleep(0.5)
+        newcomer = _connect(server.port)
+        assert _read_all(newcomer, 5).startswith(b"HTTP/1.1 503")
+    finally:
+        stop.set()
+        t.join(5)
+        for s in busy:
+            s.close()
+    time.sleep(0.5)
+    assert _health_ms(server.url) < 1000
 
 
 @pytest.mark.attack
