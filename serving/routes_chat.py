@@ -106,22 +106,18 @@ class _Call:
         return out
 
     async def record(self, gen: Generation, msg: dict, finish: str, endpoint: str = "chat.completions") -> None:
-        st = self.st
-        lake_reply = {**msg, "tool_calls": msg.get("tool_calls")}
-        messages = self.lake_messages + [lake_reply]
-        if not self.recording:
-            st.conversations.remember(messages, self.tid, self.call)
-            return
-        s = self.sampling
-        rec = call_record(
-            trajectory_id=self.tid, label=st.engine.label, version=self.version.info(), messages=messages,
-            prompt_ids=self.prompt, token_ids=gen.token_ids, logprobs=gen.logprobs,
-            metadata={"endpoint": endpoint, "request_id": self.id, "session": self.session, "call": self.call,
-                      "finish_reason": finish, "tools": self.tools,
-                      "sampling": {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_new_tokens,
-                                   "stop_token_ids": list(s.stop_token_ids), "seed": self.req.seed,
-                                   "top_logprobs": s.top_logprobs}})
-        await st.recorder.record(rec)
+        """Append the call's row (sync: returns once committed), and remember the conversation for its next call."""
+        st, s = self.st, self.sampling
+        messages = self.lake_messages + [{**msg, "tool_calls": msg.get("tool_calls")}]
+        if self.recording:
+            await st.recorder.record(call_record(
+                trajectory_id=self.tid, label=st.engine.label, version=self.version.info(), messages=messages,
+                prompt_ids=self.prompt, token_ids=gen.token_ids, logprobs=gen.logprobs,
+                metadata={"endpoint": endpoint, "request_id": self.id, "session": self.session, "call": self.call,
+                          "finish_reason": finish, "tools": self.tools,
+                          "sampling": {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_new_tokens,
+                                       "stop_token_ids": list(s.stop_token_ids), "seed": self.req.seed,
+                                       "top_logprobs": s.top_logprobs}}))
         st.conversations.remember(messages, self.tid, self.call)
 
 
