@@ -113,6 +113,17 @@ def ci95(values: list[float]) -> tuple[float, float | None]:
     return m, T95.get(len(values) - 1, 1.96) * statistics.stdev(values) / math.sqrt(len(values))
 
 
+RATE_KEYS = ("success", "heldout_names_steps")  # fractions of tasks or skills: in [0, 1]
+
+
+def band(values: list[float], rate: bool) -> tuple[float, float, float]:
+    """(mean, low, high) of the plotted 95% band, clipped to what the metric can be: a loss or a count is never
+    below 0 (a t-interval over 2 seeds easily reaches below), a rate never above 1 either."""
+    m, h = ci95(values)
+    lo, hi = m - (h or 0), m + (h or 0)
+    return m, max(0.0, lo), min(1.0, hi) if rate else hi
+
+
 def fmt_ci(values: list[float], digits: int = 3) -> str:
     m, h = ci95(values)
     return f"{m:.{digits}f}" if h is None else f"{m:.{digits}f} ± {h:.{digits}f}"
@@ -537,6 +548,7 @@ def plot(result: dict, size: Size, out: Path) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     recs, base = result["records"], result["base"]
     git_arms = sorted({r["arm"] for r in by(recs, strategy="transfer")})
@@ -563,13 +575,14 @@ def plot(result: dict, size: Size, out: Path) -> list[Path]:
                 mean, lo, hi = [], [], []
                 for st in steps:
                     vals = [r[key] for r in rs if r["step"] == st] if st or arm not in step0 else [step0[arm]]
-                    m, h = ci95(vals)
+                    m, low, high = band(vals, rate=key in RATE_KEYS)
                     mean.append(m)
-                    lo.append(m - (h or 0))
-                    hi.append(m + (h or 0))
+                    lo.append(low)
+                    hi.append(high)
                 line, = ax.plot(steps, mean, marker="os^"[i % 3], linestyle=["-", "--", ":"][i % 3], label=arm)
                 ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.2)
             ax.set_xlabel("training steps (each point: a run of that many steps)")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_ylabel(labels[key])
             if key != "heldout_loss":
                 ax.set_ylim(bottom=0, top=max(0.05, ax.get_ylim()[1]))

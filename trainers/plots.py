@@ -3,7 +3,10 @@
 Each figure is built by a function that returns the matplotlib Figure, so tests check what is plotted (the
 last step is on the curve, a zero bar carries its "0.00" label) rather than pixels; `write_*` saves it. Numbers a
 reader needs are written on the figure: the first and last loss, every bar's value. Axis ticks are plain numbers
-("7", "0.5"), never matplotlib's "7x10^0" of a log axis.
+("7", "0.5"), never matplotlib's "7x10^0" of a log axis; step axes have whole-number ticks (no "2.5" step). The
+loss axis names the loss the run minimised (SFT's token cross-entropy, DPO's preference loss, online RL's
+policy-gradient loss), a curve that is 0 throughout says so in the title (online RL's loss is 0 when no group
+had a signal), and end-of-line labels are moved apart so close values stay readable.
 """
 from __future__ import annotations
 
@@ -15,10 +18,48 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on a server, and no GUI backend import cost
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
 LOG_SCALE_RATIO = 10  # a loss falling more than 10x is drawn on a log axis, else a linear one shows the shape better
 FEW_POINTS = 30  # below this many logged steps every point gets a marker (one point alone is no line at all)
+SFT_LOSS = "train loss (assistant tokens)"
+# the loss each run method minimises (RunFolder's method): its y-axis label
+LOSS_LABELS = {"dpo": "DPO preference loss", "online": "policy-gradient loss (GRPO)",
+               "transfer-online": "policy-gradient loss (GRPO)"}
+LABEL_GAP_PX = 12  # end labels closer than this (at dpi 100, ~9 pt) are moved apart
+
+
+def loss_label(method: str | None) -> str:
+    return LOSS_LABELS.get(method or "", SFT_LOSS)
+
+
+def spread(ys: list[float], gap: float) -> list[float]:
+    """Positions as near `ys` as possible, in the same order, at least `gap` apart (a bottom-up pass, then the
+    group shifted down by half its overshoot so labels stay centred on their lines)."""
+    order = sorted(range(len(ys)), key=lambda i: ys[i])
+    out = [0.0] * len(ys)
+    prev = None
+    for i in order:
+        out[i] = ys[i] if prev is None else max(ys[i], prev + gap)
+        prev = out[i]
+    if order:
+        shift = (sum(out) - sum(ys)) / len(ys)
+        out = [y - shift for y in out]
+    return out
+
+
+def end_labels(fig: Figure, ax, items: list[tuple[float, float, str, object]], dx_points: float = 6) -> list:
+    """Label each (x, y, text, color) at its point, moved up or down so no two labels overlap. Returns the
+    annotations. Positions are computed on the laid-out figure (call after tight_layout)."""
+    if not items:
+        return []
+    fig.canvas.draw()
+    px = [ax.transData.transform((x, y))[1] for x, y, _, _ in items]
+    target = spread(px, LABEL_GAP_PX)
+    points = 72 / fig.dpi
+    return [ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx_points, (t - p) * points), fontsize=8,
+                        color=color, va="center", annotation_clip=False)
+            for (x, y, text, color), p, t in zip(items, px, target)]
 
 
 def plain_number(value: float, _pos=None) -> str:
@@ -39,12 +80,15 @@ def loss_points(log_path: Path) -> tuple[list[int], list[float]]:
     return steps, losses
 
 
-def loss_figure(steps: list[int], losses: list[float], title: str = "loss") -> Figure:
+def loss_figure(steps: list[int], losses: list[float], title: str = "loss", ylabel: str = SFT_LOSS) -> Figure:
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
     few = len(steps) < FEW_POINTS
     ax.plot(steps, losses, lw=1.5, marker="o" if few else None, ms=4)
     ax.set_xlabel("optimizer step")
-    ax.set_ylabel("train loss (assistant tokens)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel(ylabel)
+    if losses and all(v == 0 for v in losses):  # a flat line at 0 looks like a plotting failure: say what it is
+        title += " (loss 0 at every logged step: no gradient signal)"
     positive = [v for v in losses if v > 0]
     if positive and max(positive) / min(positive) > LOG_SCALE_RATIO:
         ax.set_yscale("log")
@@ -70,12 +114,12 @@ def _save(fig: Figure, png: Path) -> Path:
     return png
 
 
-def write_loss_plot(log_path: Path, png: Path, title: str = "loss") -> Path | None:
-    """loss.png of a run's log; None when nothing was logged."""
+def write_loss_plot(log_path: Path, png: Path, title: str = "loss", method: str | None = None) -> Path | None:
+    """loss.png of a run's log, the y-axis named for the run's `method` (loss_label); None when nothing was logged."""
     steps, losses = loss_points(log_path)
     if not steps:
         return None
-    return _save(loss_figure(steps, losses, title), png)
+    return _save(loss_figure(steps, losses, title, loss_label(method)), png)
 
 
 EVAL_METRICS = (("success_rate", "success"), ("mean_reward", "mean reward"), ("valid_tool_call_rate", "valid tool call"))
@@ -121,13 +165,16 @@ def eval_curve_figure(evals: list[dict], train: list[tuple[int, float]], title: 
         ax.plot([s for s, _ in signal], [f for _, f in signal], lw=0.8, alpha=0.5, color="tab:purple", ls="-.",
                 label="train groups with a signal")
     steps = [int(e["step"]) for e in evals]
+    ends = []
     for i, (key, name) in enumerate(EVAL_METRICS):
         values = [float(e[key]) for e in evals]
         # dashed and dotted: success and mean reward are often equal (a 0/1 reward) and would hide each other
         line, = ax.plot(steps, values, marker="o", ms=4, lw=1.5, ls=("-", "--", ":")[i], label=f"test {name}")
         if values:
-            ax.annotate(f"{values[-1]:.2f}", (steps[-1], values[-1]), textcoords="offset points",
-                        xytext=(6, 9 * (i - 1)), fontsize=8, color=line.get_color(), va="center")
+            ends.append((steps[-1], values[-1], f"{values[-1]:.2f}", line.get_color()))
+    if evals and all(float(e["success_rate"]) == 0 for e in evals):
+        title += " (test success 0 at every evaluation)"
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if steps:  # room on the right for the end labels, above 1 for a line at 1
         ax.set_xlim(right=steps[-1] + max(1, steps[-1]) * 0.12)
     ax.set_ylim(top=max([1.1] + [r * 1.05 for _, r in train]))
@@ -139,6 +186,7 @@ def eval_curve_figure(evals: list[dict], train: list[tuple[int, float]], title: 
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, frameon=False)
     ax.grid(alpha=0.3)
     fig.tight_layout()
+    end_labels(fig, ax, ends)  # after the layout: apart on the figure as saved
     return fig
 
 

@@ -174,7 +174,8 @@ class RunFolder:
         self.reporter.finish(metrics)
         plot = None
         if self.config.plot:
-            plot = write_loss_plot(self.log_path, self.path / "loss.png", title=f"{self.run_id} ({model_label})")
+            plot = write_loss_plot(self.log_path, self.path / "loss.png", title=f"{self.run_id} ({model_label})",
+                                   method=self.method)
         summary = {"run_id": self.run_id, "kind": KIND, "command": self.config.COMMAND, "method": self.method,
                    "status": "completed", "model": model_label, "model_path": self.model_path,
                    "adapter_path": str(self.saved), "run_dir": str(self.path), "full": self.config.full, "data": data,
