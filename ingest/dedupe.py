@@ -185,7 +185,7 @@ class BodyHashes:
         request wrote; else the key is looked up in `table`'s metadata."""
         body = self._known.get(f"{scope}:{idem.key}")
         if body is None:
-            sql, arg = (_BY_ID, row_id) if row_id is not None else (_BY_KEY.format(table=table), idem.key)
+            sql, arg = (_BY_ID, row_id) if row_id is not None else (_BY_KEY.format(table=ident(table)), idem.key)
             with self.lake.snapshot(for_query=sql) as snap:
                 rows = snap.con.execute(sql, [arg]).fetchall()
             if not rows:
