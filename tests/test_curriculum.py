@@ -14,6 +14,7 @@ from tests.test_train_online import lake_root, write_project, write_tasks  # noq
 from train_helpers import tiny_dir  # noqa: F401  (session fixture)
 from trainers.curriculum import CurriculumStream, lake_family_counts, signal_groups, signal_probability
 from trainers.errors import TrainerInputError
+from trainers.online import TaskStream
 from trainers.rl_config import OnlineConfig
 
 FAMS = ("count", "tail", "sed")  # bash_exec_env templates
@@ -75,6 +76,39 @@ def test_curriculum_learns_from_the_runs_rollouts_and_restores_its_state(played)
     again = CurriculumStream(_tasks(), seed=1, group_size=4, decay=0.9)
     again.load_state(json.loads(json.dumps(stream.state())))  # through a checkpoint's state.json
     assert again.weights() == w and [again.at(p).task_id for p in range(30)] == [stream.at(p).task_id for p in range(30)]
+
+
+@dataclass
+class Outcome:
+    """A simulated episode's end as the curriculum reads it (EpisodeRecorder's info and success)."""
+
+    info: dict
+    success: bool
+
+
+def test_curriculum_doubles_the_groups_with_a_signal_on_a_simulated_policy():
+    import random
+
+    tasks = envs.load_tasks("bash_exec_env", "train")[:200]
+    fams = sorted({t.template for t in tasks})
+    rng = random.Random(0)  # a third never solved, a third always, the rest sometimes (as after SFT)
+    p = {f: (0.0, 1.0, rng.choice((0.1, 0.3, 0.5, 0.7)))[i % 3] for i, f in enumerate(fams)}
+
+    def signal_fraction(stream) -> float:
+        play, with_signal = random.Random(1), 0
+        for step in range(60):
+            rolls = []
+            for b in range(4):
+                task = stream.at(step * 4 + b)
+                wins = [play.random() < p[task.template] for _ in range(4)]
+                with_signal += len(set(wins)) > 1
+                rolls += [Played(Outcome({"template": task.template, "task_id": task.task_id}, w), b) for w in wins]
+            if isinstance(stream, CurriculumStream):
+                stream.observe(rolls)
+        return with_signal / 240
+
+    seeded = signal_fraction(TaskStream(tasks, 0))
+    assert signal_fraction(CurriculumStream(tasks, 0, group_size=4)) > 1.4 * seeded > 0
 
 
 def test_zero_variance_groups_are_dropped_and_counted(played):

@@ -7,7 +7,11 @@ after SFT had groups with identical returns at nearly every online step (issue 2
 
 The curriculum keeps a success estimate per task family (the built-in template; a file task without one is its
 own family): a Beta(1, 1) prior, the lake's own train-split rows of this model (views/family_success.sql, worth at
-most `curriculum_prior` episodes), then this run's rollouts, older steps decaying by `curriculum_decay` per step.
+most `curriculum_prior` episodes), then this run's rollouts; a family's older evidence is multiplied by
+`curriculum_decay` each step that brings new evidence of it (decaying every family every step made the ones not
+drawn lately look unknown again). Simulated on bash_exec_env's 33 train families with a post-SFT-like profile (a
+third never solved, a third always, the rest at 0.1-0.7; groups of 4, 4 tasks a step, 150 steps, 3 profiles x 3
+seeds): 0.20-0.26 of the groups had a signal in the seeded order, 0.39-0.48 with the curriculum.
 A family's weight is the chance that a group of G episodes has a signal, 1 - p^G - (1 - p)^G (largest at p = 1/2,
 0 at p = 0 or 1), floored at `curriculum_floor` so solved and hopeless families are still revisited. Each task of
 a step is drawn from those weights with an RNG seeded by (seed, data position), so the same state replays the
@@ -117,17 +121,20 @@ class CurriculumStream:
         return self.tasks[rng.choice(self.by_family[family])]
 
     def observe(self, rollouts: list) -> None:
-        """One step's rollouts: older evidence decays, then each episode counts for its task's family (the
-        template its environment reported at reset, else its task id, as family_of)."""
-        for c in self.counts.values():
-            c[0] *= self.decay
-            c[1] *= self.decay
+        """One step's rollouts: each episode counts for its task's family (the template its environment reported at
+        reset, else its task id, as family_of); the older evidence of a family played this step decays first (the
+        policy has changed since), that of families not played stays as it was."""
+        seen: dict[str, list[float]] = {}
         for r in rollouts:
             info = r.recorder.info
-            c = self.counts.get(info["template"] or info["task_id"])
-            if c is not None:
-                c[0] += 1.0
-                c[1] += 1.0 if r.recorder.success else 0.0
+            fam = info["template"] or info["task_id"]
+            if fam in self.counts:
+                new = seen.setdefault(fam, [0.0, 0.0])
+                new[0] += 1.0
+                new[1] += 1.0 if r.recorder.success else 0.0
+        for fam, (n, s) in seen.items():  # a family's old evidence fades only when new evidence replaces it
+            c = self.counts[fam]
+            c[0], c[1] = c[0] * self.decay + n, c[1] * self.decay + s
 
     def state(self) -> dict:
         return {"counts": {f: list(c) for f, c in self.counts.items()}}
