@@ -76,7 +76,8 @@ class OnlineConfig:
         "curriculum: at most this many episodes' worth of the lake's rows per family to start from (0: none)"))
     drop_zero_variance: bool = field(default=True, **helped(
         "drop the groups whose returns are all equal before the update (DAPO's dynamic sampling: they carry no "
-        "advantage); the step log reports signal_groups, the fraction of groups with a signal, either way"))
+        "advantage); the step log reports signal_groups, the fraction of groups with a signal, either way "
+        "(rollouts played in the training process, --actors 1)"))
     # settled when the run starts, recorded in config.json, read back by --resume
     run_id: str | None = field(default=None, **helped("the run's id (set when it starts)"))
     full: bool | None = field(default=None, **helped("full fine-tuning (True) or LoRA, settled from the model"))
