@@ -72,6 +72,15 @@ def test_chat_with_tools_returns_tool_calls_recorded_with_the_version(served, to
         (cur,) = snap.arrow(f"SELECT messages FROM trajectories_current WHERE trajectory_id = '{tid}'").to_pylist()
     assert len(cur["messages"]) == 4
 
+    # closing the loop: a reward posted for the trajectory id (what `lake serve`'s /v1/rewards appends) makes the
+    # served conversation SFT data, with its tools, for the streaming trainer
+    Lake.open(lake).append("rewards", [{"trajectory_id": tid, "reward": 1.0, "success": True}])
+    with Lake.open(lake).snapshot() as snap:
+        (sft,) = snap.arrow(f"SELECT messages, tools, policy_version FROM sft WHERE trajectory_id = '{tid}'").to_pylist()
+    assert [m["role"] for m in sft["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert sft["messages"][1]["tool_calls"][0]["function"]["name"] == "run" and sft["policy_version"] == version
+    assert "run" in str(sft["tools"])
+
 
 def test_session_header_joins_calls_and_models_lists_the_version(served, tool_model):
     url, _, lake = served
