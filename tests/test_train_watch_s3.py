@@ -48,7 +48,7 @@ def test_watch_once_on_an_s3_lake_trains_each_appended_batch_once(s3_emulator, t
         assert len(got) == 1 and got[0]["rows_consumed"] == n
         events.append(got[0])
     assert [e["increment"] for e in events] == [1, 2]
-    assert watch_once(root, folder, capsys)[-1]["event"] == "ready"  # nothing new: no increment
+    assert [e["event"] for e in watch_once(root, folder, capsys)] == ["ready", "nothing_new"]  # no increment
 
     meta = json.loads((folder / WATCH_FILE).read_text())
     assert meta["lake_root"] == root  # the URL, as status reopens it
