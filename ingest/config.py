@@ -74,7 +74,8 @@ class HttpLimits:
         "help": "Seconds a client has to send a request's head, from connecting (or from its first byte after "
                 "a keep-alive pause); an idle or slowly written (slowloris) connection is then closed."})
     read_timeout: float = field(default=30.0, metadata={
-        "help": "Seconds without a byte while a request body is being received before the connection is closed."})
+        "help": "Seconds a connection may make no progress in the middle of a request: no byte of its body "
+                "received, or none of a pending answer taken by the client; it is then closed."})
     keep_alive_timeout: float = field(default=5.0, metadata={
         "help": "Seconds an idle keep-alive connection stays open between requests."})
     max_connections: int = field(default=1000, metadata={

@@ -17,10 +17,13 @@ that many connections are open, and still accepts (and holds) every socket.
   of the first byte after a keep-alive pause): an idle or slowloris connection is closed (408 if it had sent
   something);
 * a body read timeout: while a body is being received, `read_timeout` s without a byte closes it (not counted
-  while uvicorn itself paused reading because the app has not consumed what came);
+  while uvicorn itself paused reading because the app has not consumed what came); the same time without the
+  client taking any of an answer waiting in the write buffer aborts it (a client that never reads a large
+  /batch would otherwise hold the connection, its socket and the answer's memory for good: uvicorn's close
+  waits for the buffer to drain);
 * uvicorn's keep-alive timeout (`keep_alive_timeout`) between requests;
 * a connection cap: beyond `max_connections` (lowered to fit the open-file limit, see `connection_cap`) the
-  connection idle the longest (no request in progress) is closed to make room, so a flood of idle sockets
+  connection idle the longest (no request in progress) is aborted to make room, so a flood of idle sockets
   cannot keep a real client (a health probe) out; with none idle the newcomer gets a 503 and is closed.
 """
 from __future__ import annotations
@@ -74,8 +77,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._head_fields = 0
         self._head_size = 0  # request target + header names and values, as parsed
         self._refusal: _Refused | None = None
-        self._head_timer = self._body_timer = None
+        self._head_timer = self._body_timer = self._write_timer = None
         self._last_read = 0.0
+        self._unsent = 0  # bytes of answers in the write buffer when the write timer was armed
 
     # -- connections ----------------------------------------------------------------------------------------
     def connection_made(self, transport) -> None:  # type: ignore[override]
@@ -91,8 +95,8 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if len(open_) <= self.cap:
             return
         idle = [c for c in open_ if c is not self and isinstance(c, LimitedHttpToolsProtocol) and c._idle()]
-        if idle:
-            min(idle, key=lambda c: c._last_read).transport.close()
+        if idle:  # abort, not close: a close waits for an unread answer to drain, and keeps the socket meanwhile
+            min(idle, key=lambda c: c._last_read).transport.abort()
         else:
             self._refuse(503, "too many connections with a request in progress; retry")
 
@@ -104,10 +108,34 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def _cancel_timers(self) -> None:
-        for t in (self._head_timer, self._body_timer):
+        for t in (self._head_timer, self._body_timer, self._write_timer):
             if t is not None:
                 t.cancel()
-        self._head_timer = self._body_timer = None
+        self._head_timer = self._body_timer = self._write_timer = None
+
+    def pause_writing(self) -> None:
+        """The write buffer is over its high-water mark: the client must take some of it within read_timeout."""
+        super().pause_writing()
+        self._arm_write_timer()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _arm_write_timer(self) -> None:
+        self._unsent = self.transport.get_write_buffer_size()
+        self._write_timer = self.loop.call_later(self.limits.read_timeout, self._write_timeout)
+
+    def _write_timeout(self) -> None:
+        self._write_timer = None
+        if not self.flow.write_paused:
+            return
+        if self.transport.get_write_buffer_size() < self._unsent:  # slow, but taking it
+            self._arm_write_timer()
+            return
+        self.transport.abort()
 
     # -- bytes ----------------------------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:

@@ -148,6 +148,26 @@ def test_a_body_that_stops_coming_is_closed(server):
     assert _health_ms(server.url) < 1000
 
 
+@pytest.mark.attack
+def test_an_answer_the_client_never_reads_is_dropped(server):
+    """A client asks for a 7 MB answer (the latest Atropos group) and never reads it: once the server's write
+    buffer stops draining for --read-timeout the connection is aborted, not kept (with the answer) for good."""
+    n = 500_000
+    big = {"tokens": [list(range(n)), list(range(n))], "masks": [[1] * n, [1] * n], "scores": [1.0, 0.0]}
+    assert httpx.post(server.url + "/scored_data", json=big, timeout=60).status_code == 200
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
+    s.connect(("127.0.0.1", server.port))
+    s.sendall(b"GET /latest_example HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    time.sleep(4)  # not reading: the server's buffer stalls, and 1 s later it gives up
+    got = _read_all(s, 10)
+    s.close()
+    length = int(got.split(b"content-length: ", 1)[1].split(b"\r\n", 1)[0]) if b"content-length: " in got else None
+    body = got.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in got else b""
+    assert length is None or len(body) < length, (length, len(body))
+    assert _health_ms(server.url) < 1000
+
+
 def test_keep_alive_ends_after_its_timeout(server):
     s = _connect(server.port)
     s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
