@@ -72,6 +72,9 @@ class ServeModelConfig:
     batch_window_ms: float = field(default=10.0, **helped(
         "how long the generation thread gathers concurrent requests into one batch after the first arrives"))
     max_batch: int = field(default=32, **helped("requests generated together at most"))
+    max_batch_tokens: int = field(default=32768, **helped(
+        "prompt + max_tokens summed over a batch at most: a long request waits for the next batch rather than "
+        "grow one padded batch beyond memory"))
     max_tokens: int = field(default=1024, **helped(
         "the largest max_tokens a request may ask for (a larger one is a 400)"))
     default_max_tokens: int = field(default=256, **helped("max_tokens of a request that gives none"))
@@ -106,8 +109,8 @@ class ServeModelConfig:
             raise TrainerInputError("--promote-if-better needs --follow runs/<watch-run>")
         if not 0 <= self.port < 65536:
             raise TrainerInputError(f"--port must be between 0 and 65535, not {self.port}")
-        at_least(self, 1, "keep_versions", "record_queue", "max_batch", "max_tokens", "default_max_tokens",
-                 "context", "threads", "vllm_max_lora_rank")
+        at_least(self, 1, "keep_versions", "record_queue", "max_batch", "max_batch_tokens", "max_tokens",
+                 "default_max_tokens", "context", "threads", "vllm_max_lora_rank")
         at_least(self, 0, "batch_window_ms", "kv_cache_tokens", "compact_interval")
         if self.poll_interval <= 0 or self.max_body_mb <= 0:
             raise TrainerInputError("--poll-interval and --max-body-mb must be positive")

@@ -263,14 +263,16 @@ class EmbeddedEngine(ServedVersions):
 
     def _run(self) -> None:
         window = self.cfg.batch_window_ms / 1000
+        carry: _Job | None = None  # the request that did not fit the last batch: first in the next one
         while True:
-            item = self._queue.get()
+            item, carry = (carry, None) if carry is not None else (self._queue.get(), None)
             if item is None:
                 return
             if not isinstance(item, _Job):
                 item()
                 continue
             batch, after = [item], _NOTHING
+            tokens = len(item.prompt) + item.sampling.max_new_tokens
             deadline = time.monotonic() + window
             while len(batch) < self.cfg.max_batch:
                 left = deadline - time.monotonic()
@@ -280,6 +282,10 @@ class EmbeddedEngine(ServedVersions):
                     break
                 if not isinstance(nxt, _Job):
                     after = nxt  # a command or the stop: after this batch
+                    break
+                tokens += len(nxt.prompt) + nxt.sampling.max_new_tokens
+                if tokens > self.cfg.max_batch_tokens:  # a batch's padded prompts and KV must fit in memory
+                    carry = nxt
                     break
                 batch.append(nxt)
             self._run_batch(batch)

@@ -213,3 +213,27 @@ def test_a_continued_conversation_reuses_its_kv_and_answers_the_same(served, too
     assert a.message.content == b.message.content and a.finish_reason == b.finish_reason
     lp = [[t.logprob for t in c.logprobs.content] for c in (a, b)]
     assert max(abs(x - y) for x, y in zip(*lp)) < 1e-4
+
+
+def test_a_batch_stays_within_max_batch_tokens(tiny_dir):
+    """Six concurrent requests of 30 + 10 tokens under --max-batch-tokens 80: two per generate call, none lost."""
+    import asyncio
+
+    from serving.app import load_engine
+    from trainers.generation import Sampling
+
+    engine, _ = load_engine(ServeModelConfig(model="tiny", record="off", threads=1, max_batch_tokens=80,
+                                             batch_window_ms=200))
+    engine.start()
+    try:
+        v = engine.versions()[-1]
+
+        async def ask_all():
+            return await asyncio.gather(*[engine.generate(list(range(5 + i, 35 + i)), Sampling(max_new_tokens=10), v)
+                                          for i in range(6)])
+
+        gens = asyncio.run(ask_all())
+    finally:
+        engine.close()
+    assert len(gens) == 6 and all(0 < len(g.token_ids) <= 10 for g in gens)
+    assert (engine.batches, engine.batched_requests) == (3, 6)
