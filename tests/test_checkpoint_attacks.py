@@ -202,7 +202,7 @@ def test_a_truncated_increment_falls_back_says_the_rewind_and_records_it(tmp_pat
     finally:
         st.close()
     assert redo["metrics"]["increment"] == 2 and redo["manifest"]["upto"] == done[1]["manifest"]["upto"]
-    assert redo["metrics"]["rewound"] == {"trajectories": {"registered": 2, "from": 1}}
+    assert redo["metrics"]["rewound"] == {"trajectories": {"registered": 2, "to": 1}}
     assert any("rewinding" in w for w in redo["metrics"]["warnings"])
     assert watcher_status(folder)["broken"] == [f"broken-{second.name} (set aside)"]
 

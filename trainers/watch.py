@@ -140,13 +140,13 @@ class StreamTrainer:
         """Offsets behind those registered in the lake (a newer checkpoint broken or removed) rewind the watcher:
         the rows between are trained again. Said in one line and recorded in the next runs event."""
         registered = self.lake.consumers().get(self.cfg.name) or {}
-        behind = {t: {"registered": int(registered[t]), "from": v} for t, v in self.offsets.items()
+        behind = {t: {"registered": int(registered[t]), "to": v} for t, v in self.offsets.items()
                   if isinstance(registered.get(t), int) and registered[t] > v}
         if behind:
             self.recovery["rewound"] = behind
             where = f"checkpoint {last.name}" if last else "no checkpoint"
             self.warn(f"rewinding {self.cfg.name} to {where}: " + ", ".join(
-                f"{t} from version {b['registered']} (registered in the lake) to {b['from']}" for t, b in behind.items())
+                f"{t} from version {b['registered']} (registered in the lake) to {b['to']}" for t, b in behind.items())
                 + "; the rows of those versions are trained again")
 
     def _write_meta(self, last: Path | None) -> dict:
