@@ -10,27 +10,10 @@
 -- `## `), else its description (goal_source says which). status 'skipped' (with a reason) only for a skill
 -- with neither a body nor a description.
 -- order: name
-WITH params AS (
-    SELECT
-        coalesce(getvariable('instruction_min_uses'), 5)::BIGINT AS min_uses,
-        coalesce(getvariable('instruction_provenance'), 'agent')::VARCHAR AS provenance,
-        getvariable('instruction_since')::TIMESTAMPTZ AS since,
-        getvariable('instruction_min_success')::DOUBLE AS min_success,
-        getvariable('instruction_min_lift')::DOUBLE AS min_lift
-),
-selected AS (
-    SELECT s.*, coalesce(st.uses, 0) AS uses, coalesce(st.uses_source, 'none') AS uses_source,
-           st.use_count, st.view_count, st.usage_event_id,
-           e.trajectories AS used_in_trajectories, e.success_rate, e.success_diff, e.success_diff_low
-    FROM skills_current s
-    LEFT JOIN skill_stats st ON st.name = s.name
-    LEFT JOIN skill_effect e ON e.skill = s.name
-    CROSS JOIN params
-    WHERE (params.provenance = 'all' OR list_contains(list_transform(string_split(params.provenance, ','), lambda p: trim(p)), s.provenance))
-      AND coalesce(st.uses, 0) >= params.min_uses
-      AND (params.since IS NULL OR s.updated_at >= params.since)
-      AND (params.min_success IS NULL OR e.success_rate >= params.min_success)
-      AND (params.min_lift IS NULL OR e.success_diff_low >= params.min_lift)
+WITH selected AS (  -- the filter itself: instruction_filters
+    SELECT * EXCLUDE (has_usage, provenance_ok, uses_ok, evidence_ok)
+    FROM instruction_filters
+    WHERE provenance_ok AND uses_ok AND coalesce(evidence_ok, false)
 ),
 secs AS (
     SELECT
