@@ -69,6 +69,8 @@ async def commit_groups(s: IngestState, groups: list[Group], idem: Idempotency |
                 lost = s.guards["trajectories"].pop_dropped(f"{g.gid}:{i}" for g in fresh
                                                             for i in range(g.rows.num_rows))
                 fresh = [g for g in fresh if f"{g.gid}:0" not in lost]
+                if idem and not fresh:  # none of ours written: the other body wins, ours is a 409
+                    await s.same_body(route, idem, "trajectories", f"{groups[0].gid}:0")
             if idem and not res.skipped:  # (groups another process committed first carry its body, not ours)
                 s.bodies.committed(route, idem)
     for g in fresh:

@@ -103,8 +103,10 @@ async def post_trajectories(expected: Expected = Depends(expect_trajectories), i
                 s.bodies.committed("trajectories", idem)
     accepted = len(keep)
     if res is not None and res.skipped:  # another process committed some of these ids meanwhile
-        lost = len(s.guards["trajectories"].pop_dropped([batch.rows[i].payload["trajectory_id"] for i in keep]))
-        accepted, dups = accepted - lost, dups + lost
+        dropped = s.guards["trajectories"].pop_dropped([batch.rows[i].payload["trajectory_id"] for i in keep])
+        if idem and len(dropped) == len(keep):  # none of ours written: the other body wins, ours is a 409
+            await s.same_body("trajectories", idem, "trajectories", min(dropped))
+        accepted, dups = accepted - len(dropped), dups + len(dropped)
     s.counters.acked_rows += accepted
     s.counters.duplicates += dups
     return {"status": "committed", "accepted": accepted, "duplicates": dups,
@@ -151,6 +153,7 @@ async def post_rewards(obj=Depends(json_body), idem: Idempotency | None = Depend
         if idem and not res.skipped:
             s.bodies.committed("rewards", idem)
     if idem and s.guards["rewards"].pop_dropped([f"rewards:{idem.key}"]):  # another process committed it first
+        await s.same_body("rewards", idem, "rewards")  # (nothing of ours was written)
         return duplicate
     return {"status": "committed", "accepted": len(recs), "version": res.version}
 
@@ -221,6 +224,7 @@ async def post_skills(obj=Depends(json_body), idem: Idempotency | None = Depends
         if idem and not res.skipped:
             s.bodies.committed("skills", idem)
         if idem and s.guards["skills"].pop_dropped([f"skills:{idem.key}"]):  # another process committed it first
+            await s.same_body("skills", idem, "skills")  # (nothing of ours was written)
             return {"status": "committed", "duplicate": True}
         if rec.get("deleted"):
             s.skill_hash.pop(rec["name"], None)

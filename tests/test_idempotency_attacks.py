@@ -79,6 +79,32 @@ def test_two_servers_store_a_keyed_request_once(two_servers):
 
 
 @pytest.mark.attack
+@pytest.mark.parametrize("route", ["/scored_data", "/v1/trajectories", "/v1/rewards", "/v1/skills"])
+def test_two_servers_refuse_a_key_reused_with_another_body(two_servers, route):
+    """Server b never saw the key (its index was loaded before a committed it): its commit is dropped by the
+    lake's guard, and the body it carried, not a's, is answered 409 (issue 26 item 5), not `duplicate`."""
+    root, a, b = two_servers
+    key = {"Idempotency-Key": f"two-bodies-{route}"}
+    first, second = {
+        "/scored_data": (GROUP, dict(GROUP, scores=[0.0, 1.0])),
+        "/v1/trajectories": ([{"messages": [{"role": "user", "content": "a"}]}],
+                             [{"messages": [{"role": "user", "content": "b"}]}]),
+        "/v1/rewards": ({"trajectory_id": "seed", "reward": 1.0}, {"trajectory_id": "seed", "reward": 0.0}),
+        "/v1/skills": ({"content": SKILL.format(name="two-bodies", body="a")},
+                       {"content": SKILL.format(name="two-bodies", body="b")}),
+    }[route]
+    assert a.post(route, json=first, headers=key).status_code == 200
+    r = b.post(route, json=second, headers=key)
+    assert r.status_code == 409 and r.json()["type"] == "idempotency_conflict", r.text
+    again = b.post(route, json=first, headers=key)
+    assert again.status_code == 200 and (again.json().get("duplicate") or again.json().get("duplicates")), again.text
+    table = {"/v1/rewards": "rewards", "/v1/skills": "skills"}.get(route, "trajectories")
+    assert scalar(root, f"SELECT count(*) FROM {table} WHERE "
+                        f"json_extract_string(metadata, '$.idempotency_key') = 'two-bodies-{route}'") == (
+        2 if route == "/scored_data" else 1)
+
+
+@pytest.mark.attack
 @pytest.mark.parametrize("route", ["rewards", "skills"])
 def test_concurrent_requests_with_one_key_store_one_row(two_servers, route):
     root, a, _ = two_servers
