@@ -57,6 +57,8 @@ def create_app(config: ServeModelConfig, engine: EmbeddedEngine | None = None,
         compactor = (lake.autocompactor(CompactThresholds(interval_s=config.compact_interval)).start()
                      if lake is not None and config.compact_interval > 0 else None)
         app.state.serving = ServingState(config, eng, recorder, lake, fol, host_names(config.host, config.allowed_hosts))
+        if lake is not None:  # conversations answered before a restart keep joining their trajectories
+            await asyncio.to_thread(app.state.serving.conversations.load, lake)
         eng.start()
         recorder.start()
         if fol is not None:

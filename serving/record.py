@@ -10,7 +10,8 @@ parameters, the endpoint and the call's place in its conversation.
 Calls of one conversation share a `trajectory_id`: the `X-Lachesis-Session` header names the conversation
 (trajectory id = uuid5 of it, so it survives a restart), else a call whose messages start with an earlier call's
 messages plus its reply continues that call's trajectory (prefix matching; kept in memory for the last
-PREFIX_MEMORY conversations). Each continued call appends a new row with the same id, and
+PREFIX_MEMORY conversations, and read back from the lake's latest recorded calls at start, so a restart keeps
+joining them). Each continued call appends a new row with the same id, and
 views/trajectories_current.sql picks the latest row per trajectory: the whole conversation. The id goes back in
 the `X-Lachesis-Trajectory` header, so a reward can be posted later to `lake serve`'s /v1/rewards.
 
@@ -26,6 +27,7 @@ import hashlib
 import json
 import uuid
 from collections import OrderedDict
+from pathlib import Path
 
 from lake import Lake
 
@@ -33,6 +35,7 @@ SOURCE = "lake serve-model"
 SESSION_NS = uuid.UUID("5f1e3c1a-6f0b-4d59-9a62-1c7d0c1e2a77")  # trajectory id = uuid5(SESSION_NS, session)
 PREFIX_MEMORY = 10_000
 ASYNC_BATCH = 256  # rows per background append at most
+RECENT_CALLS_SQL = Path(__file__).with_name("recent_calls.sql")
 
 
 def _key(messages: list[dict]) -> str:
@@ -74,6 +77,16 @@ class Conversations:
             if hit is not None:
                 return hit
         return str(uuid.uuid4()), 0
+
+    def load(self, lake: Lake) -> int:
+        """The latest recorded calls (recent_calls.sql), oldest first, as if they had just been answered: a
+        conversation continued after a restart joins its trajectory. Returns how many were read."""
+        sql = RECENT_CALLS_SQL.read_text()
+        with lake.snapshot(for_query=sql) as snap:
+            rows = snap.arrow(sql, [self.limit]).to_pylist()
+        for r in reversed(rows):
+            self.remember(r["messages"], r["trajectory_id"], int(r["call"] or 0))
+        return len(rows)
 
     def remember(self, messages_with_reply: list[dict], tid: str, call: int) -> None:
         self._sessions[tid] = call + 1

@@ -237,3 +237,20 @@ def test_a_batch_stays_within_max_batch_tokens(tiny_dir):
         engine.close()
     assert len(gens) == 6 and all(0 < len(g.token_ids) <= 10 for g in gens)
     assert (engine.batches, engine.batched_requests) == (3, 6)
+
+
+def test_a_restarted_server_keeps_joining_a_conversation(tiny_dir, tmp_path):
+    """Prefix matching starts from the lake's recorded calls: the second call of a conversation, answered by a new
+    server process on the same lake, continues the first call's trajectory."""
+    cfg = ServeModelConfig(model="tiny", lake_root=str(tmp_path / "lake"), threads=1)
+    first = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
+    with running(cfg) as (url, _):
+        raw = client(url).chat.completions.with_raw_response.create(model="tiny", messages=first, max_tokens=4,
+                                                                    temperature=0)
+    tid, reply = raw.headers["x-lachesis-trajectory"], raw.parse().choices[0].message
+    with running(cfg) as (url, _):
+        again = client(url).chat.completions.with_raw_response.create(
+            model="tiny", messages=first + [{"role": "assistant", "content": reply.content},
+                                            {"role": "user", "content": "and?"}], max_tokens=4, temperature=0)
+    assert again.headers["x-lachesis-trajectory"] == tid
+    assert [r["metadata"]["call"] for r in lake_rows(tmp_path / "lake", f"trajectory_id = '{tid}'")] == [0, 1]
