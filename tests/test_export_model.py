@@ -1,6 +1,7 @@
 """`lake export-model` (issue 25, item 4): a LoRA run merged into one Hugging Face folder that plain
-`from_pretrained` loads and that computes what the adapter model computes; a full run exported as it is; bad
-runs, a non-empty output and --format gguf are one-line errors that write nothing."""
+`from_pretrained` loads and that computes what the adapter model computes, and with --format gguf a model.gguf
+that transformers' GGUF reader loads back to the same logits and tokens; a full run exported as it is; bad runs,
+a non-empty output and bad options are one-line errors that write nothing."""
 from __future__ import annotations
 
 import json
@@ -32,7 +33,8 @@ def _train(tiny_dir, tmp_path, full: bool):
 
 @pytest.mark.parametrize("full", [False, True], ids=["lora", "full"])
 def test_export_merged_loads_with_from_pretrained_and_matches_the_run(tiny_dir, tmp_path, full):
-    """The LoRA run through the real command; the full run through the function it calls."""
+    """The LoRA run through the real command (--format gguf: the merged folder plus model.gguf); the full run
+    through the function it calls."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -46,7 +48,7 @@ def test_export_merged_loads_with_from_pretrained_and_matches_the_run(tiny_dir, 
 
         info = export_model(ExportModelConfig(run=str(run), output=str(out)))
     else:
-        r = _lake("export-model", str(run), "--output", str(out), "--json")
+        r = _lake("export-model", str(run), "--output", str(out), "--format", "gguf", "--json")
         assert r.returncode == 0, r.stderr
         info = json.loads(r.stdout)
     assert info["lora"] is (not full) and info["output"] == str(out.resolve())
@@ -65,6 +67,17 @@ def test_export_merged_loads_with_from_pretrained_and_matches_the_run(tiny_dir, 
         got, want, before = merged(input_ids=ids).logits, trained(input_ids=ids).logits, base(input_ids=ids).logits
     assert not torch.allclose(want, before, atol=1e-3)  # the run changed the model: the comparison means something
     assert (got - want).abs().max().item() < 1e-5
+    if full:
+        return
+    from gguf import GGUFReader
+
+    assert info["gguf"] == str(out.resolve() / "model.gguf")
+    from_gguf = AutoModelForCausalLM.from_pretrained(out, gguf_file="model.gguf", dtype=torch.float32).eval()
+    with torch.no_grad():
+        assert (from_gguf(input_ids=ids).logits - got).abs().max().item() < 1e-5
+    assert AutoTokenizer.from_pretrained(out, gguf_file="model.gguf")(text).input_ids == tok(text).input_ids
+    template = GGUFReader(str(out / "model.gguf")).fields["tokenizer.chat_template"]
+    assert bytes(template.parts[template.data[0]]).decode() == tok.chat_template  # llama.cpp renders chats with it
 
 
 def test_export_of_a_streaming_checkpoint_takes_the_newest_or_the_named_step(tiny_dir, tmp_path):
@@ -109,8 +122,10 @@ def test_bad_runs_and_outputs_are_one_line_errors_that_write_nothing(tiny_dir, t
     with pytest.raises(TrainerInputError, match="not empty"):
         ExportModelConfig(run=str(tiny_dir), output=str(busy))
     assert (busy / "keep.txt").read_text() == "mine"
-    with pytest.raises(TrainerInputError, match=r"convert_hf_to_gguf.py.*--format merged|--format merged.*convert_hf"):
-        ExportModelConfig(run=str(tiny_dir), output=str(out), format="gguf")
+    with pytest.raises(TrainerInputError, match="float32 or float16"):
+        ExportModelConfig(run=str(tiny_dir), output=str(out), format="gguf", dtype="bfloat16")
+    with pytest.raises(TrainerInputError, match="use merged or gguf"):
+        ExportModelConfig(run=str(tiny_dir), output=str(out), format="onnx")
     with pytest.raises(TrainerInputError, match="unknown --dtype"):
         ExportModelConfig(run=str(tiny_dir), output=str(out), dtype="int4")
     assert not out.exists() and not list(tmp_path.glob(".out.tmp*"))

@@ -9,10 +9,8 @@ and writes safetensors, config.json, the tokenizer and chat_template.jinja. A fu
 model trains in full) is loaded and saved the same way. The folder is written under a temporary name and renamed
 into place, so an interrupted export leaves no half folder under the asked name.
 
-`--format gguf` is refused with the way to do it: the `gguf` package (0.19) reads and writes the GGUF container
-but has no Hugging Face -> GGUF converter (tensor renaming, the Q/K permutation and the tokenizer's metadata are
-llama.cpp's convert_hf_to_gguf.py, which is not on any package registry); export `--format merged` and run that
-script from a llama.cpp checkout on the folder.
+`--format gguf` adds `model.gguf` to that folder for llama.cpp and ollama (trainers/gguf_export.py: Llama-architecture
+models, F32 or F16; the `gguf` package has no Hugging Face converter of its own, llama.cpp's script is on no registry).
 """
 from __future__ import annotations
 
@@ -26,14 +24,12 @@ from pathlib import Path
 from . import checkpoint
 from .config import helped, quiet_transformers, setup_env
 from .errors import TrainerInputError
+from .gguf_export import GGUF_NAME, write_gguf
 from .models import TINY_MARKER, load_model, load_tokenizer, resolve_adapter, resolve_model
 
 FORMATS = ("merged", "gguf")
 DTYPES = ("float32", "bfloat16", "float16")
 PROVENANCE = "lachesis_export.json"  # written beside the weights: which run, step and adapter they come from
-GGUF_REFUSAL = ("--format gguf: the gguf package has no Hugging Face -> GGUF converter (that is llama.cpp's "
-                "convert_hf_to_gguf.py, not on a package registry): export --format merged --output DIR, then run "
-                "`python convert_hf_to_gguf.py DIR --outtype f16` from a llama.cpp checkout")
 
 
 @dataclass(kw_only=True)
@@ -44,8 +40,8 @@ class ExportModelConfig:
                               "newest increment, or --step), a checkpoint folder, or an adapter folder"))
     output: str = field(**helped("the folder to write the model into (new or empty)"))
     format: str = field(default="merged", **helped("merged: the adapter merged into a full Hugging Face folder "
-                                                   "(safetensors, config, tokenizer, chat template); gguf: refused "
-                                                   "with the llama.cpp command to use on a merged folder"))
+                                                   "(safetensors, config, tokenizer, chat template); gguf: the same "
+                                                   "folder plus model.gguf for llama.cpp / ollama (Llama models)"))
     model: str | None = field(default=None, **helped(
         "the base model of a LoRA run: tiny | smollm2 | a folder (default: the one the run trained, from its "
         "adapter_config.json)"))
@@ -56,11 +52,11 @@ class ExportModelConfig:
 
     def __post_init__(self):
         if self.format not in FORMATS:
-            raise TrainerInputError(f"unknown --format {self.format!r}: use merged (or gguf)")
-        if self.format == "gguf":
-            raise TrainerInputError(GGUF_REFUSAL)
+            raise TrainerInputError(f"unknown --format {self.format!r}: use merged or gguf")
         if self.dtype not in DTYPES:
             raise TrainerInputError(f"unknown --dtype {self.dtype!r}: use {' | '.join(DTYPES)}")
+        if self.format == "gguf" and self.dtype == "bfloat16":
+            raise TrainerInputError("--format gguf writes float32 or float16: pass --dtype float32 or float16")
         if self.step is not None and self.step < 0:
             raise TrainerInputError(f"--step must be at least 0, got {self.step}")
         out = Path(self.output).expanduser()
@@ -127,9 +123,12 @@ def export_model(cfg: ExportModelConfig, console=None) -> dict:
         tok.save_pretrained(tmp)  # tokenizer + chat_template.jinja
         if (Path(base) / TINY_MARKER).is_file():  # still a from-scratch model: full fine-tuning by default
             shutil.copy2(Path(base) / TINY_MARKER, tmp / TINY_MARKER)
+        if cfg.format == "gguf":
+            say(f"writing {GGUF_NAME}", highlight=False)
+            write_gguf(tmp, model, tok, tmp / GGUF_NAME, f16=cfg.dtype == "float16")
         info = {"format": cfg.format, "run": str(Path(cfg.run).expanduser().resolve()), "step": step,
                 "weights": str(weights.resolve()), "lora": lora, "base_model": base, "dtype": cfg.dtype,
-                "output": str(out.resolve()),
+                "output": str(out.resolve()), "gguf": str(out.resolve() / GGUF_NAME) if cfg.format == "gguf" else None,
                 "parameters": sum(p.numel() for p in model.parameters()), "config": asdict(cfg)}
         (tmp / PROVENANCE).write_text(json.dumps(info, indent=2))
         if out.exists():  # the empty folder the user made: replaced by the complete one
