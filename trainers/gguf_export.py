@@ -5,7 +5,8 @@ Why here: the `gguf` package (0.19, installed for reading SmolLM2's GGUF) writes
 but its Hugging Face -> GGUF converter is llama.cpp's convert_hf_to_gguf.py, which is on no package registry. For
 the one architecture the project trains (Llama: the tiny model, SmolLM2, Hermes-3) the conversion is what that
 script does: the hyperparameters as `llama.*` keys, the byte-level BPE vocabulary as `tokenizer.ggml.*` (model
-gpt2, pre-tokenizer "default"), the tensors renamed and q_proj/k_proj rows permuted into llama.cpp's rotary layout
+gpt2; the pre-tokenizer by name: GPT-2's byte-level split is llama.cpp's "default", the same with digits split one
+by one (the tiny model's) its "smollm"; any other is refused rather than written wrong), the tensors renamed and q_proj/k_proj rows permuted into llama.cpp's rotary layout
 (transformers' GGUF reader undoes exactly that permutation). Checked by loading the file back with transformers'
 `from_pretrained(gguf_file=...)`: the same logits as the merged folder (tests/test_export_model.py). Other
 architectures are refused with the llama.cpp command. F32, or F16 for the matrices (`--dtype float16`).
@@ -25,6 +26,21 @@ def _permute(w, n_head: int, n_head_kv: int):
     if n_head_kv is not None and n_head != n_head_kv:
         n_head = n_head_kv
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def _pre_tokenizer(folder: Path) -> str:
+    """llama.cpp's name for the tokenizer's pre-tokenization (tokenizer.json), or a one-line refusal."""
+    import json
+
+    pre = json.loads((Path(folder) / "tokenizer.json").read_text()).get("pre_tokenizer") or {}
+    steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    kinds = [(st.get("type"), st.get("individual_digits"), st.get("use_regex")) for st in steps]
+    if kinds == [("ByteLevel", None, True)]:
+        return "default"
+    if kinds == [("Digits", True, None), ("ByteLevel", None, True)]:
+        return "smollm"
+    raise TrainerInputError(f"--format gguf: the tokenizer's pre-tokenizer ({[k[0] for k in kinds]}) has no llama.cpp "
+                            f"name here: run {TOOL}")
 
 
 def _rope_theta(cfg) -> float:
@@ -70,7 +86,7 @@ def write_gguf(folder: Path, model, tok, dest: Path, f16: bool = False) -> None:
         types.append(gguf.TokenType.UNUSED if t is None else gguf.TokenType.CONTROL if i in special
                      else gguf.TokenType.USER_DEFINED if i in added else gguf.TokenType.NORMAL)
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("default")
+    w.add_tokenizer_pre(_pre_tokenizer(folder))
     w.add_token_list(tokens)
     w.add_token_types(types)
     gguf.SpecialVocab(folder, load_merges=True, n_vocab=cfg.vocab_size).add_to_gguf(w, quiet=True)
