@@ -95,3 +95,17 @@ def test_ctrl_c_checkpoints_the_step_and_the_printed_resume_command_finishes_the
     assert res.returncode == 0, res.stderr[-2000:]
     steps = [json.loads(x)["step"] for x in log.read_text().splitlines() if "policy_version" in json.loads(x)]
     assert steps == [1, 2, 3, 4]
+
+
+def test_the_resume_hint_names_the_runs_own_command():
+    from pathlib import Path
+
+    from trainers.interrupt import resume_hint
+    from trainers.rl_config import OnlineConfig, TransferOnlineConfig
+
+    # the online trainer prints resume_hint(self.cfg.COMMAND, ...): a transfer run's config is TransferOnlineConfig
+    assert (OnlineConfig.COMMAND, TransferOnlineConfig.COMMAND) == ("rl_train_online", "rl_train_transfer")
+    hint = resume_hint(TransferOnlineConfig.COMMAND, Path("runs/t"), 7, 5)
+    assert hint == "interrupted after step 7; checkpoint at step 5 in runs/t: `rl_train_transfer --resume runs/t` " \
+                   "continues from it"
+    assert "without --resume" in resume_hint("rl_train_online", Path("runs/o"), None, None)
