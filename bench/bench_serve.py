@@ -178,7 +178,10 @@ def swap(a, work: Path, req: dict) -> dict:
         trainer.terminate()
         trainer.wait(60)
     failed = health["failed"]
+    served = [e for e in health["follow"] or [] if e["event"] == "served"]  # the follower's own split of each swap
     return {"increments": a.increments, "written_to_first_response_s": [round(d, 3) for d in delays],
+            "load_s": [e.get("load_s") for e in served],
+            "written_to_served_s": [e.get("written_to_served_s") for e in served],
             "median_s": round(statistics.median(delays), 3), "max_s": round(max(delays), 3),
             "requests": len(seen), "failed_requests": failed, "load_avg_1m": round(os.getloadavg()[0], 2)}
 
@@ -198,7 +201,8 @@ def main() -> None:
           f"{conc['plain_s']:.2f} s = {conc['ratio']:.2f}x (target >= 2x; load {conc['load_avg_1m']})", flush=True)
     sw = swap(a, work, reqs[0])
     print(f"increment written -> first response by it: median {sw['median_s']:.2f} s, max {sw['max_s']:.2f} s "
-          f"(target < 2 s); {sw['requests']} requests, {sw['failed_requests']} failed", flush=True)
+          f"(target < 2 s; loading the version {sw['load_s']} s, written -> served {sw['written_to_served_s']} s); "
+          f"{sw['requests']} requests, {sw['failed_requests']} failed", flush=True)
     where = f"{a.model}, {a.clients} hermes_eval-style chats (~{conc['prompt_tokens_mean']:.0f} prompt tokens), " \
             f"{a.max_tokens} new tokens, greedy, 1 torch thread"
     results = {"model": a.model, "concurrency": conc, "swap": sw, "comparisons": [
