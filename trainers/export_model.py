@@ -14,6 +14,7 @@ models, F32 or F16; the `gguf` package has no Hugging Face converter of its own,
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -57,6 +58,9 @@ class ExportModelConfig:
             raise TrainerInputError(f"unknown --dtype {self.dtype!r}: use {' | '.join(DTYPES)}")
         if self.format == "gguf" and self.dtype == "bfloat16":
             raise TrainerInputError("--format gguf writes float32 or float16: pass --dtype float32 or float16")
+        if self.format == "gguf" and importlib.util.find_spec("gguf") is None:
+            raise TrainerInputError("--format gguf needs the package gguf, which is not installed: pip install gguf "
+                                    "(scripts/bootstrap.sh installs it)")
         if self.step is not None and self.step < 0:
             raise TrainerInputError(f"--step must be at least 0, got {self.step}")
         out = Path(self.output).expanduser()
