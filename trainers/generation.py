@@ -8,20 +8,23 @@ alternatives and why it stopped. Greedy output is token for token what `transfor
 (`reference_generate`, the plain path it replaced, kept for the tests and bench/bench_generation.py): the same
 prompt pass, positions and cache, one forward per new token.
 
-Two exact savings, on by default (issue 24; measured with SmolLM2 on this project's 2 CPU cores: prompts ~272
-tokens of which 251 are the environment's system prompt and tools):
+Two exact savings, on by default (issue 24; bash_exec_env prompts are ~272 SmolLM2 tokens of which 251 are the
+environment's system prompt and tools):
 - the prefix every prompt of the batch shares (system prompt + tools) is computed once, at batch 1, and its KV
   expanded to the batch (`share_prefix`); below MIN_SHARED tokens it is not worth a separate pass;
 - with a `TurnCache`, each row's KV is kept after the call, so the next turn of a multi-turn episode (its prompt =
   the old prompt + the reply + the tool's answer) only computes the new tokens instead of re-reading the whole
   conversation (`cache`, `keys`).
-Together 1.96x fewer CPU-seconds per episode with identical greedy outputs (tests/test_generation.py checks they
-are identical). The rows' cached parts and new tokens are laid out as [shared prefix][pad | cached][pad | new]
+Together 1.67x fewer CPU-seconds for hermes_eval with SmolLM2 (8 tasks, 2.25 turns each: bench/bench_generation.py,
+2026-12-04 on 2 shared cores), episodes identical 8/8; tests/test_generation.py checks they are identical. The rows' cached parts and new tokens are laid out as [shared prefix][pad | cached][pad | new]
 with the padding masked out and explicit positions, so a batch mixes rows of any cached and new lengths.
 
 bf16 (`rollout_model`): a merged (LoRA folded in), bfloat16 copy of the policy to generate with, on CPUs with
-avx512_bf16 / AMX and bf16-capable GPUs (`bf16_supported`): decoding 2.1-2.3x faster on this machine, log-prob
-drift ~0.005 nats per token against float32 (the GRPO update corrects for it: trainers/grpo.py).
+avx512_bf16 / AMX and bf16-capable GPUs (`bf16_supported`). SmolLM2, 8 rows of ~400 tokens on this machine's
+avx512_bf16 CPU: prompt pass 10.0 -> 4.9 CPU-s, a decode step 179 -> 120 ms; hermes_eval 2.55x fewer CPU-seconds
+than the plain path with the exact savings. Greedy episodes can differ from float32's (3 of 8 the same), and a
+sampled token's log-prob differs from the trainer's by 0.048 nats on average: the GRPO update corrects for it
+(truncated importance sampling, trainers/grpo.py).
 """
 from __future__ import annotations
 
@@ -403,9 +406,10 @@ def reference_generate(model, tok, prompts: list[list[int]], max_new_tokens: int
 
 BF16 = ("auto", "on", "off")
 BF16_HELP = ("bf16 generation and updates: auto (on where the CPU has avx512_bf16/AMX or the GPU supports bf16) | on | "
-             "off. Rollouts and evaluations generate with a merged bfloat16 copy of the policy (~2x faster decoding "
-             "on such a CPU, log-probs within ~0.005 nats of float32), the GRPO update runs under bf16 autocast, and "
-             "the policy gradient is corrected for the rollout/trainer mismatch (truncated importance sampling)")
+             "off. Rollouts and evaluations generate with a merged bfloat16 copy of the policy (SmolLM2 on an "
+             "avx512_bf16 CPU: a 2x faster prompt pass, 1.5x faster decoding; greedy outputs may differ from "
+             "float32's), the GRPO update runs under bf16 autocast, and the policy gradient is corrected for the "
+             "rollout/trainer mismatch (truncated importance sampling)")
 
 
 def check_bf16(value: str) -> str:

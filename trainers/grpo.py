@@ -14,15 +14,15 @@ divided by the number of sampled tokens in the batch; with kl_beta > 0 the k3 es
 exp(ref - logp) - (ref - logp) - 1 is added per token, weighted by kl_beta.
 
 w corrects for the rollouts coming from another engine than the trainer's forward (a merged bf16 copy: log-probs
-~0.005 nats apart per token): truncated importance sampling as trl's `vllm_importance_sampling_correction` and
+0.048 nats apart per sampled SmolLM2 token on average, measured): truncated importance sampling as trl's `vllm_importance_sampling_correction` and
 verl's TIS, w = min(exp(logp_train - logp_rollout), C) per token, detached, C = `tis_cap` (2 by default; 0 turns it
 off), with logp_rollout the log-prob generation recorded for the token (1 where none was recorded). The mean
 |logp_train - logp_rollout| is reported as the step's `logprob_drift`.
 
 The rows of a micro-batch share the environment's system prompt and tools (~250 tokens of SmolLM2's ~270-token
 first prompt): that prefix runs once and its KV cache is expanded to the batch, as SFT does
-(sft.shared_prefix_inputs; the same loss, gradients within 1e-5 relative, tested): 2.0x fewer CPU-seconds per
-update measured.
+(sft.shared_prefix_inputs; the same loss, gradients within 1e-5 relative, tested): 2.3x fewer CPU-seconds per
+SmolLM2 update of 8 two-turn rollouts (bench/bench_generation.py).
 """
 from __future__ import annotations
 
@@ -248,8 +248,9 @@ def backward_policy_loss(model, rollouts: list[Rollout], pad_id: int, micro_batc
 def policy_update(model, params, opt, rollouts, pad_id: int, micro_batch: int, kl_beta: float = 0.0, ref_model=None,
                   *, bf16: bool = False, share_prefix: bool = True, tis_cap: float = TIS_CAP) -> tuple[LossStats, float]:
     """One optimizer step on the batch's GRPO loss (none when no group had a signal): (stats, gradient norm before
-    clipping to 1). bf16: the forward and backward under bfloat16 autocast (1.97x fewer CPU-seconds on a CPU with
-    avx512_bf16, gradient cosine 0.998 to float32's); the weights and the optimizer stay float32."""
+    clipping to 1). bf16: the forward and backward under bfloat16 autocast (SmolLM2 LoRA on an avx512_bf16 CPU:
+    16.2 -> 13.6 CPU-s for 8 rollouts, autocast re-casting the float32 weights in every product); the weights and
+    the optimizer stay float32."""
     import torch
 
     model.train()
