@@ -15,14 +15,15 @@ environment's system prompt and tools):
 - with a `TurnCache`, each row's KV is kept after the call, so the next turn of a multi-turn episode (its prompt =
   the old prompt + the reply + the tool's answer) only computes the new tokens instead of re-reading the whole
   conversation (`cache`, `keys`).
-Together 1.67x fewer CPU-seconds for hermes_eval with SmolLM2 (8 tasks, 2.25 turns each: bench/bench_generation.py,
-2026-12-04 on 2 shared cores), episodes identical 8/8; tests/test_generation.py checks they are identical. The rows' cached parts and new tokens are laid out as [shared prefix][pad | cached][pad | new]
+Together 2.09x fewer CPU-seconds for hermes_eval with SmolLM2 (16 tasks, ~2.2 turns each: bench/bench_generation.py
+--quick, 2026-12-04 on this project's 2 cores at load ~1), episodes identical 16/16; tests/test_generation.py checks
+they are identical. The rows' cached parts and new tokens are laid out as [shared prefix][pad | cached][pad | new]
 with the padding masked out and explicit positions, so a batch mixes rows of any cached and new lengths.
 
 bf16 (`rollout_model`): a merged (LoRA folded in), bfloat16 copy of the policy to generate with, on CPUs with
 avx512_bf16 / AMX and bf16-capable GPUs (`bf16_supported`). SmolLM2, 8 rows of ~400 tokens on this machine's
-avx512_bf16 CPU: prompt pass 10.0 -> 4.9 CPU-s, a decode step 179 -> 120 ms; hermes_eval 2.55x fewer CPU-seconds
-than the plain path with the exact savings. Greedy episodes can differ from float32's (3 of 8 the same), and a
+avx512_bf16 CPU: prompt pass 10.0 -> 4.9 CPU-s, a decode step 179 -> 120 ms; hermes_eval 3.23x fewer CPU-seconds
+than the plain path with the exact savings. Greedy episodes can differ from float32's (6 of 16 the same), and a
 sampled token's log-prob differs from the trainer's by 0.048 nats on average: the GRPO update corrects for it
 (truncated importance sampling, trainers/grpo.py).
 """

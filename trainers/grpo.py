@@ -249,7 +249,7 @@ def policy_update(model, params, opt, rollouts, pad_id: int, micro_batch: int, k
                   *, bf16: bool = False, share_prefix: bool = True, tis_cap: float = TIS_CAP) -> tuple[LossStats, float]:
     """One optimizer step on the batch's GRPO loss (none when no group had a signal): (stats, gradient norm before
     clipping to 1). bf16: the forward and backward under bfloat16 autocast (SmolLM2 LoRA on an avx512_bf16 CPU:
-    16.2 -> 13.6 CPU-s for 8 rollouts, autocast re-casting the float32 weights in every product); the weights and
+    14.8 -> 11.3 CPU-s for 8 rollouts, autocast re-casting the float32 weights in every product); the weights and
     the optimizer stay float32."""
     import torch
 
