@@ -23,7 +23,7 @@ from pathlib import Path
 
 import typer
 
-from lachesis.console import config_command, fail, print_json, run
+from lachesis.console import config_command, fail, literal, new_console, print_json, run, table
 from trainers.config import at_least, check_device, helped, setup_env
 from trainers.errors import TrainerInputError
 from trainers.models import TINY_NAMES
@@ -115,14 +115,12 @@ def _dataset_envs(ds_dir: Path, console) -> list[str]:
         try:
             names.append(envs.resolve_name(e))
         except envs.UnknownEnvironmentError:
-            console.print(f"[yellow]    not evaluated: {e} is not a registered environment")
+            console.print(f"[yellow]    not evaluated: {literal(e)} is not a registered environment")
     return names
 
 
 def run_demo(cfg: DemoConfig, console) -> dict:
     """The five steps; writes demo_result.json and the plots into the work folder and returns the result."""
-    from rich.table import Table
-
     from lake import Lake, LakeError, resolve_root
     from trainers.config import SFTConfig
     from trainers.evaluate import EvalSettings, run_eval
@@ -150,14 +148,14 @@ def run_demo(cfg: DemoConfig, console) -> dict:
             raise TrainerInputError(f"{exc}; fill one with `lake rollout` first") from None
         work.mkdir(parents=True, exist_ok=True)
         roll: dict = {"from_lake": str(lake_root)}
-        console.print(f"[bold]1/5[/] using the lake at {lake_root} (no new rollouts)")
+        console.print(f"[bold]1/5[/] using the lake at {literal(lake_root)} (no new rollouts)")
     else:
         lake_root = work / "lake"
         if lake_root.exists() and any(lake_root.iterdir()):
             raise TrainerInputError(f"{lake_root} exists: the demo starts from a fresh lake; pass a new --workdir")
         work.mkdir(parents=True, exist_ok=True)
         lake = Lake.init(lake_root)
-        console.print(f"[bold]1/5[/] fresh lake at {lake_root}; rolling out {cfg.expert} expert + {cfg.noisy} noisy "
+        console.print(f"[bold]1/5[/] fresh lake at {literal(lake_root)}; rolling out {cfg.expert} expert + {cfg.noisy} noisy "
                       f"episodes of {ENV} (train split)")
         expert = policy_rows(ENV, "train", cfg.expert, "expert", seed=cfg.seed, workers=cfg.workers)
         noisy = policy_rows(ENV, "train", cfg.noisy, "noisy", seed=cfg.seed + 100_000, offset=cfg.expert,
@@ -177,8 +175,8 @@ def run_demo(cfg: DemoConfig, console) -> dict:
     manifest = export_view(lake, "sft", ds_dir, format="parquet")
     lap("export", t0)
     env_names = _dataset_envs(ds_dir, console)
-    console.print(f"[bold]2/5[/] exported the sft view: {manifest['row_count']} rows of {', '.join(env_names) or 'no env'} "
-                  f"-> {ds_dir} ({times['export']} s)")
+    console.print(f"[bold]2/5[/] exported the sft view: {manifest['row_count']} rows of "
+                  f"{literal(', '.join(env_names) or 'no env')} -> {literal(ds_dir)} ({times['export']} s)")
 
     # 3. before
     t0 = time.perf_counter()
@@ -212,26 +210,21 @@ def run_demo(cfg: DemoConfig, console) -> dict:
     lap("eval_after", t0)
     times["total"] = round(time.perf_counter() - t_start, 2)
 
-    table = Table(title=f"{cfg.eval_split} split (greedy, seed {cfg.seed})")
-    for c in ("environment", "model", "tasks", "success rate", "mean reward", "valid tool calls", "mean turns"):
-        table.add_column(c, justify="left" if c in ("environment", "model") else "right")
+    rows = []
     plots = [run["loss_plot"]]
     label = f"after SFT ({run['steps']} steps)"
     for env in env_names:
         for row, r in ((f"{name}, before", before[env]), (f"{name} + SFT ({run['steps']} steps)", after[env])):
-            table.add_row(env, row, str(r["episodes"]), f"{r['success_rate']:.3f}", f"{r['mean_reward']:.3f}",
-                          f"{r['valid_tool_call_rate']:.3f}", f"{r['mean_turns']:.2f}")
+            rows.append([env, row, r["episodes"], f"{r['success_rate']:.3f}", f"{r['mean_reward']:.3f}",
+                         f"{r['valid_tool_call_rate']:.3f}", f"{r['mean_turns']:.2f}"])
         png = work / ("demo_eval.png" if len(env_names) == 1 else f"demo_eval_{env}.png")
         plots.append(str(write_eval_plot(before[env], after[env], label, png)))
-    console.print(table)
+    console.print(table(["environment", "model", "tasks", "success rate", "mean reward", "valid tool calls",
+                         "mean turns"], rows, title=f"{cfg.eval_split} split (greedy, seed {cfg.seed})"))
     per_tmpl = {env: _per_template(after[env]) for env in env_names}
     for env, rates in per_tmpl.items():
-        t2 = Table(title=f"after, {env}: success by task template")
-        t2.add_column("template")
-        t2.add_column("success", justify="right")
-        for k, v in sorted(rates.items()):
-            t2.add_row(k, f"{v:.2f}")
-        console.print(t2)
+        console.print(table(["template", "success"], [[k, f"{v:.2f}"] for k, v in sorted(rates.items())],
+                            title=f"after, {env}: success by task template"))
     console.print(f"train {run['train_s']:.0f} s, {run['steps']} steps, {run['tokens_per_s']:.0f} tok/s, loss "
                   f"{run['first_loss']:.2f} -> {run['final_loss']:.3f}; plots: {', '.join(plots)}")
     console.print("times (s): " + ", ".join(f"{k} {v}" for k, v in times.items()))
@@ -267,11 +260,9 @@ DEMO_OPTIONS = [
 
 
 def _demo(values: dict, as_json: bool, quiet: bool) -> None:
-    from rich.console import Console
-
     setup_env()
     try:
-        result = run_demo(DemoConfig(**values, progress=not quiet), Console(quiet=quiet))
+        result = run_demo(DemoConfig(**values, progress=not quiet), new_console(quiet=quiet))
     except TrainerInputError as exc:
         fail(str(exc), exc.exit_code)
     if as_json:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from lachesis.console import config_command, fail, print_json
+from lachesis.console import config_command, fail, new_console, print_json
 from trainers.errors import TrainerInputError
 from trainers.export_model import ExportModelConfig
 
@@ -15,12 +15,10 @@ EXPORT_OPTIONS = [("run",), ("output", "--output", "-o"), ("format", "--format")
 
 
 def _export(values: dict, as_json: bool, quiet: bool) -> None:
-    from rich.console import Console
-
     from trainers.export_model import export_model
 
     try:
-        info = export_model(ExportModelConfig(**values), Console(stderr=True, quiet=quiet or as_json))
+        info = export_model(ExportModelConfig(**values), new_console(stderr=True, quiet=quiet or as_json))
     except TrainerInputError as exc:
         fail(str(exc), exc.exit_code)
     if as_json:
