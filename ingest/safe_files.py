@@ -6,7 +6,6 @@ The watcher reads every skill, sidecar and inbox file through here, and `lake im
 from __future__ import annotations
 
 import os
-import stat
 from contextlib import contextmanager
 from typing import BinaryIO, Iterator
 
@@ -40,15 +39,13 @@ def open_file(root: str | os.PathLike, rel: str) -> Iterator[tuple[BinaryIO, os.
 
 @contextmanager
 def open_named(path: str | os.PathLike) -> Iterator[BinaryIO]:
-    """A file someone named on the command line: a link to it is followed (naming it was their choice), but it
-    is opened without blocking and read only when it is a regular file (a FIFO or a device is Refused)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        exc = folder_files.refusal(str(path), mode)
-        raise Refused(exc.reason, kind=exc.kind)
-    with os.fdopen(fd, "rb") as fh:
+    """lake.folder_files.open_named (a named file, opened without blocking, regular files only) with its
+    refusal as the ingest wing's Refused; closed on exit."""
+    try:
+        fh = folder_files.open_named(path)
+    except folder_files.Refusal as exc:
+        raise Refused(exc.reason, kind=exc.kind) from None
+    with fh:
         yield fh
 
 

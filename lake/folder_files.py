@@ -17,6 +17,7 @@ import errno
 import os
 import stat
 from pathlib import PurePosixPath
+from typing import BinaryIO
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -89,16 +90,22 @@ def read_regular(root: str | os.PathLike, rel: str, limit: int) -> bytes:
     return data
 
 
-def read_named(path: str | os.PathLike, limit: int) -> bytes:
-    """The bytes of a file someone named (a command-line option, a config file): a link to it is followed
-    (naming it was their choice), but it is opened without blocking and read only when it is a regular file of
-    at most `limit` bytes. Raises Refusal (not_regular, too_large) or OSError (absent, unreadable)."""
+def open_named(path: str | os.PathLike) -> BinaryIO:
+    """A file someone named (a command-line option, a config file), open for reading: a link to it is followed
+    (naming it was their choice), but it is opened without blocking and only when it is a regular file (a FIFO or
+    a device is a Refusal, not_regular). The caller closes it. OSError when absent or unreadable."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):  # before fdopen, which refuses a folder with an error of its own
         os.close(fd)
         raise refusal(str(path), mode)
-    with os.fdopen(fd, "rb") as fh:
+    return os.fdopen(fd, "rb")
+
+
+def read_named(path: str | os.PathLike, limit: int) -> bytes:
+    """The bytes of `open_named(path)`, at most `limit` of them. Raises Refusal (not_regular, too_large) or
+    OSError (absent, unreadable)."""
+    with open_named(path) as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise Refusal(f"{path}: more than the limit of {limit} bytes", "too_large")
