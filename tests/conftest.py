@@ -12,6 +12,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+# pytest-xdist's workers inherit COLUMNS=80, and Rich fixes a console's width when COLUMNS is set as it is built
+# (lachesis.console's at import): drop it so each CLI test's own COLUMNS decides, as in one process.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 
 
 # -- attack cases: counted for the fault-injection report ----------------------------------------------------
