@@ -16,6 +16,12 @@ Versions: `<name>@<step>`. A LoRA adapter is loaded as a named adapter of one pe
 `load_adapter` / `set_adapter`, so N versions cost N adapters, not N models); a fully fine-tuned model (the tiny
 model's increments) is a model of its own. The base model is `<name>@base`.
 
+Swaps are copies, not loads: peft's `load_adapter` builds new LoRA modules in every target layer (SmolLM2: 210
+modules, 0.7-1.8 s, on the engine thread, so every request waits), while an adapter slot of the same LoRA config
+takes the new weights with one in-place copy per tensor (~10 ms). So the engine keeps one spare slot (built between
+batches after the first adapter, and the slot of each unloaded version), the follower reads the new weights and
+their sha256 on its own thread, and the engine thread only copies them in (`_prepare` / `_copy_into`).
+
 The engine interface the HTTP layer uses (a second engine, e.g. vLLM, provides the same): `tokenizer`, `context`,
 `label`, `versions()`, `resolve(name)`, `await generate(prompt, sampling, version, seed, on_token)`,
 `add_version(...)`, `start()`, `close()`.
@@ -25,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import queue
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -88,6 +95,39 @@ def weights_sha256(folder: str | Path) -> str:
 
 
 @dataclass
+class _Prepared:
+    """A version's weights read off the engine thread: their sha256 and, for a LoRA adapter, its config and tensors."""
+
+    path: str
+    sha256: str
+    lora_config: object = None  # peft.LoraConfig, None for a full model
+    state_dict: dict | None = None
+
+
+def _prepare(path: str) -> _Prepared:
+    folder = Path(path)
+    sha = weights_sha256(folder)
+    if not (folder / "adapter_config.json").is_file():
+        return _Prepared(path, sha)
+    from peft import LoraConfig
+    from peft.utils import load_peft_weights
+
+    try:
+        config = LoraConfig.from_pretrained(path)
+        weights = load_peft_weights(path, device="cpu")  # safetensors, or a .bin with weights_only
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise TrainerInputError(f"{path}: not a readable LoRA adapter ({type(exc).__name__}: {str(exc)[:200]})") from None
+    return _Prepared(path, sha, config, weights)
+
+
+def _same_lora(a, b) -> bool:
+    """Two LoRA configs that build the same modules and tensors (a slot of one can hold the other's weights)."""
+    keys = ("r", "lora_alpha", "target_modules", "rank_pattern", "alpha_pattern", "use_rslora", "use_dora",
+            "fan_in_fan_out", "bias", "layers_to_transform", "modules_to_save", "base_model_name_or_path")
+    return all(getattr(a, k, None) == getattr(b, k, None) for k in keys)
+
+
+@dataclass
 class _Job:
     prompt: list[int]
     sampling: Sampling
@@ -148,6 +188,8 @@ class EmbeddedEngine(ServedVersions):
         self._base = None  # the base model, loaded when a version needs it
         self._peft = None  # the peft model holding the LoRA versions (over the base)
         self._versions: OrderedDict[str, Version] = OrderedDict()  # replaced whole (copy on write): readers never lock
+        self._spare: list[tuple[str, object]] = []  # (adapter slot name, its LoraConfig): loaded, serving nothing
+        self._slots = 0  # adapter slots made so far (their names: slot_<n>)
         self._queue: queue.Queue = queue.Queue()
         self._turns: dict[str, TurnCache] = {}  # per version: the KV of recent conversations
         self._thread: threading.Thread | None = None
@@ -159,21 +201,25 @@ class EmbeddedEngine(ServedVersions):
     def load_initial(self, adapter: str | None, follow_step: tuple[str, str] | None) -> Version:
         """The version served from the start (before the thread runs): --adapter's, a followed run's newest
         increment (step, weights folder), or the base."""
-        if follow_step is not None:
-            return self._install(self._load(follow_step[0], follow_step[1]))
+        if follow_step is not None:  # increments will follow: their first swap is a copy too
+            v = self._install(self._load(follow_step[0], follow_step[1]))
+            self._make_spare()
+            return v
         if adapter:
             path = resolve_adapter(adapter)
             return self._install(self._load(run_name(path), path))
         return self._install(self._load("base", None))
 
     def add_version(self, step: str, path: str) -> Version:
-        """Load a new version (on the engine's thread, between batches) and make it the newest; blocks until it
-        serves. The oldest beyond --keep-versions are unloaded."""
+        """Load a new version and make it the newest; blocks until it serves. The weights are read here, on the
+        caller's thread; the engine's thread installs them between batches. The oldest beyond --keep-versions are
+        unloaded (their adapter slot kept as the spare)."""
+        ready = _prepare(path)
         done: queue.Queue = queue.Queue(maxsize=1)
 
         def command():
             try:
-                v = self._install(self._load(step, path))
+                v = self._install(self._load(step, path, ready))
                 self._trim()
                 done.put(v)
             except BaseException as exc:  # handed to the caller: the engine thread keeps serving
@@ -183,25 +229,62 @@ class EmbeddedEngine(ServedVersions):
         out = done.get()
         if isinstance(out, BaseException):
             raise out
+        if out.kind == "lora" and not self._spare:
+            self._queue.put(self._make_spare)  # after the requests already waiting: the next swap is a copy
         return out
 
-    def _load(self, step: str, path: str | None) -> Version:
+    def _load(self, step: str, path: str | None, ready: "_Prepared | None" = None) -> Version:
         name = f"{self.label}@{step}"
         if path is None:
             return Version(name, step, "base", None, None, model=self._base_model())
-        sha = weights_sha256(path)
-        if (Path(path) / "adapter_config.json").is_file():
-            adapter = "v_" + hashlib.sha1(name.encode()).hexdigest()[:12]  # peft names are module keys: no '.' or '@'
+        ready = ready or _prepare(path)
+        if ready.lora_config is not None:
             if self._peft is None:
                 from peft import PeftModel
 
+                adapter = self._new_slot_name()
                 self._peft = PeftModel.from_pretrained(self._base_model(), path, adapter_name=adapter).eval()
             else:
-                self._peft.load_adapter(path, adapter_name=adapter)
-            return Version(name, step, "lora", path, sha, adapter=adapter)
+                adapter = self._copy_into(ready) or self._load_slot(path)
+            return Version(name, step, "lora", path, ready.sha256, adapter=adapter)
         if not is_model_folder(Path(path)):
             raise TrainerInputError(f"{path} is neither a LoRA adapter nor a model folder")
-        return Version(name, step, "full", path, sha, model=load_model(path, device=self.dev).eval())
+        return Version(name, step, "full", path, ready.sha256, model=load_model(path, device=self.dev).eval())
+
+    def _new_slot_name(self) -> str:
+        self._slots += 1
+        return f"slot_{self._slots}"  # peft names are module keys: no '.' or '@'
+
+    def _load_slot(self, path: str) -> str:
+        adapter = self._new_slot_name()
+        self._peft.load_adapter(path, adapter_name=adapter)
+        return adapter
+
+    def _copy_into(self, ready: "_Prepared") -> str | None:
+        """The new weights copied into the spare slot, if there is one of the same LoRA config; its name, or None."""
+        from peft import set_peft_model_state_dict
+
+        for i, (slot, config) in enumerate(self._spare):
+            if _same_lora(config, ready.lora_config):
+                del self._spare[i]
+                result = set_peft_model_state_dict(self._peft, ready.state_dict, adapter_name=slot)
+                if result.unexpected_keys:  # a slot must take every tensor: else a version would mix two adapters
+                    raise TrainerInputError(f"adapter {ready.path} does not fit its slot: {result.unexpected_keys[:3]}")
+                return slot
+        return None
+
+    def _make_spare(self) -> None:
+        """A slot of the newest adapter's config, loaded from its folder (the weights are overwritten on use)."""
+        newest = next((v for v in reversed(self._versions.values()) if v.kind == "lora"), None)
+        if newest is None or self._spare:
+            return
+        try:
+            slot = self._load_slot(newest.path)
+        except (OSError, ValueError, RuntimeError) as exc:  # the folder went (--keep): the next swap loads instead
+            print(f"lake serve-model: no spare adapter slot ({type(exc).__name__}: {str(exc)[:200]})",
+                  file=sys.stderr, flush=True)
+            return
+        self._spare.append((slot, self._peft.peft_config[slot]))
 
     def _base_model(self):
         if self._base is None:
@@ -224,7 +307,10 @@ class EmbeddedEngine(ServedVersions):
             if old.kind == "lora":
                 keep = next(v.adapter for v in versions.values() if v.kind == "lora")
                 self._peft.set_adapter(keep)
-                self._peft.delete_adapter(old.adapter)
+                if self._spare:  # one spare is enough: a swap needs one slot
+                    self._peft.delete_adapter(old.adapter)
+                else:
+                    self._spare.append((old.adapter, self._peft.peft_config[old.adapter]))
             old.model = None
         self._versions = versions
 
