@@ -25,11 +25,11 @@ test *ARGS:
 test-all:
     {{py}} -m pytest -n {{test_workers}} --dist loadfile -m ""
 
-# End-to-end: fresh lake, rollouts + skills, views, fine-tune the tiny model (--model smollm2: LoRA, ~15 min), evaluate, plots.
+# End-to-end: fresh lake, rollouts + skills, views, SmolLM2 LoRA before -> after on held-out tasks (~5 min; --model tiny), plots.
 demo *ARGS:
     {{py}} -m lachesis.demo {{ARGS}}
 
-# Fine-tune the tiny model on an existing lake's sft view (--lake, default $LAKE_ROOT or data/lake); evaluate every env it holds.
+# The demo on an existing lake's sft view (--lake, default $LAKE_ROOT or data/lake; SmolLM2 LoRA, --model tiny); evaluates each env.
 train-sft *ARGS:
     {{py}} -m lachesis.demo --from-lake {{ARGS}}
 

@@ -29,3 +29,10 @@ fi
 if [ "$#" -gt 0 ]; then
   exec .venv/bin/just "$@"
 fi
+cat <<'NEXT'
+>> .venv is ready. Next:
+     .venv/bin/just demo        # SmolLM2-135M before -> after fine-tuning on held-out bash tasks (about 6 min on 2 cores)
+     .venv/bin/just test        # the test suite
+   The commands (lake, hermes_eval, rl_finetune_supervised, ...) are in .venv/bin: `source .venv/bin/activate`
+   puts them on PATH, or call them as .venv/bin/lake.
+NEXT

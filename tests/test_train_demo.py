@@ -18,8 +18,8 @@ def test_demo_runs_end_to_end_at_toy_size(tiny_dir, tmp_path):
     from lake import Lake
 
     work = tmp_path / "demo"
-    res = run_demo(DemoConfig(workdir=str(work), expert=40, noisy=10, steps=12, eval_limit=3, workers=1, threads=1),
-                   Console(quiet=True))
+    res = run_demo(DemoConfig(model="tiny", workdir=str(work), expert=40, noisy=10, steps=12, eval_limit=3, workers=1,
+                              threads=1), Console(quiet=True))
     assert res == json.loads((work / "demo_result.json").read_text())
     assert res["rollouts"]["expert"] == 40 and res["rollouts"]["expert_success"] == 1.0
     ev = res["evals"]["bash_exec_env"]
@@ -31,7 +31,7 @@ def test_demo_runs_end_to_end_at_toy_size(tiny_dir, tmp_path):
     assert kinds == ["eval", "eval", "train"]
 
     # train-sft: the same lake again, every environment of its sft data evaluated (here the one it holds)
-    again = run_demo(DemoConfig(workdir=str(tmp_path / "again"), from_lake=True, lake_root=str(work / "lake"),
+    again = run_demo(DemoConfig(model="tiny", workdir=str(tmp_path / "again"), from_lake=True, lake_root=str(work / "lake"),
                                 steps=2, eval_limit=1, threads=1), Console(quiet=True))
     assert list(again["evals"]) == ["bash_exec_env"] and again["train"]["steps"] == 2
 
@@ -51,7 +51,8 @@ def test_from_lake_needs_an_existing_lake(tmp_path):
 def test_sizes_follow_the_model_and_explicit_values_win():
     from lachesis.demo import SIZES, DemoConfig
 
-    tiny, smol = DemoConfig(), DemoConfig(model="smollm2")
+    tiny, smol = DemoConfig(model="tiny"), DemoConfig()
+    assert smol.model == "smollm2"  # the quick start's model: a pretrained one that visibly improves
     assert (tiny.expert, tiny.steps, tiny.eval_limit, tiny.batch_size, tiny.size) == (2200, 1800, 100, 16, "tiny")
     assert smol.size == "pretrained" and all(getattr(smol, k) == v for k, v in SIZES["pretrained"].items())
     assert smol.steps < tiny.steps and smol.expert < tiny.expert and smol.eval_limit < tiny.eval_limit
