@@ -49,7 +49,8 @@ INSTRUCT_OPTIONS = [("method", "--method"), *TRAIN_OPTIONS, ("beta", "--beta")]
 EVAL_OPTIONS = [
     ("task", "--task"), ("split", "--split"), ("model", "--model"), ("adapter", "--adapter"), ("limit", "--limit"),
     ("offset", "--offset"), ("seed", "--seed"), ("max_new_tokens", "--max-new-tokens"), ("max_turns", "--max-turns"),
-    ("max_context", "--max-context"), ("batch_size", "--batch-size"), ("tasks_file", "--tasks"),
+    ("stop_repetition", "--stop-repetition"), ("max_context", "--max-context"), ("batch_size", "--batch-size"),
+    ("tasks_file", "--tasks"),
     ("lake_root", "--lake"), ("record_in_lake", "--record-in-lake/--no-lake"), ("threads", "--threads"),
     ("device", "--device"), ("chat_template", "--chat-template"), ("bf16", "--bf16"),
     ("reuse_kv", "--reuse-kv/--no-reuse-kv"),

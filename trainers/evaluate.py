@@ -45,6 +45,9 @@ class EvalSettings:
     seed: int = field(default=DEFAULT_SEED, **_help("seed of episode i is seed + i"))
     max_new_tokens: int = field(default=128, **_help("tokens generated per turn at most"))
     max_turns: int = field(default=6, **_help("turns per episode at most (the environment's step limit)"))
+    stop_repetition: int = field(default=48, **_help(
+        "end a reply whose last N tokens are one span of <= 16 tokens repeated (a loop) instead of running to "
+        "--max-new-tokens; 0: off"))
     max_context: int = field(default=2048, **_help("an episode ends once its prompt reaches this many tokens"))
     batch_size: int = field(default=64, **_help("episodes generated together"))
     lake_root: str | None = field(default=None, **_help(
@@ -65,7 +68,9 @@ class EvalSettings:
         self.bf16 = check_bf16(self.bf16)
         if self.split not in envs.SPLITS:
             raise TrainerInputError(f"unknown --split {self.split!r}: use {' or '.join(envs.SPLITS)}")
-        at_least(self, 0, "offset")
+        at_least(self, 0, "offset", "stop_repetition")
+        if 0 < self.stop_repetition < 6:
+            raise TrainerInputError(f"--stop-repetition must be 0 (off) or at least 6 tokens, got {self.stop_repetition}")
         at_least(self, 1, "limit", "max_new_tokens", "max_turns", "max_context", "batch_size", "threads")
         self.device = check_device(self.device)
 
@@ -225,7 +230,8 @@ def evaluate_model(model, tok, s: EvalSettings, tasks: list[envs.Task], console=
     prog = Progress(console if s.progress else None, "eval", len(episodes), unit="episodes", style="bold green")
     try:
         with prog:
-            gen = Turns(model, tok, Sampling(max_new_tokens=s.max_new_tokens), reuse_kv=s.reuse_kv)
+            gen = Turns(model, tok, Sampling(max_new_tokens=s.max_new_tokens, stop_repetition=s.stop_repetition),
+                        reuse_kv=s.reuse_kv)
             gen_s = play(episodes, gen, tok, s, prog.advance, forget=gen.forget)
     finally:
         for e in episodes:
