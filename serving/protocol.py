@@ -6,7 +6,8 @@ Supported as OpenAI documents them: messages with text content (a string or text
 rendered by the model's own chat template), `tool_choice` auto/none, temperature, top_p, max_tokens /
 max_completion_tokens, stop (strings that are one token of this model), seed, stream (+ stream_options
 include_usage), logprobs / top_logprobs (<= 20). Refused with a 400 that names the field: n > 1, image or audio
-parts, tool_choice required or a named function, echo, suffix, several prompts in one /v1/completions request.
+parts, tool_choice required or a named function, echo, suffix, several prompts in one /v1/completions request,
+logprobs with stream on /v1/completions.
 Accepted and ignored (they change nothing here): user, metadata, parallel_tool_calls, store, presence_penalty and
 frequency_penalty at 0.
 

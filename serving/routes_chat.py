@@ -212,47 +212,112 @@ async def _stream(call: _Call):
             task.cancel()
 
 
+class _Completion:
+    """One legacy completion request, parsed: the prompt's ids, the version, the sampling."""
+
+    def __init__(self, st: ServingState, req: P.CompletionRequest, session: str | None):
+        self.st, self.req, self.session = st, req, session
+        tok = self.tok = st.engine.tokenizer
+        prompt = req.prompt
+        if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
+            if len(prompt) != 1:
+                raise P.ApiError(400, "one prompt per request (send several requests: they are batched together)",
+                                 param="prompt")
+            prompt = prompt[0]
+        ids = list(prompt) if isinstance(prompt, list) else tok.encode(prompt, add_special_tokens=False)
+        if not ids:
+            raise P.ApiError(400, "the prompt is empty", param="prompt")
+        if any(not 0 <= t < len(tok) for t in ids):
+            raise P.ApiError(400, f"the prompt has token ids outside this model's vocabulary of {len(tok)}",
+                             param="prompt")
+        self.ids, self.prompt_text = ids, prompt if isinstance(prompt, str) else None
+        self.version = st.engine.resolve(req.model)
+        self.sampling = P.sampling(req, _budget(st, len(ids), req.max_tokens), req.logprobs or 0,
+                                   P.stop_tokens(tok, req.stop))
+        self.id, self.created = P.completion_id("cmpl"), P.now()
+        self.tid = None
+        if st.recorder.mode != "off":
+            self.tid, _ = st.conversations.join([{"role": "user", "content": self._prompt_text()}], session)
+
+    def _prompt_text(self) -> str:
+        return self.prompt_text if self.prompt_text is not None else self.tok.decode(self.ids)
+
+    def finish(self, gen: Generation) -> str:
+        return "length" if gen.finish_reason == "length" else "stop"
+
+    async def record(self, gen: Generation, text: str) -> None:
+        if self.tid is None:
+            return
+        s = self.sampling
+        messages = [{"role": "user", "content": self._prompt_text()}, {"role": "assistant", "content": text}]
+        await self.st.recorder.record(call_record(
+            trajectory_id=self.tid, label=self.st.engine.label, version=self.version.info(), messages=messages,
+            prompt_ids=self.ids, token_ids=gen.token_ids, logprobs=gen.logprobs,
+            metadata={"endpoint": "completions", "request_id": self.id, "finish_reason": self.finish(gen),
+                      "sampling": {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_new_tokens,
+                                   "seed": self.req.seed}}))
+
+
 @router.post("/v1/completions")
 async def completions(request: Request, obj=Depends(json_request), st: ServingState = Depends(get_serving)):
-    """A raw continuation of a prompt (no chat template). Not streamed: stream true is a 400 here."""
+    """A raw continuation of a prompt (no chat template); `stream: true` sends it as server-sent events."""
     st.requests += 1
     req = P.parse(P.CompletionRequest, obj)
     P.check_common(req)
-    for f in ("echo", "suffix", "stream"):
+    for f in ("echo", "suffix"):
         if getattr(req, f):
             raise P.ApiError(400, f"{f} is not supported on /v1/completions here", param=f)
-    tok = st.engine.tokenizer
-    prompt = req.prompt
-    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
-        if len(prompt) != 1:
-            raise P.ApiError(400, "one prompt per request (send several requests: they are batched together)",
-                             param="prompt")
-        prompt = prompt[0]
-    ids = list(prompt) if isinstance(prompt, list) else tok.encode(prompt, add_special_tokens=False)
-    if not ids:
-        raise P.ApiError(400, "the prompt is empty", param="prompt")
-    if any(not 0 <= t < len(tok) for t in ids):
-        raise P.ApiError(400, f"the prompt has token ids outside this model's vocabulary of {len(tok)}",
-                         param="prompt")
-    version = st.engine.resolve(req.model)
-    samp = P.sampling(req, _budget(st, len(ids), req.max_tokens), req.logprobs or 0, P.stop_tokens(tok, req.stop))
-    gen = await st.engine.generate(ids, samp, version, req.seed)
-    text = tok.decode(gen.token_ids, skip_special_tokens=True)
-    finish = "length" if gen.finish_reason == "length" else "stop"
-    cid = P.completion_id("cmpl")
-    tid = None
-    if st.recorder.mode != "off":
-        prompt_text = prompt if isinstance(prompt, str) else tok.decode(ids)
-        messages = [{"role": "user", "content": prompt_text}, {"role": "assistant", "content": text}]
-        tid, _ = st.conversations.join(messages[:1], request.headers.get(SESSION_HEADER))
-        rec = call_record(trajectory_id=tid, label=st.engine.label, version=version.info(), messages=messages,
-                          prompt_ids=ids, token_ids=gen.token_ids, logprobs=gen.logprobs,
-                          metadata={"endpoint": "completions", "request_id": cid, "finish_reason": finish,
-                                    "sampling": {"temperature": samp.temperature, "top_p": samp.top_p,
-                                                 "max_tokens": samp.max_new_tokens, "seed": req.seed}})
-        await st.recorder.record(rec)
-    choice = {"index": 0, "text": text, "finish_reason": finish,
-              "logprobs": P.completion_logprobs(tok, gen) if req.logprobs is not None else None}
-    body = {"id": cid, "object": "text_completion", "created": P.now(), "model": version.name,
-            "choices": [choice], "usage": P.usage(len(ids), len(gen.token_ids))}
-    return JSONResponse(body, headers=_headers(tid, version))
+    if req.stream and req.logprobs is not None:  # the engine streams each token's own log-prob, not its top-k
+        raise P.ApiError(400, "logprobs with stream is not supported on /v1/completions here: ask without stream",
+                         param="logprobs")
+    call = _Completion(st, req, request.headers.get(SESSION_HEADER))
+    if req.stream:
+        return StreamingResponse(_stream_completion(call), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", **_headers(call.tid, call.version)})
+    gen = await st.engine.generate(call.ids, call.sampling, call.version, req.seed)
+    text = call.tok.decode(gen.token_ids, skip_special_tokens=True)
+    await call.record(gen, text)
+    choice = {"index": 0, "text": text, "finish_reason": call.finish(gen),
+              "logprobs": P.completion_logprobs(call.tok, gen) if req.logprobs is not None else None}
+    body = {"id": call.id, "object": "text_completion", "created": call.created, "model": call.version.name,
+            "choices": [choice], "usage": P.usage(len(call.ids), len(gen.token_ids))}
+    return JSONResponse(body, headers=_headers(call.tid, call.version))
+
+
+async def _stream_completion(call: _Completion):
+    st, req, tok = call.st, call.req, call.tok
+    head = {"id": call.id, "object": "text_completion", "created": call.created, "model": call.version.name}
+
+    def chunk(text: str, finish: str | None = None) -> bytes:
+        return _sse({**head, "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}]})
+
+    tokens: asyncio.Queue = asyncio.Queue()
+    task = asyncio.ensure_future(st.engine.generate(call.ids, call.sampling, call.version, req.seed,
+                                                    on_token=lambda t, lp: tokens.put_nowait(t)))
+    task.add_done_callback(lambda _t: tokens.put_nowait(None))
+    try:
+        ids, sent, text = [], 0, ""
+        while (tid := await tokens.get()) is not None:
+            ids.append(tid)
+            text = tok.decode(ids, skip_special_tokens=True)
+            if text.endswith("\ufffd"):  # half of a multi-byte character: wait for the rest
+                continue
+            if len(text) > sent:
+                yield chunk(text[sent:])
+                sent = len(text)
+        gen = task.result()
+        full = tok.decode(gen.token_ids, skip_special_tokens=True)
+        if full.startswith(text[:sent]) and len(full) > sent:
+            yield chunk(full[sent:])
+        await call.record(gen, full)
+        yield chunk("", call.finish(gen))
+        if req.stream_options is not None and req.stream_options.include_usage:
+            yield _sse({**head, "choices": [], "usage": P.usage(len(call.ids), len(gen.token_ids))})
+        yield b"data: [DONE]\n\n"
+    except P.ApiError as exc:
+        yield _sse(exc.body())
+    except (GenerationFailed, VersionGone, LakeError) as exc:
+        yield _sse(P.ApiError(500, str(exc), kind="server_error").body())
+    finally:
+        if not task.done():
+            task.cancel()

@@ -191,6 +191,30 @@ def test_concurrent_requests_are_batched_and_completions_work(served):
     assert requests == 8 and batches < 8, (batches, requests)  # several requests shared a generate call
 
 
+def test_streamed_completion_is_the_plain_one_and_is_recorded(served):
+    """/v1/completions with stream: the real client's chunks join to the plain answer's text, the last names the
+    finish reason, and the call lands in the lake; stream with logprobs is a 400 naming the field."""
+    import openai
+
+    url, _, lake = served
+    oa = client(url)
+    prompt = "<|im_start|>user\nList the files.<|im_end|>\n<|im_start|>assistant\n"  # the taught reply: a tool call
+    plain = oa.completions.create(model="tiny", prompt=prompt, max_tokens=24, temperature=0)
+    raw = oa.completions.with_raw_response.create(model="tiny", prompt=prompt, max_tokens=24, temperature=0,
+                                                  stream=True)
+    chunks = list(raw.parse())
+    assert "".join(c.choices[0].text for c in chunks) == plain.choices[0].text != ""
+    assert [c.choices[0].finish_reason for c in chunks][-1] == plain.choices[0].finish_reason
+    assert all(c.choices[0].finish_reason is None for c in chunks[:-1])
+    # a piece per decoded token as it is chosen (a token may decode to nothing until its neighbour comes)
+    assert 2 <= len(chunks) - 1 <= plain.usage.completion_tokens, (len(chunks), plain.usage)
+    tid = raw.headers["x-lachesis-trajectory"]
+    rows = [r for r in lake_rows(lake) if r["trajectory_id"] == tid]
+    assert len(rows) == 1 and rows[0]["messages"][-1]["content"] == plain.choices[0].text
+    with pytest.raises(openai.BadRequestError, match="logprobs"):
+        list(oa.completions.create(model="tiny", prompt="ls ", max_tokens=3, logprobs=1, stream=True))
+
+
 def test_a_continued_conversation_reuses_its_kv_and_answers_the_same(served, tool_model):
     """The second call of a session starts from the KV its first call left (trainers.generation.TurnCache); its greedy
     answer and log-probs equal those of the same messages computed from scratch (another session)."""
