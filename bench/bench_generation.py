@@ -135,7 +135,8 @@ class Bench:
 
         a, torch = self.args, self.torch
         hp = replace(ProjectConfig(), batch_size=a.batch, group_size=a.group, max_turns=a.turns,
-                     max_completion_length=a.tokens, temperature=1.0, learning_rate=1e-5)
+                     max_completion_length=a.tokens, temperature=1.0, learning_rate=1e-5,
+                     stop_repetition=0)  # the plain path has no loop stop: the same tokens on both sides
         cfg = OnlineConfig(env=ENV, steps=a.steps, progress=False, plot=False)
         stream = TaskStream(load_eval_tasks(ENV, "train", None), hp.seed)
         torch.manual_seed(0)

@@ -92,3 +92,13 @@ def test_hermes_eval_stops_loops_by_default_and_checks_the_setting():
     assert EvalSettings(record_in_lake=False, stop_repetition=0).stop_repetition == 0  # off
     with pytest.raises(TrainerInputError, match="--stop-repetition"):
         EvalSettings(record_in_lake=False, stop_repetition=3)
+
+
+def test_online_rl_stops_loops_by_default_and_checks_the_setting():
+    from trainers.errors import TrainerInputError
+    from trainers.project_config import ProjectConfig
+
+    assert ProjectConfig().stop_repetition == SPAN and ProjectConfig(stop_repetition=0).stop_repetition == 0
+    for bad in (3, -1, 1 << 21):
+        with pytest.raises(TrainerInputError, match="stop_repetition"):
+            ProjectConfig(stop_repetition=bad)

@@ -115,7 +115,8 @@ def play_groups(model, tok, cfg: OnlineConfig, hp: ProjectConfig, stream: TaskSt
                      max_turns=hp.max_turns, tasks_file=cfg.tasks_file)
     model.eval()
     # sampling draws from torch's global RNG, which checkpoints save and --resume restores
-    gen = Turns(model, tok, Sampling(max_new_tokens=hp.max_completion_length, temperature=hp.temperature))
+    gen = Turns(model, tok, Sampling(max_new_tokens=hp.max_completion_length, temperature=hp.temperature,
+                                     stop_repetition=hp.stop_repetition))
     try:
         gen_s = play(eps, generate or gen, tok, s, forget=None if generate else gen.forget)
     finally:
@@ -306,7 +307,8 @@ class OnlineTrainer:
     def evaluate(self, step: int) -> dict:
         hp = self.hp
         s = EvalSettings(model=self.cfg.model, task=self.cfg.env, split="test", seed=hp.seed,
-                         max_new_tokens=hp.max_completion_length, max_turns=hp.max_turns,
+                         max_new_tokens=hp.max_completion_length, stop_repetition=hp.stop_repetition,
+                         max_turns=hp.max_turns,
                          max_context=self.cfg.max_context, batch_size=EVAL_BATCH, tasks_file=self.cfg.tasks_file,
                          record_in_lake=False, progress=False)
         eval_id = f"{self.run_id}-eval-{step:06d}"

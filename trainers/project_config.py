@@ -51,6 +51,9 @@ class ProjectConfig:
     batch_size: int = field(default=2, **helped("tasks per training step (each played group_size times)"))
     max_turns: int = field(default=4, **helped("an episode ends after this many assistant turns at the latest"))
     max_completion_length: int = field(default=96, **helped("tokens the policy may generate per turn"))
+    stop_repetition: int = field(default=48, **helped(
+        "end a turn whose last N tokens are one span of <= 16 tokens repeated (a loop) instead of running to "
+        "max_completion_length; 0: off"))
     temperature: float = field(default=1.0, **helped("sampling temperature of the rollouts"))
     kl_beta: float = field(default=0.0, **helped("KL penalty towards the starting policy (0 = no reference model)"))
     eval_episodes: int = field(default=20, **helped("test-split episodes per evaluation"))
@@ -74,7 +77,9 @@ class ProjectConfig:
         _at_least(self, 1, "lora_rank", "lora_alpha", "batch_size", "max_turns", "max_completion_length",
                   "eval_episodes", "checkpoint_every")
         _at_least(self, 2, "group_size")  # a group of one has no baseline: every advantage is 0
-        _at_least(self, 0, "kl_beta", "seed", "well_formed_call_bonus", "malformed_call_penalty",
+        if 0 < self.stop_repetition < 6:
+            raise TrainerInputError(f"stop_repetition must be 0 (off) or at least 6 tokens, got {self.stop_repetition}")
+        _at_least(self, 0, "stop_repetition", "kl_beta", "seed", "well_formed_call_bonus", "malformed_call_penalty",
                   "command_error_penalty", "partial_credit")
         if self.partial_credit > 1:
             raise TrainerInputError(f"partial_credit must be at most 1 (a success is worth 1), "
@@ -89,7 +94,8 @@ class ProjectConfig:
 # ~130 layers and 128k-token contexts), low enough that no value can exhaust memory before training starts.
 UPPER_BOUNDS = {
     "reward_scale": 1e6, "learning_rate": 1.0, "lora_rank": 4096, "lora_alpha": 1 << 16, "group_size": 1024,
-    "batch_size": 1 << 16, "max_turns": 10_000, "max_completion_length": 1 << 20, "temperature": 100.0,
+    "batch_size": 1 << 16, "max_turns": 10_000, "max_completion_length": 1 << 20, "stop_repetition": 1 << 20,
+    "temperature": 100.0,
     "kl_beta": 1e6, "eval_episodes": 1_000_000, "seed": 2**32 - 1, "well_formed_call_bonus": 1e6,
     "malformed_call_penalty": 1e6, "command_error_penalty": 1e6, "checkpoint_every": 10**9,
 }
