@@ -129,7 +129,9 @@ async def chat_completions(request: Request, obj=Depends(json_request), st: Serv
     call = _Call(st, req, request.headers.get(SESSION_HEADER))
     await call.prepare()
     if req.stream:
-        return StreamingResponse(_stream(call), media_type="text/event-stream",
+        body = _sse_stream(lambda tokens: _stream(call, tokens), st, call.prompt, call.sampling, call.version,
+                           req.seed, key=call.tid)
+        return StreamingResponse(body, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", **_headers(call.recorded_id, call.version)})
     gen = await st.engine.generate(call.prompt, call.sampling, call.version, req.seed, key=call.tid)
     msg, finish = call.reply(gen)
@@ -160,56 +162,96 @@ def _shown(text: str, tools: bool) -> str:
     return text
 
 
-async def _stream(call: _Call):
-    st, req, tok = call.st, call.req, call.tok
+class _Tokens:
+    """A generation whose tokens arrive as the engine chooses them, for the streaming answers: `async for ids, lps,
+    text in tokens` gives the ids so far, their log-probs and their decoded text each time the text ends on a whole
+    character (`text` keeps the latest decode either way); `result()` the Generation once they have all come;
+    `cancel()` stops a generation whose client went away."""
+
+    def __init__(self, st: ServingState, prompt: list[int], sampling, version: Version, seed: int | None,
+                 key: str | None = None):
+        self.tok = st.engine.tokenizer
+        self.ids: list[int] = []
+        self.text = ""
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._task = asyncio.ensure_future(st.engine.generate(
+            prompt, sampling, version, seed, on_token=lambda t, lp: self._queue.put_nowait((t, lp)), key=key))
+        self._task.add_done_callback(lambda _t: self._queue.put_nowait(None))
+
+    async def __aiter__(self):
+        lps: list[float] = []
+        while (item := await self._queue.get()) is not None:
+            self.ids.append(item[0])
+            lps.append(item[1])
+            self.text = self.tok.decode(self.ids, skip_special_tokens=True)
+            if not self.text.endswith("\ufffd"):  # else half of a multi-byte character: wait for the rest
+                yield self.ids, lps, self.text
+
+    def result(self) -> Generation:
+        return self._task.result()
+
+    def cancel(self) -> None:
+        if not self._task.done():
+            self._task.cancel()
+
+
+async def _sse_stream(body, st: ServingState, prompt: list[int], sampling, version: Version, seed: int | None,
+                      key: str | None = None):
+    """The framing both streaming endpoints share: the generation starts once the response does, `body(tokens)`
+    makes the chunks, then `data: [DONE]`; an error after the status was sent goes in the stream, as OpenAI's does;
+    the generation stops when the client goes."""
+    tokens = _Tokens(st, prompt, sampling, version, seed, key)
+    try:
+        async for c in body(tokens):
+            yield c
+        yield b"data: [DONE]\n\n"
+    except P.ApiError as exc:
+        yield _sse(exc.body())
+    except (GenerationFailed, VersionGone, LakeError) as exc:
+        yield _sse(P.ApiError(500, str(exc), kind="server_error").body())
+    finally:
+        tokens.cancel()
+
+
+def _usage_chunk(req, head: dict, prompt: list[int], gen: Generation) -> bytes | None:
+    """The usage chunk a client asked for with stream_options.include_usage, else None."""
+    if req.stream_options is None or not req.stream_options.include_usage:
+        return None
+    return _sse({**head, "choices": [], "usage": P.usage(len(prompt), len(gen.token_ids))})
+
+
+async def _stream(call: _Call, tokens: _Tokens):
+    req, tok = call.req, call.tok
     head = {"id": call.id, "object": "chat.completion.chunk", "created": call.created, "model": call.version.name,
             "system_fingerprint": call.version.sha256}
 
     def chunk(delta: dict, finish: str | None = None, logprobs: dict | None = None) -> bytes:
         return _sse({**head, "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]})
 
-    tokens: asyncio.Queue = asyncio.Queue()
-    task = asyncio.ensure_future(st.engine.generate(call.prompt, call.sampling, call.version, req.seed,
-                                                    on_token=lambda t, lp: tokens.put_nowait((t, lp)), key=call.tid))
-    task.add_done_callback(lambda _t: tokens.put_nowait(None))
-    try:
-        yield chunk({"role": "assistant", "content": ""})
-        ids, lps, sent, first_unsent, text = [], [], 0, 0, ""
-        while (item := await tokens.get()) is not None:
-            ids.append(item[0])
-            lps.append(item[1])
-            text = tok.decode(ids, skip_special_tokens=True)
-            if text.endswith("\ufffd"):  # half of a multi-byte character: wait for the rest
-                continue
-            shown = _shown(text, bool(call.tools))
-            if len(shown) > sent:
-                lp = None
-                if req.logprobs:
-                    part = Generation(ids, lps, [])
-                    lp = P.chat_logprobs(tok, part, first_unsent, len(ids))
-                yield chunk({"content": shown[sent:]}, logprobs=lp)
-                sent, first_unsent = len(shown), len(ids)
-        gen = task.result()
-        msg, finish = call.reply(gen)
-        if msg.get("tool_calls"):
-            calls = P.openai_tool_calls(msg["tool_calls"])
-            yield chunk({"tool_calls": [{"index": i, **c} for i, c in enumerate(calls)]})
-        else:  # what was held back or not yet decoded (a malformed tool call block stays content, unparsed)
-            content, streamed = msg["content"] or "", text[:sent] if ids else ""
-            if content.startswith(streamed) and len(content) > len(streamed):
-                yield chunk({"content": content[len(streamed):]})
-        await call.record(gen, msg, finish)
-        yield chunk({}, finish)
-        if req.stream_options is not None and req.stream_options.include_usage:
-            yield _sse({**head, "choices": [], "usage": P.usage(len(call.prompt), len(gen.token_ids))})
-        yield b"data: [DONE]\n\n"
-    except P.ApiError as exc:  # the status is already sent: the error goes in the stream, as OpenAI's does
-        yield _sse(exc.body())
-    except (GenerationFailed, VersionGone, LakeError) as exc:
-        yield _sse(P.ApiError(500, str(exc), kind="server_error").body())
-    finally:
-        if not task.done():
-            task.cancel()
+    yield chunk({"role": "assistant", "content": ""})
+    sent, first_unsent = 0, 0
+    async for ids, lps, text in tokens:
+        shown = _shown(text, bool(call.tools))
+        if len(shown) > sent:
+            lp = None
+            if req.logprobs:
+                part = Generation(ids, lps, [])
+                lp = P.chat_logprobs(tok, part, first_unsent, len(ids))
+            yield chunk({"content": shown[sent:]}, logprobs=lp)
+            sent, first_unsent = len(shown), len(ids)
+    gen = tokens.result()
+    msg, finish = call.reply(gen)
+    if msg.get("tool_calls"):
+        calls = P.openai_tool_calls(msg["tool_calls"])
+        yield chunk({"tool_calls": [{"index": i, **c} for i, c in enumerate(calls)]})
+    else:  # what was held back or not yet decoded (a malformed tool call block stays content, unparsed)
+        content, streamed = msg["content"] or "", tokens.text[:sent]
+        if content.startswith(streamed) and len(content) > len(streamed):
+            yield chunk({"content": content[len(streamed):]})
+    await call.record(gen, msg, finish)
+    yield chunk({}, finish)
+    if usage := _usage_chunk(req, head, call.prompt, gen):
+        yield usage
 
 
 class _Completion:
@@ -272,7 +314,9 @@ async def completions(request: Request, obj=Depends(json_request), st: ServingSt
                          param="logprobs")
     call = _Completion(st, req, request.headers.get(SESSION_HEADER))
     if req.stream:
-        return StreamingResponse(_stream_completion(call), media_type="text/event-stream",
+        body = _sse_stream(lambda tokens: _stream_completion(call, tokens), st, call.ids, call.sampling, call.version,
+                           req.seed)
+        return StreamingResponse(body, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", **_headers(call.tid, call.version)})
     gen = await st.engine.generate(call.ids, call.sampling, call.version, req.seed)
     text = call.tok.decode(gen.token_ids, skip_special_tokens=True)
@@ -284,40 +328,22 @@ async def completions(request: Request, obj=Depends(json_request), st: ServingSt
     return JSONResponse(body, headers=_headers(call.tid, call.version))
 
 
-async def _stream_completion(call: _Completion):
-    st, req, tok = call.st, call.req, call.tok
+async def _stream_completion(call: _Completion, tokens: _Tokens):
     head = {"id": call.id, "object": "text_completion", "created": call.created, "model": call.version.name}
 
     def chunk(text: str, finish: str | None = None) -> bytes:
         return _sse({**head, "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}]})
 
-    tokens: asyncio.Queue = asyncio.Queue()
-    task = asyncio.ensure_future(st.engine.generate(call.ids, call.sampling, call.version, req.seed,
-                                                    on_token=lambda t, lp: tokens.put_nowait(t)))
-    task.add_done_callback(lambda _t: tokens.put_nowait(None))
-    try:
-        ids, sent, text = [], 0, ""
-        while (tid := await tokens.get()) is not None:
-            ids.append(tid)
-            text = tok.decode(ids, skip_special_tokens=True)
-            if text.endswith("\ufffd"):  # half of a multi-byte character: wait for the rest
-                continue
-            if len(text) > sent:
-                yield chunk(text[sent:])
-                sent = len(text)
-        gen = task.result()
-        full = tok.decode(gen.token_ids, skip_special_tokens=True)
-        if full.startswith(text[:sent]) and len(full) > sent:
-            yield chunk(full[sent:])
-        await call.record(gen, full)
-        yield chunk("", call.finish(gen))
-        if req.stream_options is not None and req.stream_options.include_usage:
-            yield _sse({**head, "choices": [], "usage": P.usage(len(call.ids), len(gen.token_ids))})
-        yield b"data: [DONE]\n\n"
-    except P.ApiError as exc:
-        yield _sse(exc.body())
-    except (GenerationFailed, VersionGone, LakeError) as exc:
-        yield _sse(P.ApiError(500, str(exc), kind="server_error").body())
-    finally:
-        if not task.done():
-            task.cancel()
+    sent = 0
+    async for _ids, _lps, text in tokens:
+        if len(text) > sent:
+            yield chunk(text[sent:])
+            sent = len(text)
+    gen = tokens.result()
+    full = call.tok.decode(gen.token_ids, skip_special_tokens=True)
+    if full.startswith(tokens.text[:sent]) and len(full) > sent:
+        yield chunk(full[sent:])
+    await call.record(gen, full)
+    yield chunk("", call.finish(gen))
+    if usage := _usage_chunk(call.req, head, call.ids, gen):
+        yield usage
