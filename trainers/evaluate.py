@@ -23,7 +23,8 @@ from .chat import normalize_tools, prompt_ids, turn_continuation
 from .config import DEFAULT_SEED, at_least, check_device, device as pick_device, helped as _help, set_threads, setup_env
 from .errors import TrainerInputError
 from .progress import Progress
-from .generation import BF16_HELP, END_OF_TURN, Generation, Sampling, Turns, check_bf16, rollout_model, use_bf16
+from .generation import (BF16_HELP, END_OF_TURN, Generation, Sampling, Turns, check_bf16, check_stop_repetition,
+                         rollout_model, use_bf16)
 
 SOURCE = "hermes_eval"
 
@@ -69,8 +70,7 @@ class EvalSettings:
         if self.split not in envs.SPLITS:
             raise TrainerInputError(f"unknown --split {self.split!r}: use {' or '.join(envs.SPLITS)}")
         at_least(self, 0, "offset", "stop_repetition")
-        if 0 < self.stop_repetition < 6:
-            raise TrainerInputError(f"--stop-repetition must be 0 (off) or at least 6 tokens, got {self.stop_repetition}")
+        check_stop_repetition(self.stop_repetition, "--stop-repetition")
         at_least(self, 1, "limit", "max_new_tokens", "max_turns", "max_context", "batch_size", "threads")
         self.device = check_device(self.device)
 

@@ -59,8 +59,7 @@ class Sampling:
             raise TrainerInputError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_logprobs < 0:
             raise TrainerInputError(f"top_logprobs must be >= 0, got {self.top_logprobs}")
-        if self.stop_repetition and self.stop_repetition < 3 * 2:
-            raise TrainerInputError(f"stop_repetition must be 0 (off) or at least 6 tokens, got {self.stop_repetition}")
+        check_stop_repetition(self.stop_repetition)
 
 
 @dataclass
@@ -79,6 +78,14 @@ class Generation:
 
 
 LOOP_MAX_PERIOD = 16  # the longest span a loop repeats that `looping` looks for
+MIN_LOOP_SPAN = 6  # the shortest tail `looping` judges: a token said 6 times, a pair 3 times
+
+
+def check_stop_repetition(n: int, name: str = "stop_repetition") -> int:
+    """A stop_repetition setting (Sampling, hermes_eval, lachesis.toml): 0 (off) or a span `looping` can judge."""
+    if n and n < MIN_LOOP_SPAN:
+        raise TrainerInputError(f"{name} must be 0 (off) or at least {MIN_LOOP_SPAN} tokens, got {n}")
+    return n
 
 
 def looping(ids: list[int], span: int) -> bool:

@@ -33,6 +33,7 @@ from lake.folder_files import Refusal, read_named
 
 from .config import helped
 from .errors import TrainerInputError
+from .generation import check_stop_repetition
 
 FILENAME = "lachesis.toml"
 
@@ -77,10 +78,9 @@ class ProjectConfig:
         _at_least(self, 1, "lora_rank", "lora_alpha", "batch_size", "max_turns", "max_completion_length",
                   "eval_episodes", "checkpoint_every")
         _at_least(self, 2, "group_size")  # a group of one has no baseline: every advantage is 0
-        if 0 < self.stop_repetition < 6:
-            raise TrainerInputError(f"stop_repetition must be 0 (off) or at least 6 tokens, got {self.stop_repetition}")
         _at_least(self, 0, "stop_repetition", "kl_beta", "seed", "well_formed_call_bonus", "malformed_call_penalty",
                   "command_error_penalty", "partial_credit")
+        check_stop_repetition(self.stop_repetition)
         if self.partial_credit > 1:
             raise TrainerInputError(f"partial_credit must be at most 1 (a success is worth 1), "
                                     f"got {self.partial_credit}")
