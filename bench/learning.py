@@ -83,6 +83,8 @@ class Size:
     instruct_accum: int = 1                # 16 at once; skill pairs run to 1,024 tokens: ~20 GB with SmolLM2, 13 at 4)
     score_pairs: int | None = None  # strategy 4's losses on at most this many pairs per part (a seeded sample)
     score_questions: int = 40       # ... and its answers to this many skills' questions per part
+    families: bool = False          # strategy 1 also on bash_exec_env's test_families split (families never trained)
+    online_curriculum: bool = False  # rl_train_online --curriculum (tasks the policy solves sometimes)
 
 
 SIZES = {
@@ -98,6 +100,14 @@ SIZES = {
                   online_steps=4, online_eval_every=4, online_lr=1e-4, transfer_steps=(24,), transfer_lr=1e-3,
                   instruct_steps=(12,), freeze="0", jobs=2, sft_lr=1e-3, sft_batch=8, transfer_batch=4,
                   online_micro_batch=1, instruct_batch=2, instruct_accum=8, score_pairs=60, score_questions=20),
+    # the pretrained model at a size that can show effects on 2 CPU cores (~2 h with the generation levers): all
+    # 100 test tasks and the 100 held-out-family tasks, 48 SFT steps at the demo's measured lr (24 steps: 0.35 on
+    # 20 tasks, 96 steps: 0.59 on 100), 16 online steps with the curriculum
+    "cpu": Size(seeds=2, bash_expert=600, git_expert=300, heldout=20, eval_limit=100, sft_steps=(48,),
+                online_steps=16, online_eval_every=16, online_lr=2e-4, transfer_steps=(24,), transfer_lr=1e-3,
+                instruct_steps=(12,), freeze="0", jobs=2, sft_lr=2e-3, sft_batch=8, transfer_batch=4,
+                online_micro_batch=1, instruct_batch=2, instruct_accum=8, score_pairs=60, score_questions=20,
+                families=True, online_curriculum=True),
 }
 PRETRAINED = {"freeze": "0-8", "transfer_lr": 1e-3}  # SmolLM2 has 30 layers: the guide's 0-8
 
@@ -162,11 +172,16 @@ class Commands:
                              f"log: {self.logs / log}.log")
         return res.stdout
 
-    def evaluate(self, env: str, limit: int, adapter: Path | None, log: str) -> dict:
+    def evaluate(self, env: str, limit: int, adapter: Path | None, log: str, split: str = "test") -> dict:
+        """hermes_eval's figures; keys prefixed `fam_` for the test_families split."""
         extra = ["--adapter", adapter] if adapter else []
-        out = json.loads(self.run("hermes_eval", "--model", self.model, "--task", env, "--split", "test",
+        out = json.loads(self.run("hermes_eval", "--model", self.model, "--task", env, "--split", split,
                                   "--limit", limit, "--json", "--quiet", "--no-lake", *extra, log=log))
-        return {"success": out["success_rate"], "reward": out["mean_reward"], "valid": out["valid_tool_call_rate"]}
+        pre = "" if split == "test" else "fam_"
+        return {f"{pre}{k}": out[key] for k, key in (
+            ("success", "success_rate"), ("reward", "mean_reward"), ("valid", "valid_tool_call_rate"),
+            ("first_valid", "first_call_valid_rate"), ("repetition_stops", "repetition_stops"),
+            ("length_stops", "length_stops"))}
 
     def project_file(self, name: str, **keys) -> Path:
         """A project file written by rl_edit_config, as the guide tunes strategies 2 and 3."""
@@ -229,8 +244,10 @@ def supervised_curve(c: Commands, size: Size, lake: Path, seed: int, *, strategy
         run = c.work / tag / f"seed{seed}-steps{k}"
         c.run("rl_finetune_supervised", "--model", c.model, "--data", "sft", "--lake", lake, "--max-steps", k,
               *extra, "--seed", seed, "--output", run, "--no-plot", "--quiet", log=f"{tag}-seed{seed}-steps{k}")
+        fam = c.evaluate(env, size.eval_limit, run, log=f"{tag}-fam-seed{seed}-steps{k}", split="test_families") \
+            if size.families and env == BASH else {}
         recs.append({"strategy": strategy, "arm": arm, "seed": seed, "step": k, "run": str(run),
-                     **c.evaluate(env, size.eval_limit, run, log=f"{tag}-eval-seed{seed}-steps{k}")})
+                     **c.evaluate(env, size.eval_limit, run, log=f"{tag}-eval-seed{seed}-steps{k}"), **fam})
     return recs
 
 
@@ -248,6 +265,7 @@ def strategy_online(c: Commands, size: Size, lake: Path, seed: int, init: Path, 
     c.run("rl_train_online", "--env", BASH, "--steps", size.online_steps, "--eval_interval", size.online_eval_every,
           "--model", c.model, "--init", init, "--config", cfg, "--seed", seed, "--lake", lake, "--output", run,
           *(("--micro-batch", size.online_micro_batch) if size.online_micro_batch else ()),
+          *(("--curriculum",) if size.online_curriculum else ()),
           "--no-plot", "--quiet", log=f"s2-rs{scale}-seed{seed}")
     recs = []
     for line in (run / "train_log.jsonl").read_text().splitlines():
@@ -255,7 +273,7 @@ def strategy_online(c: Commands, size: Size, lake: Path, seed: int, init: Path, 
         if r.get("eval"):
             recs.append({"strategy": "online", "arm": f"reward_scale {scale}", "seed": seed, "step": r["step"],
                          "run": str(run), "success": r["success_rate"], "reward": r["mean_reward"],
-                         "valid": r["valid_tool_call_rate"]})
+                         "valid": r["valid_tool_call_rate"], "first_valid": r.get("first_call_valid_rate")})
     return recs
 
 
@@ -433,7 +451,9 @@ def run_all(size: Size, model: str, work: Path, resume: bool = False) -> dict:
     lakes = s["lakes"]
     seeds = list(range(size.seeds))
     base = pool(size.jobs, [lambda: c.evaluate(BASH, size.eval_limit, None, log="base-eval-bash"),
-                            lambda: c.evaluate(GIT, size.eval_limit, None, log="base-eval-git")])
+                            lambda: c.evaluate(GIT, size.eval_limit, None, log="base-eval-git"),
+                            *([lambda: c.evaluate(BASH, size.eval_limit, None, log="base-fam-bash",
+                                                  split="test_families")] if size.families else [])])
     # phase 1: what needs only the base model
     first = pool(size.jobs, [*(lambda sd=sd: strategy_sft(c, size, lakes["bash"], sd) for sd in seeds),
                              *(lambda sd=sd: strategy_no_transfer(c, size, lakes["git"], sd) for sd in seeds),
@@ -450,7 +470,8 @@ def run_all(size: Size, model: str, work: Path, resume: bool = False) -> dict:
     records += [r for rs in second for r in rs]
     train_s = time.time() - t0
     base_scores = score_all(records, s, model, work, size)
-    return {"records": records, "base": {"bash": {**base[0], **base_scores["bash"]},
+    return {"records": records, "base": {"bash": {**base[0], **(base[2] if size.families else {}),
+                                                  **base_scores["bash"]},
                                          "git": {**base[1], **base_scores["git"]}, "skills": base_scores["skills"]},
             "skills": {part: len(v["skills"]) for part, v in s["skills"].items()},
             "train_eval_s": round(train_s), "total_s": round(time.time() - t0), "cpu_s": round(cpu_seconds()),
@@ -498,6 +519,16 @@ def table(result: dict, size: Size) -> list[str]:
     row("1 SFT from lake trajectories", f"{last['sft']} steps", "bash test success",
         [base["bash"]["success"]] * n1, [r["success"] for r in s1])
     row("", "", "bash test valid tool calls", [base["bash"]["valid"]] * n1, [r["valid"] for r in s1])
+    row("", "", "bash test valid first-turn tool calls", [base["bash"]["first_valid"]] * n1,
+        [r["first_valid"] for r in s1])
+    if size.families:
+        row("", "", "bash held-out families success", [base["bash"]["fam_success"]] * n1,
+            [r["fam_success"] for r in s1])
+        row("", "", "bash held-out families valid first-turn tool calls", [base["bash"]["fam_first_valid"]] * n1,
+            [r["fam_first_valid"] for r in s1])
+        row("", "", "replies cut by the repetition stop (test + families)",
+            [base["bash"]["repetition_stops"] + base["bash"]["fam_repetition_stops"]] * n1,
+            [r["repetition_stops"] + r["fam_repetition_stops"] for r in s1])
     row("", "", "loss on bash test expert chats", [base["bash"]["heldout_loss"]] * n1, [r["heldout_loss"] for r in s1])
     for scale in (1.0, 2.5):
         arm = f"reward_scale {scale}"
@@ -506,6 +537,9 @@ def table(result: dict, size: Size) -> list[str]:
         row("2 online RL from the SFT model" if scale == 1.0 else "", f"{arm}, {last['online']} steps",
             "bash test success", [r["success"] for r in start], [r["success"] for r in end])
         row("", "", "bash test mean reward", [r["reward"] for r in start], [r["reward"] for r in end])
+        if all(r.get("first_valid") is not None for r in start + end):
+            row("", "", "bash test valid first-turn tool calls", [r["first_valid"] for r in start],
+                [r["first_valid"] for r in end])
     def versus(measure: str, key: str, a: list[dict], b: list[dict]):
         """Arm a minus arm b at the end, paired by seed."""
         rows.append(f"| | | {measure} | | | {fmt_ci([x[key] - y[key] for x, y in zip(a, b)])} |")
@@ -521,6 +555,9 @@ def table(result: dict, size: Size) -> list[str]:
             [r["success"] for r in start], [r["success"] for r in end])
         row("", "", "loss on git test expert chats", [r["heldout_loss"] for r in start],
             [r["heldout_loss"] for r in end])
+        if all("first_valid" in r for r in start + end):
+            row("", "", "git test valid first-turn tool calls", [r["first_valid"] for r in start],
+                [r["first_valid"] for r in end])
         reach = [first_step_at(recs, arm, r["seed"], SUCCESS_LEVEL) for r in end]
         rows.append(f"| | | steps to git test success >= {SUCCESS_LEVEL} | | "
                     f"{', '.join('not reached' if x is None else str(x) for x in reach)} (per seed) | |")
@@ -598,7 +635,7 @@ def plot(result: dict, size: Size, out: Path) -> list[Path]:
 
 
 def write_report(result: dict, size: Size, args, out: Path, loads: tuple) -> Path:
-    flag = {"full": "", "quick": " --quick", "short": " --size short"}[args.size]
+    flag = "" if args.size == "full" else " --quick" if args.size == "quick" else f" --size {args.size}"
     lines = [f"# Learning: the guide's four strategies ({args.size} run, model {args.model})",
              "", f"Generated by `python bench/learning.py{flag}"
              f"{'' if args.model == 'tiny' else ' --model ' + args.model}` on "
@@ -634,8 +671,10 @@ def write_report(result: dict, size: Size, args, out: Path, loads: tuple) -> Pat
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", choices=sorted(SIZES), default="full",
-                    help="full (the tiny model's 60-minute run), quick (checks that everything runs, minutes) or "
-                         "short (the pretrained model on CPU: 2 seeds, a dozen steps, 20 tasks)")
+                    help="full (the tiny model's 60-minute run), quick (checks that everything runs, minutes), "
+                         "short (the pretrained model on CPU: 2 seeds, a dozen steps, 20 tasks) or cpu (the "
+                         "pretrained model at a size that can show effects on 2 CPU cores: 2 seeds, 48 SFT and 16 "
+                         "online steps, 100 test and 100 held-out-family tasks, ~2 h)")
     ap.add_argument("--quick", action="store_true", help="the same as --size quick")
     ap.add_argument("--model", default="tiny", help="tiny | smollm2 | a model folder (LoRA for a pretrained one)")
     ap.add_argument("--seeds", type=int, help="override the size's seed count")

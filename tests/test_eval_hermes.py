@@ -117,6 +117,48 @@ def test_an_unclosed_final_tool_call_is_run_by_the_env_and_counted_valid_by_the_
     assert not envs.parse_tool_calls('<tool_call>{"name": "run", "arguments": {"command": ').valid_tool_call
 
 
+def test_first_call_validity_and_stop_reasons_are_counted_per_episode(tiny_dir):
+    """A first reply whose command holds unescaped quotes is not a valid call (the JSON breaks), even when the
+    next reply is; replies cut by the repetition stop or the token limit are counted: what the learning bench
+    reports as valid first-turn calls and loops (issue 24)."""
+    import envs
+
+    from trainers.evaluate import END_OF_TURN, EvalSettings, Episode, play
+    from trainers.generation import Generation
+    from trainers.models import load_tokenizer
+
+    tok = load_tokenizer(str(tiny_dir))
+    eos = tok.convert_tokens_to_ids(END_OF_TURN)
+    broken = '<tool_call>\n{"name": "run", "arguments": {"command": "echo "hi" > a.txt"}}\n</tool_call>'
+    fine = envs.format_tool_call("run", {"command": 'echo "hi" > a.txt'})
+    assert '\\"hi\\"' in fine and envs.parse_tool_calls(fine).valid_tool_call
+    scripts = {0: [(broken, "repetition"), (fine, "length"), (envs.format_tool_call("submit", {}), "stop")],
+               1: [(fine, "stop"), (envs.format_tool_call("submit", {}), "stop")]}
+    tasks = envs.load_tasks("bash_exec_env", "test")[:2]
+    eps = [Episode(envs.make("bash_exec_env", split="test", max_steps=4), t.task_id, i, tok)
+           for i, t in enumerate(tasks)]
+
+    def generate(prompts, episodes):
+        out = []
+        for e in episodes:
+            text, reason = scripts[e.seed][e.turns]
+            g = Generation.scripted(tok.encode(text, add_special_tokens=False) + [eos])
+            g.finish_reason = reason
+            out.append(g)
+        return out
+
+    try:
+        play(eps, generate, tok, EvalSettings())
+    finally:
+        for e in eps:
+            e.env.close()
+    first, second = (e.result() for e in eps)
+    assert (first["first_call_valid"], first["turns"], first["repetition_stops"], first["length_stops"]) == \
+        (False, 3, 1, 1)
+    assert abs(first["valid_tool_call_rate"] - 2 / 3) < 1e-9
+    assert (second["first_call_valid"], second["repetition_stops"], second["length_stops"]) == (True, 0, 0)
+
+
 def test_bad_eval_options_are_one_line_errors():
     import pytest
 

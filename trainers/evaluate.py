@@ -117,6 +117,8 @@ class Episode:
         self.ids = prompt_ids(tok, self.recorder.messages, self.tools)
         self.prompt_tokens = len(self.ids)
         self.valid_calls = 0
+        self.first_call_valid: bool | None = None  # the first reply: a well-formed tool call (quotes escaped)?
+        self.finishes: list[str] = []  # each reply's finish_reason ("repetition": cut by the loop stop)
 
     @property
     def done(self) -> bool:
@@ -134,7 +136,11 @@ class Episode:
         """Step the environment with one generated reply and extend the prompt with its answer."""
         new_ids = gen.token_ids
         text = tok.decode(new_ids, skip_special_tokens=True)
-        self.valid_calls += envs.parse_tool_calls(text).valid_tool_call
+        valid = envs.parse_tool_calls(text).valid_tool_call
+        self.valid_calls += valid
+        if self.first_call_valid is None:
+            self.first_call_valid = bool(valid)
+        self.finishes.append(gen.finish_reason)
         obs, r, term, trunc, info = self.env.step(text)
         tools = self.recorder.add_step(text, obs, r, term, trunc, info)
         if self.done:
@@ -150,7 +156,8 @@ class Episode:
     def result(self) -> dict:
         rec = self.recorder
         return {"task_id": self.task_id, "reward": round(rec.reward, 4), "success": rec.success, "turns": rec.turns,
-                "valid_tool_call_rate": self.valid_calls / max(1, rec.turns),
+                "valid_tool_call_rate": self.valid_calls / max(1, rec.turns), "first_call_valid": bool(self.first_call_valid),
+                "repetition_stops": self.finishes.count("repetition"), "length_stops": self.finishes.count("length"),
                 "final_action": rec.steps[-1]["action"][:300] if rec.steps else ""}
 
 
@@ -243,6 +250,9 @@ def evaluate_model(model, tok, s: EvalSettings, tasks: list[envs.Task], console=
                "adapter": adapter, "episodes": n, "success_rate": sum(r["success"] for r in results) / n,
                "mean_reward": sum(r["reward"] for r in results) / n,
                "valid_tool_call_rate": sum(r["valid_tool_call_rate"] for r in results) / n,
+               "first_call_valid_rate": sum(r["first_call_valid"] for r in results) / n,
+               "repetition_stops": sum(r["repetition_stops"] for r in results),
+               "length_stops": sum(r["length_stops"] for r in results),
                "mean_turns": sum(r["turns"] for r in results) / n, "wall_s": round(wall, 3), "generate_s": round(gen_s, 3),
                "seed": s.seed, "per_task": results}
     return summary, episodes

@@ -320,15 +320,16 @@ class OnlineTrainer:
                 for e in episodes]
         self._write("trajectories", rows, seq=2 * step + 1)
         metrics = {k: summary[k] for k in ("env", "split", "episodes", "success_rate", "mean_reward",
-                                           "valid_tool_call_rate", "mean_turns", "wall_s", "generate_s", "seed")}
+                                           "valid_tool_call_rate", "first_call_valid_rate", "repetition_stops",
+                                           "length_stops", "mean_turns", "wall_s", "generate_s", "seed")}
         metrics.update(step=step, policy_version=step, train_run_id=self.run_id)
         self._write("runs", [{"run_id": eval_id, "kind": "eval", "status": "completed", "model": self.label,
                               "adapter_path": None, "config": asdict(s), "metrics": metrics,
                               "metadata": {"train_run_id": self.run_id, "step": step, "env": self.cfg.env,
                                            "split": "test", "command": self.cfg.COMMAND, "per_task": summary["per_task"]}}],
                     seq=2 * step)
-        point = {"eval": True, "step": step, **{k: metrics[k] for k in ("success_rate", "mean_reward",
-                                                                        "valid_tool_call_rate", "mean_turns")}}
+        point = {"eval": True, "step": step, **{k: metrics[k] for k in (
+            "success_rate", "mean_reward", "valid_tool_call_rate", "first_call_valid_rate", "mean_turns")}}
         self.evals.append(point)
         self.log(point)
         return point
