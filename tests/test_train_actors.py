@@ -65,6 +65,49 @@ def test_two_actors_one_learner_consume_every_rollout_exactly_once(tiny_dir, tmp
     assert json.loads((run_dir / "config.json").read_text())["actors"] == 2
 
 
+def test_actors_draw_their_tasks_from_the_curriculum_in_the_checkpoint_they_play(tiny_dir, tmp_path, lake_root):
+    """--curriculum with actor processes (issue 24 item 3): the learner observes the rollouts it consumes, each
+    checkpoint carries its curriculum state, and actor k's batch of version v holds exactly the tasks that state
+    draws at the actor's data position; the learner's steps report the share of groups with a signal."""
+    from trainers import checkpoint
+    from trainers.curriculum import CurriculumStream
+    from trainers.evaluate import load_eval_tasks
+    from trainers.learner import train_online
+    from trainers.rl_config import OnlineConfig
+
+    tasks_file = str(write_tasks(tmp_path / "tasks.jsonl"))
+    cfg = OnlineConfig(env="shell", steps=STEPS, eval_interval=100, actors=2, curriculum=True,
+                       config=str(write_project(tmp_path / "l.toml", max_turns=1, eval_episodes=1)),
+                       tasks_file=tasks_file, output=str(tmp_path / "run"), lake_root=str(lake_root), progress=False,
+                       plot=False)
+    summary = train_online(cfg)
+    run_id, run_dir = summary["run_id"], tmp_path / "run"
+    steps = [r for r in map(json.loads, (run_dir / "train_log.jsonl").read_text().splitlines()) if "consumed_ids" in r]
+    assert [r["step"] for r in steps] == list(range(1, STEPS + 1))
+    for r in steps:
+        assert r["groups"] >= 2 * B and 0.0 <= r["signal_groups"] <= 1.0
+        assert r["dropped_groups"] == round(r["groups"] * (1 - r["signal_groups"]))
+        assert set(r["curriculum_top"]) <= {f"keep-train-{i}" for i in range(3)}
+    rows = sql(lake_root, f"""SELECT task_id, policy_version, json_extract(metadata, '$.actor')::INT AS actor
+                              FROM trajectories WHERE split = 'train'
+                              AND json_extract_string(metadata, '$.train_run_id') = '{run_id}'""")
+    played: dict[tuple[int, int], set] = {}
+    for r in rows:
+        played.setdefault((r["actor"], int(r["policy_version"])), set()).add(r["task_id"])
+    assert played
+    hp_seed = json.loads((run_dir / "config.json").read_text())["project"]["seed"]
+    tasks = load_eval_tasks("shell", "train", tasks_file)
+    for (actor, version), task_ids in played.items():
+        stream = CurriculumStream(tasks, hp_seed, G)
+        state = checkpoint.read_state(run_dir / checkpoint.DIR / f"{checkpoint.PREFIX}{version:08d}")
+        assert set(state["curriculum"]["counts"]) == {f"keep-train-{i}" for i in range(3)}
+        stream.load_state(state["curriculum"])
+        position = (version * 2 + actor) * B
+        assert task_ids == {stream.at(position + b).task_id for b in range(B)}
+    final = checkpoint.read_state(checkpoint.latest(run_dir))["curriculum"]["counts"]
+    assert sum(n for n, _ in final.values()) > 0  # the learner observed what it consumed
+
+
 @pytest.mark.slow
 def test_a_killed_learner_leaves_no_actors_and_resumes_exactly_once(tiny_dir, tmp_path, lake_root):
     """kill -9 of the learner mid-run: its actors notice and exit; --resume starts new ones, and the finished run

@@ -10,7 +10,8 @@ DPO data later, and more actors need no new machinery.
 Each actor plays at most one batch (`batch_size` tasks x `group_size` rollouts, the same batch the in-process loop
 plays per step) per policy version, so a rollout is at most a few updates stale; actor k's batch of version v
 takes the tasks at position (v x N + k) x batch_size of the run's seeded task stream (distinct across actors and
-versions) and seeds its episodes from (v, k). An actor stops when the run folder holds `actors/STOP` (the learner
+versions) and seeds its episodes from (v, k); with --curriculum the task at that position is drawn from the
+curriculum state saved in checkpoint v (trainers/curriculum.py). An actor stops when the run folder holds `actors/STOP` (the learner
 writes it before its last step and waits for the batches in flight) or when its learner is gone (the parent
 process changed: a killed learner leaves no actors behind).
 
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from . import checkpoint
 from .config import device as pick_device, set_threads, setup_env
+from .curriculum import CurriculumStream
 from .errors import TrainerInputError
 from .evaluate import load_eval_tasks
 from .generation import rollout_model, use_bf16
@@ -70,7 +72,9 @@ def run_actor(run_dir: Path, index: int, count: int, learner_pid: int) -> int:
     dev = pick_device(cfg.device)
     tok = tokenizer_for(spec)
     writer = open_lake(cfg.lake_root).writer(f"{SOURCE}:{cfg.run_id}:{index}:{uuid.uuid4().hex[:8]}")
-    stream = TaskStream(load_eval_tasks(cfg.env, "train", cfg.tasks_file), hp.seed)
+    tasks = load_eval_tasks(cfg.env, "train", cfg.tasks_file)
+    stream = (CurriculumStream(tasks, hp.seed, hp.group_size, floor=cfg.curriculum_floor, decay=cfg.curriculum_decay)
+              if cfg.curriculum else TaskStream(tasks, hp.seed))
     label = model_label(cfg.model)
     played, written = -1, 0
     stop = run_dir / DIR / STOP
@@ -82,6 +86,8 @@ def run_actor(run_dir: Path, index: int, count: int, learner_pid: int) -> int:
             continue
         try:
             model, _ = build_policy(spec, str(checkpoint.weights(ckpt)), dev)
+            if cfg.curriculum:  # the learner's curriculum as of this version: it picks this batch's tasks
+                stream.load_state(checkpoint.read_state(ckpt).get("curriculum") or {})
         except (OSError, TrainerInputError):
             if ckpt.exists():
                 raise

@@ -16,6 +16,9 @@ A family's weight is the chance that a group of G episodes has a signal, 1 - p^G
 0 at p = 0 or 1), floored at `curriculum_floor` so solved and hopeless families are still revisited. Each task of
 a step is drawn from those weights with an RNG seeded by (seed, data position), so the same state replays the
 same tasks; the state is saved with each checkpoint (a resumed run picks on as the stopped one would have).
+With actor processes (`--actors N`) the learner observes the rollouts it consumes from the lake and the actors pick
+their batch's tasks from the curriculum state in the checkpoint they play (the lake and the run folder stay the only
+channels), so the state is at most the few updates stale that the rollouts are.
 """
 from __future__ import annotations
 
@@ -57,12 +60,17 @@ class GroupSignal:
 def signal_groups(rollouts: list, drop: bool = True, eps: float = 1e-8) -> GroupSignal:
     """Group the rollouts by `.group`; a group has a signal when its returns differ (max - min > eps). With `drop`,
     only the rollouts of such groups are kept for the update (DAPO's dynamic sampling)."""
-    by_group: dict[int, list] = defaultdict(list)
-    for r in rollouts:
-        by_group[r.group].append(r)
-    live = {g for g, rs in by_group.items()
-            if max(r.recorder.reward for r in rs) - min(r.recorder.reward for r in rs) > eps}
-    kept = [r for r in rollouts if r.group in live] if drop else list(rollouts)
+    return signal_by_key(rollouts, [r.group for r in rollouts], [r.recorder.reward for r in rollouts], drop, eps)
+
+
+def signal_by_key(items: list, groups: list, returns: list[float], drop: bool = True,
+                  eps: float = 1e-8) -> GroupSignal:
+    """signal_groups for any items given each one's group key and return (the learner's lake rows)."""
+    by_group: dict = defaultdict(list)
+    for g, r in zip(groups, returns):
+        by_group[g].append(r)
+    live = {g for g, rs in by_group.items() if max(rs) - min(rs) > eps}
+    kept = [x for x, g in zip(items, groups) if g in live] if drop else list(items)
     return GroupSignal(kept, len(by_group), len(live))
 
 
@@ -97,8 +105,10 @@ class CurriculumStream:
         self.tasks, self.seed, self.group_size = tasks, seed, group_size
         self.floor, self.decay = floor, decay
         self.by_family: dict[str, list[int]] = defaultdict(list)
+        self.family_of_id: dict[str, str] = {}  # task_id -> family, for outcomes read back from the lake
         for i, t in enumerate(tasks):
             self.by_family[family_of(t)].append(i)
+            self.family_of_id[t.task_id] = family_of(t)
         self.families = sorted(self.by_family)
         # pseudo-counts (episodes, successes) per family on top of Beta(1, 1)
         self.counts: dict[str, list[float]] = {f: [0.0, 0.0] for f in self.families}
@@ -124,14 +134,17 @@ class CurriculumStream:
         """One step's rollouts: each episode counts for its task's family (the template its environment reported at
         reset, else its task id, as family_of); the older evidence of a family played this step decays first (the
         policy has changed since), that of families not played stays as it was."""
+        self.observe_outcomes((r.recorder.info["template"] or r.recorder.info["task_id"], bool(r.recorder.success))
+                              for r in rollouts)
+
+    def observe_outcomes(self, outcomes) -> None:
+        """observe() for (family, success) pairs: the learner of actor processes reads them from its lake rows."""
         seen: dict[str, list[float]] = {}
-        for r in rollouts:
-            info = r.recorder.info
-            fam = info["template"] or info["task_id"]
+        for fam, success in outcomes:
             if fam in self.counts:
                 new = seen.setdefault(fam, [0.0, 0.0])
                 new[0] += 1.0
-                new[1] += 1.0 if r.recorder.success else 0.0
+                new[1] += 1.0 if success else 0.0
         for fam, (n, s) in seen.items():  # a family's old evidence fades only when new evidence replaces it
             c = self.counts[fam]
             c[0], c[1] = c[0] * self.decay + n, c[1] * self.decay + s

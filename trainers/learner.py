@@ -28,11 +28,12 @@ from lake.consumer import Checkpoint, Consumer
 
 from . import checkpoint
 from .actors import POLL_S, SOURCE as ACTOR_SOURCE, ActorPool
+from .curriculum import signal_by_key
 from .grpo import SampledSequence, group_advantages
 from .online import METHOD, OnlineTrainer, run_online
 
 TABLE = "trajectories"
-COLUMNS = ["trajectory_id", "group_id", "policy_version", "split", "reward", "success", "tokens", "masks",
+COLUMNS = ["trajectory_id", "task_id", "group_id", "policy_version", "split", "reward", "success", "tokens", "masks",
            "inference_logprobs", "metadata"]
 
 
@@ -106,7 +107,11 @@ class LakeLearner(OnlineTrainer):
         seqs = [SampledSequence(list(r["tokens"]), [int(m != -100) for m in r["masks"]], advantage=a,
                                 logprobs=r["inference_logprobs"])
                 for r, a in zip(rows, group_advantages(returns, [groups[r["group_id"]] for r in rows]))]
-        stats, grad_norm, lr, update_s = self.update(seqs)
+        sig = signal_by_key(seqs, [r["group_id"] for r in rows], returns, drop=self.cfg.drop_zero_variance)
+        if self.cfg.curriculum:  # the next checkpoint carries the new state to the actors
+            self.stream.observe_outcomes((self.stream.family_of_id.get(r["task_id"], r["task_id"]), bool(r["success"]))
+                                         for r in rows)
+        stats, grad_norm, lr, update_s = self.update(sig.kept)
         versions = [int(r["policy_version"]) for r in rows]
         n = len(rows)
         t = self.totals
@@ -128,8 +133,13 @@ class LakeLearner(OnlineTrainer):
                "grad_norm": round(grad_norm, 5), "lr": lr, "wait_s": round(wait_s, 3), "update_s": round(update_s, 3),
                "consumed": n, "rollout_versions": sorted(set(versions)), "max_staleness": step - 1 - min(versions),
                "lake_offset": self.offset, "consumed_ids": ids,
-               "rollouts_digest": hashlib.sha256("\x00".join(sorted(ids)).encode()).hexdigest()[:16]}
+               "rollouts_digest": hashlib.sha256("\x00".join(sorted(ids)).encode()).hexdigest()[:16],
+               "groups": sig.groups, "signal_groups": round(sig.fraction, 4),
+               "dropped_groups": sig.dropped if self.cfg.drop_zero_variance else 0}
+        if self.cfg.curriculum:
+            rec["curriculum_top"] = self.stream.summary()
         self.train_returns.append((step, rec["reward_mean"]))
+        self.signal.append((step, rec["signal_groups"]))
         self.log(rec)
         return rec
 

@@ -100,8 +100,6 @@ class OnlineConfig:
             raise TrainerInputError(f"--curriculum-floor must be in (0, 1] and --curriculum-decay in [0, 1], not "
                                     f"{self.curriculum_floor} and {self.curriculum_decay}")
         at_least(self, 0, "curriculum_prior")
-        if self.curriculum and self.actors > 1:
-            raise TrainerInputError("--curriculum picks tasks in the training process: use it with --actors 1")
 
 
 @dataclass(kw_only=True)
