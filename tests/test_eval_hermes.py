@@ -119,8 +119,9 @@ def test_an_unclosed_final_tool_call_is_run_by_the_env_and_counted_valid_by_the_
 
 def test_first_call_validity_and_stop_reasons_are_counted_per_episode(tiny_dir):
     """A first reply whose command holds unescaped quotes is not a valid call (the JSON breaks), even when the
-    next reply is; replies cut by the repetition stop or the token limit are counted: what the learning bench
-    reports as valid first-turn calls and loops (issue 24)."""
+    next reply is; replies cut by the repetition stop or the token limit are counted, and a reply cut at the limit
+    in a loop (what the stop exists to end) is counted apart: what the learning bench and the slow trained-model
+    test report as valid first-turn calls and loops (issue 24)."""
     import envs
 
     from trainers.evaluate import END_OF_TURN, EvalSettings, Episode, play
@@ -132,18 +133,20 @@ def test_first_call_validity_and_stop_reasons_are_counted_per_episode(tiny_dir):
     broken = '<tool_call>\n{"name": "run", "arguments": {"command": "echo "hi" > a.txt"}}\n</tool_call>'
     fine = envs.format_tool_call("run", {"command": 'echo "hi" > a.txt'})
     assert '\\"hi\\"' in fine and envs.parse_tool_calls(fine).valid_tool_call
-    scripts = {0: [(broken, "repetition"), (fine, "length"), (envs.format_tool_call("submit", {}), "stop")],
+    loop = "<tool_call>\n" + " ls -la" * 40  # what a stuck model emits until the token limit
+    scripts = {0: [(broken, "repetition"), (fine, "length"), (loop, "length"), (envs.format_tool_call("submit", {}),
+                                                                                 "stop")],
                1: [(fine, "stop"), (envs.format_tool_call("submit", {}), "stop")]}
     tasks = envs.load_tasks("bash_exec_env", "test")[:2]
-    eps = [Episode(envs.make("bash_exec_env", split="test", max_steps=4), t.task_id, i, tok)
+    eps = [Episode(envs.make("bash_exec_env", split="test", max_steps=6), t.task_id, i, tok)
            for i, t in enumerate(tasks)]
 
     def generate(prompts, episodes):
         out = []
         for e in episodes:
             text, reason = scripts[e.seed][e.turns]
-            g = Generation.scripted(tok.encode(text, add_special_tokens=False) + [eos])
-            g.finish_reason = reason
+            g = Generation.scripted(tok.encode(text, add_special_tokens=False) + ([eos] if reason == "stop" else []))
+            g.finish_reason = reason  # a reply cut short ends without the end-of-turn token
             out.append(g)
         return out
 
@@ -153,10 +156,11 @@ def test_first_call_validity_and_stop_reasons_are_counted_per_episode(tiny_dir):
         for e in eps:
             e.env.close()
     first, second = (e.result() for e in eps)
-    assert (first["first_call_valid"], first["turns"], first["repetition_stops"], first["length_stops"]) == \
-        (False, 3, 1, 1)
-    assert abs(first["valid_tool_call_rate"] - 2 / 3) < 1e-9
-    assert (second["first_call_valid"], second["repetition_stops"], second["length_stops"]) == (True, 0, 0)
+    assert (first["first_call_valid"], first["turns"], first["repetition_stops"], first["length_stops"],
+            first["loops_at_limit"]) == (False, 4, 1, 2, 1)  # of the two replies cut at the limit, one loops
+    assert abs(first["valid_tool_call_rate"] - 2 / 4) < 1e-9
+    assert (second["first_call_valid"], second["repetition_stops"], second["length_stops"],
+            second["loops_at_limit"]) == (True, 0, 0, 0)
 
 
 def test_bad_eval_options_are_one_line_errors():

@@ -24,9 +24,10 @@ from .config import DEFAULT_SEED, at_least, check_device, device as pick_device,
 from .errors import TrainerInputError
 from .progress import Progress
 from .generation import (BF16_HELP, END_OF_TURN, Generation, Sampling, Turns, check_bf16, check_stop_repetition,
-                         rollout_model, use_bf16)
+                         looping, rollout_model, use_bf16)
 
 SOURCE = "hermes_eval"
+LOOP_AT_LIMIT_SPAN = 48  # a reply cut at the token limit whose last 48 tokens loop (the stop's default judgement)
 
 
 @dataclass
@@ -119,6 +120,7 @@ class Episode:
         self.valid_calls = 0
         self.first_call_valid: bool | None = None  # the first reply: a well-formed tool call (quotes escaped)?
         self.finishes: list[str] = []  # each reply's finish_reason ("repetition": cut by the loop stop)
+        self.loops_at_limit = 0  # replies that ran to the token limit in a loop (the stop off, or one it missed)
 
     @property
     def done(self) -> bool:
@@ -141,6 +143,8 @@ class Episode:
         if self.first_call_valid is None:
             self.first_call_valid = bool(valid)
         self.finishes.append(gen.finish_reason)
+        if gen.finish_reason == "length" and looping(new_ids, LOOP_AT_LIMIT_SPAN):
+            self.loops_at_limit += 1
         obs, r, term, trunc, info = self.env.step(text)
         tools = self.recorder.add_step(text, obs, r, term, trunc, info)
         if self.done:
@@ -158,6 +162,7 @@ class Episode:
         return {"task_id": self.task_id, "reward": round(rec.reward, 4), "success": rec.success, "turns": rec.turns,
                 "valid_tool_call_rate": self.valid_calls / max(1, rec.turns), "first_call_valid": bool(self.first_call_valid),
                 "repetition_stops": self.finishes.count("repetition"), "length_stops": self.finishes.count("length"),
+                "loops_at_limit": self.loops_at_limit,
                 "final_action": rec.steps[-1]["action"][:300] if rec.steps else ""}
 
 
@@ -253,6 +258,7 @@ def evaluate_model(model, tok, s: EvalSettings, tasks: list[envs.Task], console=
                "first_call_valid_rate": sum(r["first_call_valid"] for r in results) / n,
                "repetition_stops": sum(r["repetition_stops"] for r in results),
                "length_stops": sum(r["length_stops"] for r in results),
+               "loops_at_limit": sum(r["loops_at_limit"] for r in results),
                "mean_turns": sum(r["turns"] for r in results) / n, "wall_s": round(wall, 3), "generate_s": round(gen_s, 3),
                "seed": s.seed, "per_task": results}
     return summary, episodes
