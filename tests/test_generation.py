@@ -3,6 +3,8 @@ savings (shared prefix once, KV kept across turns) change no output, log-probs a
 per-row settings and stop reasons, and bad input is a one-line error."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import train_helpers as th
@@ -167,7 +169,10 @@ def test_eval_episodes_are_the_same_with_and_without_the_exact_levers(tiny_dir):
                 for i, t in enumerate(envs.load_tasks(ENV, "test")[:6])]
 
     fast = Turns(model, tok, Sampling(max_new_tokens=16))
-    plain = lambda prompts, eps: [Generation.scripted(x) for x in reference_generate(model, tok, prompts, 16)]
+    def plain(prompts, eps):  # the reference path says why a row ended, as Turns does: its stop token or the limit
+        return [replace(Generation.scripted(x), finish_reason="stop" if x and x[-1] == eos else "length")
+                for x in reference_generate(model, tok, prompts, 16)]
+
     results = []
     for gen, forget in ((fast, fast.forget), (plain, None)):
         eps = episodes()
