@@ -24,10 +24,9 @@ from .config import DEFAULT_SEED, at_least, check_device, device as pick_device,
 from .errors import TrainerInputError
 from .progress import Progress
 from .generation import (BF16_HELP, END_OF_TURN, Generation, Sampling, Turns, check_bf16, check_stop_repetition,
-                         looping, rollout_model, use_bf16)
+                         STOP_REPETITION, looping, rollout_model, use_bf16)
 
 SOURCE = "hermes_eval"
-LOOP_AT_LIMIT_SPAN = 48  # a reply cut at the token limit whose last 48 tokens loop (the stop's default judgement)
 
 
 @dataclass
@@ -47,7 +46,7 @@ class EvalSettings:
     seed: int = field(default=DEFAULT_SEED, **_help("seed of episode i is seed + i"))
     max_new_tokens: int = field(default=128, **_help("tokens generated per turn at most"))
     max_turns: int = field(default=6, **_help("turns per episode at most (the environment's step limit)"))
-    stop_repetition: int = field(default=48, **_help(
+    stop_repetition: int = field(default=STOP_REPETITION, **_help(
         "end a reply whose last N tokens are one span of <= 16 tokens repeated (a loop) instead of running to "
         "--max-new-tokens; 0: off"))
     max_context: int = field(default=2048, **_help("an episode ends once its prompt reaches this many tokens"))
@@ -143,7 +142,8 @@ class Episode:
         if self.first_call_valid is None:
             self.first_call_valid = bool(valid)
         self.finishes.append(gen.finish_reason)
-        if gen.finish_reason == "length" and looping(new_ids, LOOP_AT_LIMIT_SPAN):
+        # a reply cut at the token limit whose tail loops, judged as the default stop would have
+        if gen.finish_reason == "length" and looping(new_ids, STOP_REPETITION):
             self.loops_at_limit += 1
         obs, r, term, trunc, info = self.env.step(text)
         tools = self.recorder.add_step(text, obs, r, term, trunc, info)

@@ -79,6 +79,7 @@ class Generation:
 
 LOOP_MAX_PERIOD = 16  # the longest span a loop repeats that `looping` looks for
 MIN_LOOP_SPAN = 6  # the shortest tail `looping` judges: a token said 6 times, a pair 3 times
+STOP_REPETITION = 48  # the repetition stop's span where it is on by default (hermes_eval, online RL)
 
 
 def check_stop_repetition(n: int, name: str = "stop_repetition") -> int:

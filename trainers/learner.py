@@ -134,12 +134,8 @@ class LakeLearner(OnlineTrainer):
                "consumed": n, "rollout_versions": sorted(set(versions)), "max_staleness": step - 1 - min(versions),
                "lake_offset": self.offset, "consumed_ids": ids,
                "rollouts_digest": hashlib.sha256("\x00".join(sorted(ids)).encode()).hexdigest()[:16],
-               "groups": sig.groups, "signal_groups": round(sig.fraction, 4),
-               "dropped_groups": sig.dropped if self.cfg.drop_zero_variance else 0}
-        if self.cfg.curriculum:
-            rec["curriculum_top"] = self.stream.summary()
+               **self.signal_fields(step, sig)}
         self.train_returns.append((step, rec["reward_mean"]))
-        self.signal.append((step, rec["signal_groups"]))
         self.log(rec)
         return rec
 

@@ -293,15 +293,20 @@ class OnlineTrainer:
                "episode_tokens": episode_tokens, "turns": sum(e.turns for e in res.rollouts),
                "grad_norm": round(grad_norm, 5), "lr": lr, "rollout_s": round(res.rollout_s, 3),
                "generate_s": round(res.generate_s, 3), "update_s": round(update_s, 3),
-               "data_position": self.position, "rollouts_digest": digest.hexdigest()[:16],
-               "groups": sig.groups, "signal_groups": round(sig.fraction, 4),
-               "dropped_groups": sig.dropped if self.cfg.drop_zero_variance else 0}
-        if self.cfg.curriculum:
-            rec["curriculum_top"] = self.stream.summary()
+               "data_position": self.position, "rollouts_digest": digest.hexdigest()[:16], **self.signal_fields(step, sig)}
         self.train_returns.append((step, rec["reward_mean"]))
-        self.signal.append((step, rec["signal_groups"]))
         self.log(rec)
         return rec
+
+    def signal_fields(self, step: int, sig) -> dict:
+        """A step's log fields of dynamic sampling and the curriculum (this loop and the actors' learner); the
+        signal fraction also goes to eval_curve.png."""
+        self.signal.append((step, round(sig.fraction, 4)))
+        out = {"groups": sig.groups, "signal_groups": round(sig.fraction, 4),
+               "dropped_groups": sig.dropped if self.cfg.drop_zero_variance else 0}
+        if self.cfg.curriculum:
+            out["curriculum_top"] = self.stream.summary()
+        return out
 
     # -------------------------------------------------------------------------------- evaluation + checkpoints
     def evaluate(self, step: int) -> dict:

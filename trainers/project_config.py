@@ -33,7 +33,7 @@ from lake.folder_files import Refusal, read_named
 
 from .config import helped
 from .errors import TrainerInputError
-from .generation import check_stop_repetition
+from .generation import STOP_REPETITION, check_stop_repetition
 
 FILENAME = "lachesis.toml"
 
@@ -52,7 +52,7 @@ class ProjectConfig:
     batch_size: int = field(default=2, **helped("tasks per training step (each played group_size times)"))
     max_turns: int = field(default=4, **helped("an episode ends after this many assistant turns at the latest"))
     max_completion_length: int = field(default=96, **helped("tokens the policy may generate per turn"))
-    stop_repetition: int = field(default=48, **helped(
+    stop_repetition: int = field(default=STOP_REPETITION, **helped(
         "end a turn whose last N tokens are one span of <= 16 tokens repeated (a loop) instead of running to "
         "max_completion_length; 0: off"))
     temperature: float = field(default=1.0, **helped("sampling temperature of the rollouts"))
