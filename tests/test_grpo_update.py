@@ -100,6 +100,33 @@ def test_importance_weights_are_one_on_policy_and_capped_off_policy(played):
     assert _rel([2 * g for g in g_off], g_far) < 1e-5  # every token weighted by the cap
 
 
+def test_loss_types_weigh_tokens_or_episodes(played):
+    """dapo: the batch gradient is the episodes' own gradients weighted by their share of the sampled tokens;
+    grpo: their plain mean (every episode weighs the same, however long)."""
+    import copy
+
+    model, tok, eps = played
+    eps = list(eps)
+    for i in (0, 4):  # two episodes trained on their first turn only: the weightings differ when lengths do
+        (a, b), short = eps[i].spans[0], copy.copy(eps[i])
+        short.spans, short.logps = short.spans[:1], short.logps[: b - a]
+        eps[i] = short
+    lengths = [e.generated_tokens for e in eps]
+    assert len(set(lengths)) > 1
+    _, like = _grads(model, eps, tok.pad_token_id)
+    # an episode with a zero advantage has no gradient of its own (it is skipped): zeros
+    alone = [_grads(model, [e], tok.pad_token_id)[1] or [g * 0 for g in like] for e in eps]
+    assert sum(1 for e in eps if e.advantage == 0) < len(eps) - 2
+    total = sum(lengths)
+    for loss_type, weights in (("dapo", [n / total for n in lengths]), ("grpo", [1 / len(eps)] * len(eps))):
+        _, batch = _grads(model, eps, tok.pad_token_id, loss_type=loss_type)
+        mixed = [sum(w * g[i] for w, g in zip(weights, alone)) for i in range(len(batch))]
+        assert _rel(batch, mixed) < 1e-5, loss_type
+    _, dapo = _grads(model, eps, tok.pad_token_id, loss_type="dapo")
+    _, grpo = _grads(model, eps, tok.pad_token_id, loss_type="grpo")
+    assert _rel(dapo, grpo) > 1e-3
+
+
 def test_the_bf16_copy_generates_close_to_float32(played):
     """The merged bf16 rollout copy: a snapshot (training the policy does not change it), log-probs of its greedy
     tokens within a small drift of float32's, and the float32 model untouched."""

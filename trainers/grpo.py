@@ -8,10 +8,15 @@ results or the template's scaffolding. One advantage per episode, shared by all 
 supervision): A = (R - mean of its group) / (std of its group), R the episode's return (the sum of the
 environment's per-step rewards). A group whose returns are all equal carries no signal and no gradient.
 
-Conventions as trl's GRPOTrainer (loss_type "dapo", scale_rewards "group", one update per generation batch, so
-the PPO ratio is 1 and clipping is inactive): the loss is the sum over sampled tokens of -w * A * log p,
-divided by the number of sampled tokens in the batch; with kl_beta > 0 the k3 estimator
-exp(ref - logp) - (ref - logp) - 1 is added per token, weighted by kl_beta.
+Conventions as trl's GRPOTrainer (scale_rewards "group", one update per generation batch, so the PPO ratio is 1
+and clipping is inactive): the loss is the sum over sampled tokens of -w * A * log p, normalised as trl's
+`loss_type`: "dapo" divides by the number of sampled tokens in the batch (every token weighs the same), "grpo"
+takes each episode's token mean, then the mean over the batch's episodes (every episode weighs the same); with
+kl_beta > 0 the k3 estimator exp(ref - logp) - (ref - logp) - 1 is added per token, weighted by kl_beta.
+Why both: in a multi-turn episode a failure is longer than a success (more turns, a loop cut at the token
+limit), so under "dapo" a group's negative advantages cover more tokens than its positive ones and the update
+lowers the likelihood of what the episodes share (the call format, the first command) on balance; "grpo" keeps
+each group's advantages summing to zero in the loss as well.
 
 w corrects for the rollouts coming from another engine than the trainer's forward (a merged bf16 copy: log-probs
 0.048 nats apart per sampled SmolLM2 token on average, measured): truncated importance sampling as trl's `vllm_importance_sampling_correction` and
@@ -34,6 +39,7 @@ from .generation import Generation
 
 ADV_EPS = 1e-4  # trl's epsilon in the std normalisation
 TIS_CAP = 2.0  # trl's vllm_importance_sampling_cap default
+LOSS_TYPES = ("dapo", "grpo")
 NOT_SAMPLED = 1.0  # the log-prob written where the policy did not sample (Atropos' inference_logprobs convention)
 MIN_SHARED = 16  # shared-prefix tokens below which the prefix pass costs more than it saves (as SFT)
 
@@ -197,15 +203,28 @@ def _collate(chunk, pad_id: int, dev, share_prefix: bool) -> _Batch:
     return _Batch(ids[:, P:].to(dev), att.to(dev), mask[:, P + 1:].to(dev), old[:, P + 1:].to(dev), prefix)
 
 
+def token_norms(rollouts, loss_type: str) -> list[float]:
+    """Each episode's per-token weight in the batch loss: 1 / (sampled tokens in the batch) for "dapo",
+    1 / (episodes in the batch x the episode's sampled tokens) for "grpo"."""
+    if loss_type == "dapo":
+        return [1.0 / max(1, sum(r.generated_tokens for r in rollouts))] * len(rollouts)
+    if loss_type == "grpo":
+        return [1.0 / (len(rollouts) * max(1, r.generated_tokens)) for r in rollouts]
+    raise ValueError(f"loss_type must be one of {', '.join(LOSS_TYPES)}, got {loss_type!r}")
+
+
 def backward_policy_loss(model, rollouts: list[Rollout], pad_id: int, micro_batch: int, kl_beta: float = 0.0,
-                         ref_model=None, *, share_prefix: bool = True, tis_cap: float = TIS_CAP) -> LossStats:
+                         ref_model=None, *, share_prefix: bool = True, tis_cap: float = TIS_CAP,
+                         loss_type: str = "dapo") -> LossStats:
     """Accumulate the gradient of the batch's GRPO loss (the caller steps the optimizer). Episodes with a zero
     advantage are skipped when there is no KL term: their gradient is zero. share_prefix: the micro-batch's shared
-    prompt prefix runs once (exact); tis_cap: the truncated importance-sampling cap (0: no correction)."""
+    prompt prefix runs once (exact); tis_cap: the truncated importance-sampling cap (0: no correction); loss_type:
+    how tokens are weighted (LOSS_TYPES, the module's docstring). The reported losses are per sampled token."""
     import torch
 
     dev = next(model.parameters()).device
     total_sampled = sum(r.generated_tokens for r in rollouts)
+    norm_of = {id(r): w for r, w in zip(rollouts, token_norms(rollouts, loss_type))}
     use = [r for r in rollouts if r.advantage != 0.0 or kl_beta > 0]
     use.sort(key=lambda r: len(r.ids) + len(r.tail))  # similar lengths together: less padding
     loss_sum = pg_sum = kl_sum = drift_sum = weight_sum = 0.0
@@ -215,22 +234,25 @@ def backward_policy_loss(model, rollouts: list[Rollout], pad_id: int, micro_batc
         batch = _collate(chunk, pad_id, dev, share_prefix)
         mask = batch.mask
         adv = torch.tensor([r.advantage for r in chunk], dtype=torch.float32, device=dev).unsqueeze(1)
+        norm = torch.tensor([norm_of[id(r)] for r in chunk], dtype=torch.float32, device=dev).unsqueeze(1)
         logp = _token_logps(model, batch)
         has_old = (mask > 0) & ~torch.isnan(batch.old)
         delta = torch.where(has_old, logp.detach() - batch.old.nan_to_num(0.0), torch.zeros_like(logp))
         weight = torch.ones_like(logp)
         if tis_cap > 0:
             weight = torch.where(has_old, torch.exp(delta).clamp(max=tis_cap), weight)
-        pg = -(adv * weight * logp * mask).sum()
-        loss = pg
+        per_token = -(adv * weight * logp * mask)
+        pg = per_token.sum()
         kl = torch.zeros((), device=dev)
         if kl_beta > 0 and ref_model is not None:
             with torch.no_grad():
                 ref = _token_logps(ref_model, batch)
             d = ref - logp
-            kl = ((torch.exp(d) - d - 1) * mask).sum()
-            loss = loss + kl_beta * kl
-        (loss / max(1, total_sampled)).backward()
+            kl_token = (torch.exp(d) - d - 1) * mask
+            kl = kl_token.sum()
+            per_token = per_token + kl_beta * kl_token
+        loss = pg + kl_beta * kl
+        (per_token * norm).sum().backward()
         loss_sum += float(loss.detach())
         pg_sum += float(pg.detach())
         kl_sum += float(kl.detach())
@@ -246,7 +268,8 @@ def backward_policy_loss(model, rollouts: list[Rollout], pad_id: int, micro_batc
 
 
 def policy_update(model, params, opt, rollouts, pad_id: int, micro_batch: int, kl_beta: float = 0.0, ref_model=None,
-                  *, bf16: bool = False, share_prefix: bool = True, tis_cap: float = TIS_CAP) -> tuple[LossStats, float]:
+                  *, bf16: bool = False, share_prefix: bool = True, tis_cap: float = TIS_CAP,
+                  loss_type: str = "dapo") -> tuple[LossStats, float]:
     """One optimizer step on the batch's GRPO loss (none when no group had a signal): (stats, gradient norm before
     clipping to 1). bf16: the forward and backward under bfloat16 autocast (SmolLM2 LoRA on an avx512_bf16 CPU:
     14.8 -> 11.3 CPU-s for 8 rollouts, autocast re-casting the float32 weights in every product); the weights and
@@ -258,7 +281,7 @@ def policy_update(model, params, opt, rollouts, pad_id: int, micro_batch: int, k
     dev = next(model.parameters()).device
     with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
         stats = backward_policy_loss(model, rollouts, pad_id, micro_batch, kl_beta, ref_model,
-                                     share_prefix=share_prefix, tis_cap=tis_cap)
+                                     share_prefix=share_prefix, tis_cap=tis_cap, loss_type=loss_type)
     grad_norm = 0.0
     if stats.sequences:
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, 1.0))

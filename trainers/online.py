@@ -257,7 +257,8 @@ class OnlineTrainer:
         # the shared prefix hands its KV cache to the suffixes, which a checkpointed forward turns off
         stats, grad_norm = policy_update(self.model, self.params, self.opt, rollouts, self.tok.pad_token_id,
                                          self.cfg.micro_batch, self.hp.kl_beta, self.ref, bf16=self.bf16,
-                                         share_prefix=not self.cfg.gradient_checkpointing, tis_cap=self.cfg.tis_cap)
+                                         share_prefix=not self.cfg.gradient_checkpointing, tis_cap=self.cfg.tis_cap,
+                                         loss_type=self.hp.loss_type)
         lr = self.sched.get_last_lr()[0]
         with warnings.catch_warnings():  # a step without an update (no group had a signal) still advances the schedule
             warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*before.*optimizer.step")

@@ -34,6 +34,7 @@ from lake.folder_files import Refusal, read_named
 from .config import helped
 from .errors import TrainerInputError
 from .generation import STOP_REPETITION, check_stop_repetition
+from .grpo import LOSS_TYPES
 
 FILENAME = "lachesis.toml"
 
@@ -57,6 +58,9 @@ class ProjectConfig:
         "max_completion_length; 0: off"))
     temperature: float = field(default=1.0, **helped("sampling temperature of the rollouts"))
     kl_beta: float = field(default=0.0, **helped("KL penalty towards the starting policy (0 = no reference model)"))
+    loss_type: str = field(default="dapo", **helped(
+        "how the policy loss weighs tokens (trl's names): dapo = every sampled token the same, grpo = every "
+        "episode the same (its token mean)"))
     eval_episodes: int = field(default=20, **helped("test-split episodes per evaluation"))
     seed: int = field(default=0, **helped("seed of the task order, sampling and initialisation"))
     freeze_layers: str = field(default="", **helped(
@@ -88,6 +92,8 @@ class ProjectConfig:
             if getattr(self, name) > most:
                 raise TrainerInputError(f"{name} must be at most {most:g}, got {getattr(self, name):g}")
         parse_layer_spec(self.freeze_layers)
+        if self.loss_type not in LOSS_TYPES:
+            raise TrainerInputError(f"loss_type must be one of {', '.join(LOSS_TYPES)}, got {self.loss_type!r}")
 
 
 # Upper bounds: far above any useful run (a 2-core CPU trains batch 2, group 4; the largest open models have
