@@ -258,23 +258,30 @@ def strategy_sft(c: Commands, size: Size, lake: Path, seed: int) -> list[dict]:
                             extra=extra)
 
 
-def strategy_online(c: Commands, size: Size, lake: Path, seed: int, init: Path, scale: float) -> list[dict]:
-    cfg = c.project_file(f"online-rs{scale}-seed{seed}", reward_scale=scale, learning_rate=size.online_lr,
-                         eval_episodes=size.eval_limit)
-    run = c.work / "s2" / f"rs{scale}-seed{seed}"
-    c.run("rl_train_online", "--env", BASH, "--steps", size.online_steps, "--eval_interval", size.online_eval_every,
+def online_curve(c: Commands, lake: Path, seed: int, init: Path, *, strategy: str, arm: str, run: Path, cfg: Path,
+                 steps: int, eval_every: int, micro_batch: int | None, curriculum: bool) -> list[dict]:
+    """rl_train_online from `init` with the project file `cfg`; its own test evaluations as records."""
+    c.run("rl_train_online", "--env", BASH, "--steps", steps, "--eval_interval", eval_every,
           "--model", c.model, "--init", init, "--config", cfg, "--seed", seed, "--lake", lake, "--output", run,
-          *(("--micro-batch", size.online_micro_batch) if size.online_micro_batch else ()),
-          *(("--curriculum",) if size.online_curriculum else ()),
-          "--no-plot", "--quiet", log=f"s2-rs{scale}-seed{seed}")
+          *(("--micro-batch", micro_batch) if micro_batch else ()), *(("--curriculum",) if curriculum else ()),
+          "--no-plot", "--quiet", log=f"{run.parent.name}-{run.name}")
     recs = []
     for line in (run / "train_log.jsonl").read_text().splitlines():
         r = json.loads(line)
         if r.get("eval"):
-            recs.append({"strategy": "online", "arm": f"reward_scale {scale}", "seed": seed, "step": r["step"],
-                         "run": str(run), "success": r["success_rate"], "reward": r["mean_reward"],
+            recs.append({"strategy": strategy, "arm": arm, "seed": seed, "step": r["step"], "run": str(run),
+                         "success": r["success_rate"], "reward": r["mean_reward"],
                          "valid": r["valid_tool_call_rate"], "first_valid": r.get("first_call_valid_rate")})
     return recs
+
+
+def strategy_online(c: Commands, size: Size, lake: Path, seed: int, init: Path, scale: float) -> list[dict]:
+    cfg = c.project_file(f"online-rs{scale}-seed{seed}", reward_scale=scale, learning_rate=size.online_lr,
+                         eval_episodes=size.eval_limit)
+    return online_curve(c, lake, seed, init, strategy="online", arm=f"reward_scale {scale}",
+                        run=c.work / "s2" / f"rs{scale}-seed{seed}", cfg=cfg, steps=size.online_steps,
+                        eval_every=size.online_eval_every, micro_batch=size.online_micro_batch,
+                        curriculum=size.online_curriculum)
 
 
 def strategy_transfer(c: Commands, size: Size, lake: Path, seed: int, source: Path, freeze: str) -> list[dict]:

@@ -57,7 +57,9 @@ def load_rows(data: str, lake_root: str | None = None, work_dir: Path | None = N
     if not data:
         raise TrainerInputError("no dataset given: pass --data FOLDER (an export), FILE.jsonl or a lake view name such as sft")
     p = Path(data).expanduser()
-    if p.is_dir():
+    # `--data sft --output sft`: the run's own new folder is not a dataset; the name is the view's
+    own_folder = work_dir is not None and p.is_dir() and p.resolve() == Path(work_dir).resolve()
+    if p.is_dir() and not own_folder:
         parquet = sorted(p.rglob("*.parquet"))
         jsonl = sorted(p.rglob("*.jsonl"))
         if parquet:
@@ -87,7 +89,7 @@ def load_rows(data: str, lake_root: str | None = None, work_dir: Path | None = N
         else:
             raise TrainerInputError(f"{p}: unknown dataset format {p.suffix!r}: use .jsonl, .parquet or an export folder")
         return rows, _file_manifest([p], len(rows), str(p)), str(p)
-    if "/" in data or data.endswith((".jsonl", ".parquet", ".json")):
+    if not own_folder and ("/" in data or data.endswith((".jsonl", ".parquet", ".json"))):
         raise TrainerInputError(f"dataset {data} does not exist: pass an export folder, a .jsonl file or a lake view name")
     return _rows_from_view(data, lake_root, work_dir)
 

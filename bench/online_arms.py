@@ -1,0 +1,163 @@
+"""Online RL from one SFT model, several settings side by side: which of them makes the greedy agent better?
+
+bench/learning.py's strategy 2 (SmolLM2, 16 online steps from each seed's SFT model, the default shaped
+rewards, lr 2e-4) lowered held-out success in all four runs (0.46 -> 0.24 / 0.29, 0.39 -> 0.23 / 0.20) although
+78-97% of the groups had a signal. This script holds the SFT model fixed and changes one thing at a time, through
+the commands a user runs (`rl_edit_config` writes each arm's project file, `rl_train_online --init` trains, its own
+evaluations on the first `--eval-limit` test tasks are the measure), several seeds per arm, each run on its own
+copy of the SFT lake (the curriculum's prior reads the lake: runs side by side must not see each other's rollouts).
+
+Arms (ARMS): the learning run's setting; the success-only reward (no step bonus or penalty, no partial credit:
+a group then differs only in success, which is what the evaluation scores); that with trl's "grpo" loss (every
+episode weighs the same); and that with a KL term to the SFT model.
+
+    python bench/online_arms.py --model smollm2 --init RUN   # RUN: an SFT run folder (rl_finetune_supervised)
+    python bench/online_arms.py --model smollm2              # trains that SFT model first (expert rollouts)
+    python bench/online_arms.py --quick                      # tiny model, 2 steps: checks that everything runs
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bench_json import machine
+from learning import BASH, ROOT, Commands, command_seconds, cpu_seconds, fmt_ci, online_curve, pool
+
+SUCCESS_ONLY = {"well_formed_call_bonus": 0, "malformed_call_penalty": 0, "command_error_penalty": 0,
+                "partial_credit": 0}
+ARMS = {
+    "shaped (learning run)": {},
+    "success-only reward": SUCCESS_ONLY,
+    "success-only, grpo loss": {**SUCCESS_ONLY, "loss_type": "grpo"},
+    "success-only, kl_beta 0.1": {**SUCCESS_ONLY, "kl_beta": 0.1},
+}
+
+
+@dataclass(frozen=True)
+class Size:
+    seeds: int
+    steps: int
+    eval_every: int
+    eval_limit: int
+    lr: float
+    expert: int  # expert rollouts for the SFT model when no --init is given
+    sft_steps: int
+    sft_lr: float
+    sft_batch: int
+    micro_batch: int | None
+    jobs: int = 2
+
+
+SIZES = {
+    "cpu": Size(seeds=2, steps=16, eval_every=8, eval_limit=100, lr=2e-4, expert=900, sft_steps=96, sft_lr=2e-3,
+                sft_batch=8, micro_batch=1),
+    "quick": Size(seeds=2, steps=2, eval_every=1, eval_limit=4, lr=2e-4, expert=40, sft_steps=4, sft_lr=2e-3,
+                  sft_batch=4, micro_batch=None),
+}
+
+
+def sft_model(c: Commands, size: Size, lake: Path) -> Path:
+    """The SFT model every arm starts from: expert rollouts in `lake`, rl_finetune_supervised on its sft view."""
+    c.run("lake", "rollout", "--env", BASH, "--policy", "expert", "--episodes", size.expert, "--lake", lake,
+          log="rollout-bash")
+    run = c.work / "sft"
+    c.run("rl_finetune_supervised", "--model", c.model, "--data", "sft", "--lake", lake, "--max-steps",
+          size.sft_steps, "--lr", size.sft_lr, "--batch-size", size.sft_batch, "--seed", 0, "--output", run,
+          "--no-plot", "--quiet", log="sft")
+    return run
+
+
+def arm_run(c: Commands, size: Size, lake: Path, init: Path, arm: str, seed: int) -> list[dict]:
+    slug = "".join(ch if ch.isalnum() else "-" for ch in arm).strip("-")
+    own = c.work / "lakes" / f"{slug}-seed{seed}"
+    if own.exists():
+        shutil.rmtree(own)
+    shutil.copytree(lake, own)
+    cfg = c.project_file(f"{slug}-seed{seed}", learning_rate=size.lr, eval_episodes=size.eval_limit, **ARMS[arm])
+    return online_curve(c, own, seed, init, strategy="online", arm=arm, run=c.work / "arms" / f"{slug}-seed{seed}",
+                        cfg=cfg, steps=size.steps, eval_every=size.eval_every, micro_batch=size.micro_batch,
+                        curriculum=True)
+
+
+def table(records: list[dict], arms: list[str], size: Size) -> list[str]:
+    rows = ["| arm | seeds | success at step 0 | " + " | ".join(f"step {k}" for k in steps_of(size)[1:]) +
+            " | end - start (same seeds) | first-turn calls valid at the end |", "|---" * (5 + len(steps_of(size)) - 1) + "|"]
+    for arm in arms:
+        runs = sorted({r["seed"] for r in records if r["arm"] == arm})
+        at = {k: [r["success"] for r in sorted(records, key=lambda r: r["seed"]) if r["arm"] == arm and r["step"] == k]
+              for k in steps_of(size)}
+        diff = [b - a for a, b in zip(at[0], at[size.steps])]
+        valid = [r["first_valid"] for r in records if r["arm"] == arm and r["step"] == size.steps]
+        rows.append(f"| {arm} | {len(runs)} | {fmt_ci(at[0])} | " + " | ".join(fmt_ci(at[k]) for k in steps_of(size)[1:])
+                    + f" | {fmt_ci(diff)} | {fmt_ci(valid)} |")
+    return rows
+
+
+def steps_of(size: Size) -> list[int]:
+    return sorted({0, *range(size.eval_every, size.steps + 1, size.eval_every), size.steps})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="tiny", help="tiny | smollm2 | a model folder")
+    ap.add_argument("--init", type=Path, help="the SFT run folder every arm starts from (default: train one)")
+    ap.add_argument("--lake", type=Path, help="with --init: the lake of its expert rollouts (the curriculum's prior)")
+    ap.add_argument("--quick", action="store_true", help="tiny model, 2 steps, 4 tasks: checks that everything runs")
+    ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS), help="the arms to run")
+    ap.add_argument("--seeds", type=int, help="seeds per arm (default 2)")
+    ap.add_argument("--jobs", type=int, help="commands side by side (default 2)")
+    ap.add_argument("--out", type=Path, help="where the table and records go (default bench/online_arms/<model>)")
+    ap.add_argument("--work", type=Path, help="work folder kept for inspection (default: a temp folder, removed)")
+    args = ap.parse_args()
+    if args.lake and not args.init:
+        ap.error("--lake goes with --init (without --init the SFT model's lake is built here)")
+    size = SIZES["quick" if args.quick else "cpu"]
+    size = Size(**{**asdict(size), **{k: v for k, v in (("seeds", args.seeds), ("jobs", args.jobs)) if v}})
+    out = args.out or ROOT / "bench" / "online_arms" / ("quick" if args.quick else args.model)
+    out.mkdir(parents=True, exist_ok=True)
+    work = args.work or Path(tempfile.mkdtemp(prefix="lachesis-arms-"))
+    work.mkdir(parents=True, exist_ok=True)
+    c = Commands(work, args.model)
+    load0, t0 = os.getloadavg()[0], time.time()
+    print(f"online arms: model {args.model}, {size.seeds} seeds x {len(args.arms)} arms, work {work}, "
+          f"load {load0:.2f}", flush=True)
+    try:
+        lake = args.lake or work / "lake"
+        if not args.lake:
+            c.run("lake", "init", "--lake", lake, log="init")
+        init = args.init.resolve() if args.init else sft_model(c, size, lake)
+        recs = pool(size.jobs, [lambda a=a, sd=sd: arm_run(c, size, lake, init, a, sd)
+                                for sd in range(size.seeds) for a in args.arms])
+        records = [r for rs in recs for r in rs]
+        spent = {"total_s": round(time.time() - t0), "cpu_s": round(cpu_seconds()),
+                 "commands_s": round(command_seconds(c.logs))}
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    for r in records:
+        r["run"] = str(Path(r["run"]).relative_to(work))
+    load1 = os.getloadavg()[0]
+    (out / "arms.json").write_text(json.dumps({"size": asdict(size), "model": args.model, "init": str(init),
+                                               "arms": {a: ARMS[a] for a in args.arms}, "machine": machine(),
+                                               "load": [load0, load1], "records": records, **spent}, indent=1))
+    lines = [f"# Online RL arms from one SFT model ({args.model})", "",
+             f"Generated by `python bench/online_arms.py --model {args.model}{' --quick' if args.quick else ''}` on "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; 1-minute load {load0:.2f} at the start, "
+             f"{load1:.2f} at the end; {spent['total_s'] / 60:.0f} min, {spent['cpu_s'] / 60:.0f} CPU-min.", "",
+             f"Held-out success (greedy, bash_exec_env test split, first {size.eval_limit} tasks) of rl_train_online "
+             f"--curriculum from the same SFT model: {size.steps} steps of 2 tasks x 4 rollouts, lr {size.lr:g}; "
+             f"means with a 95% t-interval over seeds. Arms' project keys: "
+             + "; ".join(f"{a}: {ARMS[a] or 'the defaults'}" for a in args.arms) + ".", "",
+             *table(records, args.arms, size), "", "Raw records: arms.json."]
+    (out / "ARMS.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
