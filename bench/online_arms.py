@@ -8,8 +8,13 @@ evaluations on the first `--eval-limit` test tasks are the measure), several see
 copy of the SFT lake (the curriculum's prior reads the lake: runs side by side must not see each other's rollouts).
 
 Arms (ARMS): the learning run's setting; the success-only reward (no step bonus or penalty, no partial credit:
-a group then differs only in success, which is what the evaluation scores); that with trl's "grpo" loss (every
-episode weighs the same); and that with a KL term to the SFT model.
+a group then differs only in success, which is what the evaluation scores, where a partial-credit difference of
+0.36 got the same normalised advantage as a success); that with trl's "grpo" loss (every episode weighs the same);
+and both at the project's default lr 5e-5 with 4 tasks a step instead of 2. Why the last: Adam's first steps move
+every weight by about the learning rate whatever the gradient's size, so at 2 tasks a step each update is one
+task's group at full size; after 16 such steps the learning-run model had carried the commands of the tasks it
+trained on into others (`mkdir -p nizeb && tar xzf hekos_underflow.cfg` for "put hekos_underflow.cfg inside a new
+folder nizeb", which it solved with mv before).
 
     python bench/online_arms.py --model smollm2 --init RUN   # RUN: an SFT run folder (rl_finetune_supervised)
     python bench/online_arms.py --model smollm2              # trains that SFT model first (expert rollouts)
@@ -29,13 +34,18 @@ from pathlib import Path
 from bench_json import machine
 from learning import BASH, ROOT, Commands, command_seconds, cpu_seconds, fmt_ci, online_curve, pool
 
+LEARNING_RUN = {"learning_rate": 2e-4, "batch_size": 2}  # bench/learning.py --size cpu: 2 tasks x 4 rollouts a step
 SUCCESS_ONLY = {"well_formed_call_bonus": 0, "malformed_call_penalty": 0, "command_error_penalty": 0,
                 "partial_credit": 0}
-ARMS = {
-    "shaped (learning run)": {},
-    "success-only reward": SUCCESS_ONLY,
-    "success-only, grpo loss": {**SUCCESS_ONLY, "loss_type": "grpo"},
-    "success-only, kl_beta 0.1": {**SUCCESS_ONLY, "kl_beta": 0.1},
+GENTLE = {"learning_rate": 5e-5, "batch_size": 4}  # the project default lr; 4 tasks a step
+ARMS = {  # name: (what it is, its lachesis.toml keys)
+    "learning-run": ("shaped rewards, lr 2e-4, 2 tasks a step (the learning run)", LEARNING_RUN),
+    "success": ("success-only reward, lr 2e-4, 2 tasks a step", {**LEARNING_RUN, **SUCCESS_ONLY}),
+    "success-grpo": ("success-only reward, lr 2e-4, 2 tasks a step, grpo loss",
+                     {**LEARNING_RUN, **SUCCESS_ONLY, "loss_type": "grpo"}),
+    "gentle": ("success-only reward, lr 5e-5, 4 tasks a step", {**GENTLE, **SUCCESS_ONLY}),
+    "gentle-grpo": ("success-only reward, lr 5e-5, 4 tasks a step, grpo loss",
+                    {**GENTLE, **SUCCESS_ONLY, "loss_type": "grpo"}),
 }
 
 
@@ -45,7 +55,6 @@ class Size:
     steps: int
     eval_every: int
     eval_limit: int
-    lr: float
     expert: int  # expert rollouts for the SFT model when no --init is given
     sft_steps: int
     sft_lr: float
@@ -55,9 +64,9 @@ class Size:
 
 
 SIZES = {
-    "cpu": Size(seeds=2, steps=16, eval_every=8, eval_limit=100, lr=2e-4, expert=900, sft_steps=96, sft_lr=2e-3,
+    "cpu": Size(seeds=2, steps=16, eval_every=8, eval_limit=100, expert=900, sft_steps=96, sft_lr=2e-3,
                 sft_batch=8, micro_batch=1),
-    "quick": Size(seeds=2, steps=2, eval_every=1, eval_limit=4, lr=2e-4, expert=40, sft_steps=4, sft_lr=2e-3,
+    "quick": Size(seeds=2, steps=2, eval_every=1, eval_limit=4, expert=40, sft_steps=4, sft_lr=2e-3,
                   sft_batch=4, micro_batch=None),
 }
 
@@ -74,13 +83,12 @@ def sft_model(c: Commands, size: Size, lake: Path) -> Path:
 
 
 def arm_run(c: Commands, size: Size, lake: Path, init: Path, arm: str, seed: int) -> list[dict]:
-    slug = "".join(ch if ch.isalnum() else "-" for ch in arm).strip("-")
-    own = c.work / "lakes" / f"{slug}-seed{seed}"
+    own = c.work / "lakes" / f"{arm}-seed{seed}"
     if own.exists():
         shutil.rmtree(own)
     shutil.copytree(lake, own)
-    cfg = c.project_file(f"{slug}-seed{seed}", learning_rate=size.lr, eval_episodes=size.eval_limit, **ARMS[arm])
-    return online_curve(c, own, seed, init, strategy="online", arm=arm, run=c.work / "arms" / f"{slug}-seed{seed}",
+    cfg = c.project_file(f"{arm}-seed{seed}", eval_episodes=size.eval_limit, **ARMS[arm][1])
+    return online_curve(c, own, seed, init, strategy="online", arm=arm, run=c.work / "arms" / f"{arm}-seed{seed}",
                         cfg=cfg, steps=size.steps, eval_every=size.eval_every, micro_batch=size.micro_batch,
                         curriculum=True)
 
@@ -94,7 +102,7 @@ def table(records: list[dict], arms: list[str], size: Size) -> list[str]:
               for k in steps_of(size)}
         diff = [b - a for a, b in zip(at[0], at[size.steps])]
         valid = [r["first_valid"] for r in records if r["arm"] == arm and r["step"] == size.steps]
-        rows.append(f"| {arm} | {len(runs)} | {fmt_ci(at[0])} | " + " | ".join(fmt_ci(at[k]) for k in steps_of(size)[1:])
+        rows.append(f"| {ARMS[arm][0]} | {len(runs)} | {fmt_ci(at[0])} | " + " | ".join(fmt_ci(at[k]) for k in steps_of(size)[1:])
                     + f" | {fmt_ci(diff)} | {fmt_ci(valid)} |")
     return rows
 
@@ -109,7 +117,8 @@ def main() -> None:
     ap.add_argument("--init", type=Path, help="the SFT run folder every arm starts from (default: train one)")
     ap.add_argument("--lake", type=Path, help="with --init: the lake of its expert rollouts (the curriculum's prior)")
     ap.add_argument("--quick", action="store_true", help="tiny model, 2 steps, 4 tasks: checks that everything runs")
-    ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS), help="the arms to run")
+    ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS),
+                    help="the arms to run: " + "; ".join(f"{k} = {v[0]}" for k, v in ARMS.items()))
     ap.add_argument("--seeds", type=int, help="seeds per arm (default 2)")
     ap.add_argument("--jobs", type=int, help="commands side by side (default 2)")
     ap.add_argument("--out", type=Path, help="where the table and records go (default bench/online_arms/<model>)")
@@ -144,16 +153,16 @@ def main() -> None:
         r["run"] = str(Path(r["run"]).relative_to(work))
     load1 = os.getloadavg()[0]
     (out / "arms.json").write_text(json.dumps({"size": asdict(size), "model": args.model, "init": str(init),
-                                               "arms": {a: ARMS[a] for a in args.arms}, "machine": machine(),
+                                               "arms": {a: {"about": ARMS[a][0], "keys": ARMS[a][1]} for a in args.arms}, "machine": machine(),
                                                "load": [load0, load1], "records": records, **spent}, indent=1))
     lines = [f"# Online RL arms from one SFT model ({args.model})", "",
              f"Generated by `python bench/online_arms.py --model {args.model}{' --quick' if args.quick else ''}` on "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; 1-minute load {load0:.2f} at the start, "
              f"{load1:.2f} at the end; {spent['total_s'] / 60:.0f} min, {spent['cpu_s'] / 60:.0f} CPU-min.", "",
              f"Held-out success (greedy, bash_exec_env test split, first {size.eval_limit} tasks) of rl_train_online "
-             f"--curriculum from the same SFT model: {size.steps} steps of 2 tasks x 4 rollouts, lr {size.lr:g}; "
-             f"means with a 95% t-interval over seeds. Arms' project keys: "
-             + "; ".join(f"{a}: {ARMS[a] or 'the defaults'}" for a in args.arms) + ".", "",
+             f"--curriculum from the same SFT model, {size.steps} steps of `batch_size` tasks x 4 rollouts; means with "
+             "a 95% t-interval over seeds. Each arm's lachesis.toml keys (the rest are the defaults): "
+             + "; ".join(f"{ARMS[a][0]}: `{ARMS[a][1]}`" for a in args.arms) + ".", "",
              *table(records, args.arms, size), "", "Raw records: arms.json."]
     (out / "ARMS.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
