@@ -4,7 +4,7 @@ bench/learning.py's strategy 2 (SmolLM2, 16 online steps from each seed's SFT mo
 rewards, lr 2e-4) lowered held-out success in all four runs (0.46 -> 0.24 / 0.29, 0.39 -> 0.23 / 0.20) although
 78-97% of the groups had a signal. This script holds the SFT model fixed and changes one thing at a time, through
 the commands a user runs (`rl_edit_config` writes each arm's project file, `rl_train_online --init` trains, its own
-evaluations on the first `--eval-limit` test tasks are the measure), several seeds per arm, each run on its own
+evaluations on the first `eval_limit` (100) test tasks are the measure), several seeds per arm, each run on its own
 copy of the SFT lake (the curriculum's prior reads the lake: runs side by side must not see each other's rollouts).
 
 Arms (ARMS): the learning run's setting; the success-only reward (no step bonus or penalty, no partial credit:
@@ -94,16 +94,17 @@ def arm_run(c: Commands, size: Size, lake: Path, init: Path, arm: str, seed: int
 
 
 def table(records: list[dict], arms: list[str], size: Size) -> list[str]:
-    rows = ["| arm | seeds | success at step 0 | " + " | ".join(f"step {k}" for k in steps_of(size)[1:]) +
-            " | end - start (same seeds) | first-turn calls valid at the end |", "|---" * (5 + len(steps_of(size)) - 1) + "|"]
+    steps = steps_of(size)
+    head = ["arm", "seeds", "success at step 0", *(f"step {k}" for k in steps[1:]), "end - start (same seeds)",
+            "first-turn calls valid at the end"]
+    rows = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for arm in arms:
-        runs = sorted({r["seed"] for r in records if r["arm"] == arm})
-        at = {k: [r["success"] for r in sorted(records, key=lambda r: r["seed"]) if r["arm"] == arm and r["step"] == k]
-              for k in steps_of(size)}
+        mine = sorted((r for r in records if r["arm"] == arm), key=lambda r: r["seed"])
+        at = {k: [r["success"] for r in mine if r["step"] == k] for k in steps}
         diff = [b - a for a, b in zip(at[0], at[size.steps])]
-        valid = [r["first_valid"] for r in records if r["arm"] == arm and r["step"] == size.steps]
-        rows.append(f"| {ARMS[arm][0]} | {len(runs)} | {fmt_ci(at[0])} | " + " | ".join(fmt_ci(at[k]) for k in steps_of(size)[1:])
-                    + f" | {fmt_ci(diff)} | {fmt_ci(valid)} |")
+        valid = [r["first_valid"] for r in mine if r["step"] == size.steps]
+        rows.append(f"| {ARMS[arm][0]} | {len({r['seed'] for r in mine})} | "
+                    + " | ".join(fmt_ci(at[k]) for k in steps) + f" | {fmt_ci(diff)} | {fmt_ci(valid)} |")
     return rows
 
 

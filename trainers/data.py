@@ -58,7 +58,8 @@ def load_rows(data: str, lake_root: str | None = None, work_dir: Path | None = N
         raise TrainerInputError("no dataset given: pass --data FOLDER (an export), FILE.jsonl or a lake view name such as sft")
     p = Path(data).expanduser()
     # `--data sft --output sft`: the run's own new folder is not a dataset; the name is the view's
-    own_folder = work_dir is not None and p.is_dir() and p.resolve() == Path(work_dir).resolve()
+    own_folder = ("/" not in data and work_dir is not None and p.is_dir()
+                  and p.resolve() == Path(work_dir).resolve())
     if p.is_dir() and not own_folder:
         parquet = sorted(p.rglob("*.parquet"))
         jsonl = sorted(p.rglob("*.jsonl"))
