@@ -82,29 +82,36 @@ def sft_model(c: Commands, size: Size, lake: Path) -> Path:
     return run
 
 
-def arm_run(c: Commands, size: Size, lake: Path, init: Path, arm: str, seed: int) -> list[dict]:
+def arm_run(c: Commands, size: Size, lake: Path, init: Path, arm: str, seed: int, families: bool) -> list[dict]:
     own = c.work / "lakes" / f"{arm}-seed{seed}"
     if own.exists():
         shutil.rmtree(own)
     shutil.copytree(lake, own)
     cfg = c.project_file(f"{arm}-seed{seed}", eval_episodes=size.eval_limit, **ARMS[arm][1])
-    return online_curve(c, own, seed, init, strategy="online", arm=arm, run=c.work / "arms" / f"{arm}-seed{seed}",
-                        cfg=cfg, steps=size.steps, eval_every=size.eval_every, micro_batch=size.micro_batch,
-                        curriculum=True)
+    run = c.work / "arms" / f"{arm}-seed{seed}"
+    recs = online_curve(c, own, seed, init, strategy="online", arm=arm, run=run, cfg=cfg, steps=size.steps,
+                        eval_every=size.eval_every, micro_batch=size.micro_batch, curriculum=True)
+    if families:  # the end model on the task families no training row shows
+        recs[-1].update(c.evaluate(BASH, size.eval_limit, run, log=f"fam-{arm}-seed{seed}", split="test_families"))
+    return recs
 
 
-def table(records: list[dict], arms: list[str], size: Size) -> list[str]:
+def table(records: list[dict], arms: list[str], size: Size, init_families: float | None) -> list[str]:
     steps = steps_of(size)
+    fam = init_families is not None
     head = ["arm", "seeds", "success at step 0", *(f"step {k}" for k in steps[1:]), "end - start (same seeds)",
-            "first-turn calls valid at the end"]
+            "first-turn calls valid at the end",
+            *([f"held-out families at the end (SFT model: {init_families:.2f})"] if fam else [])]
     rows = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for arm in arms:
         mine = sorted((r for r in records if r["arm"] == arm), key=lambda r: r["seed"])
         at = {k: [r["success"] for r in mine if r["step"] == k] for k in steps}
         diff = [b - a for a, b in zip(at[0], at[size.steps])]
         valid = [r["first_valid"] for r in mine if r["step"] == size.steps]
+        famv = [r["fam_success"] for r in mine if r["step"] == size.steps]
         rows.append(f"| {ARMS[arm][0]} | {len({r['seed'] for r in mine})} | "
-                    + " | ".join(fmt_ci(at[k]) for k in steps) + f" | {fmt_ci(diff)} | {fmt_ci(valid)} |")
+                    + " | ".join(fmt_ci(at[k]) for k in steps) + f" | {fmt_ci(diff)} | {fmt_ci(valid)} |"
+                    + (f" {fmt_ci(famv)} |" if fam else ""))
     return rows
 
 
@@ -121,6 +128,11 @@ def main() -> None:
     ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS),
                     help="the arms to run: " + "; ".join(f"{k} = {v[0]}" for k, v in ARMS.items()))
     ap.add_argument("--seeds", type=int, help="seeds per arm (default 2)")
+    ap.add_argument("--steps", type=int, help="online steps per run (default 16)")
+    ap.add_argument("--eval-every", type=int, help="steps between held-out evaluations (default 8)")
+    ap.add_argument("--families", action="store_true",
+                    help="also score the SFT model and each run's end model on the test_families split "
+                         "(task families no training row shows)")
     ap.add_argument("--jobs", type=int, help="commands side by side (default 2)")
     ap.add_argument("--out", type=Path, help="where the table and records go (default bench/online_arms/<model>)")
     ap.add_argument("--work", type=Path, help="work folder kept for inspection (default: a temp folder, removed)")
@@ -128,7 +140,9 @@ def main() -> None:
     if args.lake and not args.init:
         ap.error("--lake goes with --init (without --init the SFT model's lake is built here)")
     size = SIZES["quick" if args.quick else "cpu"]
-    size = Size(**{**asdict(size), **{k: v for k, v in (("seeds", args.seeds), ("jobs", args.jobs)) if v}})
+    size = Size(**{**asdict(size), **{k: v for k, v in (("seeds", args.seeds), ("jobs", args.jobs),
+                                                         ("steps", args.steps), ("eval_every", args.eval_every))
+                                      if v}})
     out = args.out or ROOT / "bench" / "online_arms" / ("quick" if args.quick else args.model)
     out.mkdir(parents=True, exist_ok=True)
     work = args.work or Path(tempfile.mkdtemp(prefix="lachesis-arms-"))
@@ -142,8 +156,12 @@ def main() -> None:
         if not args.lake:
             c.run("lake", "init", "--lake", lake, log="init")
         init = args.init.resolve() if args.init else sft_model(c, size, lake)
-        recs = pool(size.jobs, [lambda a=a, sd=sd: arm_run(c, size, lake, init, a, sd)
-                                for sd in range(size.seeds) for a in args.arms])
+        jobs = [lambda a=a, sd=sd: arm_run(c, size, lake, init, a, sd, args.families)
+                for sd in range(size.seeds) for a in args.arms]
+        if args.families:
+            jobs.append(lambda: c.evaluate(BASH, size.eval_limit, init, log="fam-init", split="test_families"))
+        recs = pool(size.jobs, jobs)
+        init_families = recs.pop()["fam_success"] if args.families else None
         records = [r for rs in recs for r in rs]
         spent = {"total_s": round(time.time() - t0), "cpu_s": round(cpu_seconds()),
                  "commands_s": round(command_seconds(c.logs))}
@@ -155,17 +173,19 @@ def main() -> None:
     load1 = os.getloadavg()[0]
     (out / "arms.json").write_text(json.dumps({"size": asdict(size), "model": args.model, "init": str(init),
                                                "arms": {a: {"about": ARMS[a][0], "keys": ARMS[a][1]} for a in args.arms}, "machine": machine(),
-                                               "load": [load0, load1], "records": records, **spent}, indent=1))
+                                               "load": [load0, load1], "init_families": init_families, "records": records, **spent}, indent=1))
     lines = [f"# Online RL arms from one SFT model ({args.model})", "",
              f"Generated by `python bench/online_arms.py --model {args.model}{' --quick' if args.quick else ''}"
-             f"{' --init RUN' if args.init else ''}{' --lake LAKE' if args.lake else ''}` on "
+             f"{' --init RUN' if args.init else ''}{' --lake LAKE' if args.lake else ''}"
+             f"{f' --steps {args.steps}' if args.steps else ''}{f' --eval-every {args.eval_every}' if args.eval_every else ''}"
+             f"{f' --seeds {args.seeds}' if args.seeds else ''}{' --families' if args.families else ''}` on "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; 1-minute load {load0:.2f} at the start, "
              f"{load1:.2f} at the end; {spent['total_s'] / 60:.0f} min, {spent['cpu_s'] / 60:.0f} CPU-min.", "",
              f"Held-out success (greedy, bash_exec_env test split, first {size.eval_limit} tasks) of rl_train_online "
              f"--curriculum from the same SFT model ({'--init: ' + init.name if args.init else f'{size.sft_steps} steps on {size.expert} expert rollouts'}), {size.steps} steps of `batch_size` tasks x 4 rollouts; means with "
              "a 95% t-interval over seeds. Each arm's lachesis.toml keys (the rest are the defaults): "
              + "; ".join(f"{ARMS[a][0]}: `{ARMS[a][1]}`" for a in args.arms) + ".", "",
-             *table(records, args.arms, size), "", "Raw records: arms.json."]
+             *table(records, args.arms, size, init_families), "", "Raw records: arms.json."]
     (out / "ARMS.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
