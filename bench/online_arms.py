@@ -19,6 +19,8 @@ folder nizeb", which it solved with mv before).
     python bench/online_arms.py --model smollm2 --init RUN   # RUN: an SFT run folder (rl_finetune_supervised)
     python bench/online_arms.py --model smollm2              # trains that SFT model first (expert rollouts)
     python bench/online_arms.py --quick                      # tiny model, 2 steps: checks that everything runs
+    # one arm, longer, 4 seeds, the end models also scored on the held-out families (bench/online_arms/smollm2_32):
+    python bench/online_arms.py --model smollm2 --init RUN --lake LAKE --arms gentle-grpo --steps 32 --seeds 4 --families
 """
 from __future__ import annotations
 
