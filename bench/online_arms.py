@@ -110,10 +110,11 @@ def table(records: list[dict], arms: list[str], size: Size, init_families: float
         at = {k: [r["success"] for r in mine if r["step"] == k] for k in steps}
         diff = [b - a for a, b in zip(at[0], at[size.steps])]
         valid = [r["first_valid"] for r in mine if r["step"] == size.steps]
-        famv = [r["fam_success"] for r in mine if r["step"] == size.steps]
-        rows.append(f"| {ARMS[arm][0]} | {len({r['seed'] for r in mine})} | "
-                    + " | ".join(fmt_ci(at[k]) for k in steps) + f" | {fmt_ci(diff)} | {fmt_ci(valid)} |"
-                    + (f" {fmt_ci(famv)} |" if fam else ""))
+        cells = [ARMS[arm][0], str(len({r['seed'] for r in mine})), *(fmt_ci(at[k]) for k in steps), fmt_ci(diff),
+                 fmt_ci(valid)]
+        if fam:
+            cells.append(fmt_ci([r["fam_success"] for r in mine if r["step"] == size.steps]))
+        rows.append("| " + " | ".join(cells) + " |")
     return rows
 
 
