@@ -60,8 +60,12 @@ def trained(tmp_path_factory) -> Path:
 
 
 # Measured 2026-12-04 (2 cores, seed 0): bash test and test_families, git test, python test pass; git's held-out
-# families reach 0.80 (the first reply to a task of a family never trained on loops until the repetition stop cuts
-# it, then the model submits): the issue's target, not met there.
+# families reach 0.80 (reproduced the same day): of the 4 bad first replies of 20, two loop until the repetition
+# stop cuts them (`git checkout -q stash/work/stash/work/...` for a stash pop, `--edit -q --edit ...` for "which
+# commit added F") and two concatenate strings inside the JSON like Python (`"git commit -q -m " + subject`). All
+# four are stash_pop and added_by tasks, whose commands the base model does not know (bench/knowledge_probe.py: it
+# solves 1 of 80 bash and git tasks asked in plain chat) and no training family shows: the issue's target, not met
+# there.
 MISSED = {("git_repo_env", "test_families"): "first-call validity 0.80 on git's held-out families (2026-12-04)"}
 
 
