@@ -9,13 +9,15 @@ example becomes one SFT chat in the environment's own format (system prompt and 
 page, bash_exec_env's for the rest; the description as the user's turn; a `run` call of the command as the
 answer). Two arms, the same seeds and steps:
 
-    expert            the sft view of 600 bash and 300 git expert rollouts (train split)
-    expert+reference  the same rows and the ~660 reference chats, shuffled together
+    expert                 the sft view of 600 bash and 300 git expert rollouts (train split)
+    expert+reference       the same rows and the ~660 reference chats, shuffled together, the same steps (so
+                           each step holds fewer expert rows)
+    expert+reference-long  the same mix, steps scaled by mix/expert rows: as many expert rows as `expert` sees
 
 scored by hermes_eval on both environments' held-out families and test splits. The reference is read from the
 installed `eg` package (`pip install eg`; its pages are data, none of its code runs) and never committed here.
 
-    python bench/reference_mix.py                 # SmolLM2, 2 seeds, 64 steps: ~80 min on 2 CPU cores
+    python bench/reference_mix.py                 # SmolLM2, 2 seeds, 64 and 111 steps: ~100 min on 2 CPU cores
     python bench/reference_mix.py --quick         # tiny model, 2 steps, 4 tasks: checks that it runs
 """
 from __future__ import annotations
@@ -120,29 +122,43 @@ def datasets(c: Commands, size: Size) -> dict[str, Path]:
             "expert+reference": write_jsonl(c.work / "mix.jsonl", mix), "counts": (len(expert), len(ref))}
 
 
-def arm_run(c: Commands, size: Size, data: Path, arm: str, seed: int) -> dict:
+ARMS = ("expert", "expert+reference", "expert+reference-long")
+
+
+def arm_steps(size: Size, data: dict, arm: str) -> int:
+    n_expert, n_ref = data["counts"]
+    return round(size.steps * (n_expert + n_ref) / n_expert) if arm.endswith("-long") else size.steps
+
+
+def arm_run(c: Commands, size: Size, data: dict, arm: str, seed: int) -> dict:
     tag = f"{arm.replace('+', '_')}-s{seed}"
     run = c.work / f"run-{tag}"
-    c.run("rl_finetune_supervised", "--model", c.model, "--data", data, "--max-steps", size.steps, "--lr", 2e-3,
+    path = data["expert" if arm == "expert" else "expert+reference"]
+    c.run("rl_finetune_supervised", "--model", c.model, "--data", path, "--max-steps", arm_steps(size, data, arm), "--lr", 2e-3,
           "--batch-size", 2, "--grad-accum", 4, "--seed", seed, "--output", run, "--no-plot", "--quiet", "--no-lake",
           log=f"sft-{tag}")
-    rec = {"arm": arm, "seed": seed}
+    rec = {"arm": arm, "seed": seed, "steps": arm_steps(size, data, arm)}
     for env, split in SPLITS:
         got = c.evaluate(env, size.tasks, run, log=f"eval-{tag}-{env}-{split}", split=split)
         rec.update({f"{env}:{k}": v for k, v in got.items()})
     return rec
 
 
-def table(records: list[dict], size: Size) -> list[str]:
+def table(records: list[dict], arms: list[str]) -> list[str]:
     keys = [(f"{env}:{'fam_' if split == 'test_families' else ''}{m}", f"{env.split('_')[0]} {split} {label}")
             for env, split in SPLITS for m, label in (("success", "success"), ("first_valid", "valid first call"))]
-    arms = ["expert", "expert+reference"]
-    out = ["| measure | " + " | ".join(arms) + " | reference minus expert, same seeds |", "|---|---|---|---|"]
+    others = [a for a in arms if a != "expert"]
+    steps = {r["arm"]: r["steps"] for r in records}
+    out = ["| measure | " + " | ".join(f"{a} ({steps[a]} steps)" for a in arms) + " | "
+           + " | ".join(f"{a} minus expert, same seeds" for a in others) + " |",
+           "|---" * (1 + len(arms) + len(others)) + "|"]
     for key, label in keys:
         cells = [fmt_ci([r[key] for r in records if r["arm"] == a]) for a in arms]
-        diff = [b[key] - a[key] for a in records if a["arm"] == "expert"
-                for b in records if b["arm"] == "expert+reference" and b["seed"] == a["seed"]]
-        out.append(f"| {label} | {' | '.join(cells)} | {fmt_ci(diff) if diff else ''} |")
+        for o in others:
+            diff = [b[key] - a[key] for a in records if a["arm"] == "expert"
+                    for b in records if b["arm"] == o and b["seed"] == a["seed"]]
+            cells.append(fmt_ci(diff) if diff else "")
+        out.append(f"| {label} | {' | '.join(cells)} |")
     return out
 
 
@@ -151,6 +167,7 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2", help="tiny | smollm2 | a model folder")
     ap.add_argument("--quick", action="store_true", help="tiny model, 2 steps, 4 tasks: checks that it runs")
     ap.add_argument("--seeds", type=int, nargs="+", help="seeds (default 0 1)")
+    ap.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), help="arms to run (default all)")
     ap.add_argument("--jobs", type=int, default=2, help="runs side by side, one torch thread each")
     ap.add_argument("--out", type=Path, help="where the table goes (default bench/reference_mix/<model>)")
     ap.add_argument("--work", type=Path, help="work folder kept for inspection and --resume (default: a temp folder)")
@@ -165,14 +182,14 @@ def main() -> None:
     c = Commands(work, model, resume=a.resume)
     t0 = time.perf_counter()
     data = datasets(c, size)
-    jobs = [lambda arm=arm, seed=seed: arm_run(c, size, data[arm], arm, seed)
-            for seed in size.seeds for arm in ("expert", "expert+reference")]
+    arms = [x for x in ARMS if x in a.arms]
+    jobs = [lambda arm=arm, seed=seed: arm_run(c, size, data, arm, seed) for seed in size.seeds for arm in arms]
     records = pool(a.jobs, jobs)
-    lines = table(records, size)
+    lines = table(records, arms)
     minutes = (time.perf_counter() - t0) / 60
     n_expert, n_ref = data["counts"]
     head = (f"`python bench/reference_mix.py{' --quick' if a.quick else ''}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
-            f"{machine()}; {minutes:.0f} min. Model {model}, {size.steps} SFT steps of 8 (lr 2e-3), seeds "
+            f"{machine()}; {minutes:.0f} min. Model {model}, SFT steps of 8 (lr 2e-3), seeds "
             f"{', '.join(map(str, size.seeds))}; {n_expert} expert chats, {n_ref} reference chats (eg); the first "
             f"{size.tasks} tasks of each split.")
     print(head + "\n\n" + "\n".join(lines))
