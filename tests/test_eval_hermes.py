@@ -161,6 +161,8 @@ def test_first_call_validity_and_stop_reasons_are_counted_per_episode(tiny_dir):
     assert abs(first["valid_tool_call_rate"] - 2 / 4) < 1e-9
     assert (second["first_call_valid"], second["repetition_stops"], second["length_stops"],
             second["loops_at_limit"]) == (True, 0, 0, 0)
+    # the reply first_call_valid judged comes with the result, for reading why it failed
+    assert (first["first_action"], second["first_action"]) == (broken, fine)
 
 
 def test_bad_eval_options_are_one_line_errors():

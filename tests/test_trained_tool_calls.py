@@ -77,6 +77,6 @@ def test_first_tool_calls_are_well_formed_after_sft(trained, env, split, request
     out = json.loads(_run("hermes_eval", "--model", "smollm2", "--adapter", trained, "--task", env, "--split", split,
                           "--limit", EVAL_TASKS, "--max-turns", 2, "--json", "--quiet", "--no-lake",
                           cwd=trained.parent))
-    bad = [(r["task_id"], r["final_action"][:160]) for r in out["per_task"] if not r["first_call_valid"]]
+    bad = [(r["task_id"], r["first_action"][:160]) for r in out["per_task"] if not r["first_call_valid"]]
     assert out["first_call_valid_rate"] >= FIRST_CALL_TARGET, f"{env} {split}: {bad[:3]}"
     assert out["loops_at_limit"] == 0  # a reply that ran to the token limit was not a loop the stop missed

@@ -163,6 +163,7 @@ class Episode:
                 "valid_tool_call_rate": self.valid_calls / max(1, rec.turns), "first_call_valid": bool(self.first_call_valid),
                 "repetition_stops": self.finishes.count("repetition"), "length_stops": self.finishes.count("length"),
                 "loops_at_limit": self.loops_at_limit,
+                "first_action": rec.steps[0]["action"][:300] if rec.steps else "",  # what first_call_valid judged
                 "final_action": rec.steps[-1]["action"][:300] if rec.steps else ""}
 
 
