@@ -50,24 +50,21 @@ def first_command(reply: str) -> str:
     return cmd.strip().removeprefix("$ ").strip()
 
 
-def tasks_of(env_name: str, split: str, limit: int) -> list[int]:
-    """The split's first `limit` tasks: built-in tasks cycle through the split's families, so every family is
-    asked about equally often (what hermes_eval --limit evaluates too)."""
-    return list(range(min(limit, envs.make(env_name).unwrapped.suite.count(split))))
-
-
-def probe(model, tok, env_name: str, split: str, indices: list[int], max_new_tokens: int) -> list[dict]:
+def probe(model, tok, env_name: str, split: str, limit: int, max_new_tokens: int) -> list[dict]:
+    """The split's first `limit` tasks (built-in tasks cycle through the split's families, so every family is asked
+    about equally often, as hermes_eval --limit evaluates), asked in one batch, each answer run in its task's sandbox."""
     from trainers.generation import Sampling, generate
 
     env = envs.make(env_name, split=split)
+    suite = env.unwrapped.suite
+    tasks = [suite.task(split, i) for i in range(min(limit, suite.count(split)))]
     rows = []
     try:
-        infos = [env.reset(options={"split": split, "index": i})[1] for i in indices]
-        prompts = [tok.apply_chat_template([{"role": "user", "content": QUESTION.format(instruction=info["instruction"])}],
+        prompts = [tok.apply_chat_template([{"role": "user", "content": QUESTION.format(instruction=t.instruction)}],
                                            add_generation_prompt=True, tokenize=True, return_dict=False)
-                   for info in infos]
+                   for t in tasks]
         gens = generate(model, tok, prompts, Sampling(max_new_tokens=max_new_tokens))
-        for i, info, gen in zip(indices, infos, gens):
+        for i, (task, gen) in enumerate(zip(tasks, gens)):
             reply = tok.decode(gen.token_ids, skip_special_tokens=True)
             cmd = first_command(reply)
             env.reset(options={"split": split, "index": i})
@@ -75,8 +72,8 @@ def probe(model, tok, env_name: str, split: str, indices: list[int], max_new_tok
             if cmd:
                 env.step(format_tool_call("run", {"command": cmd}))
                 success = bool(env.step(format_tool_call("submit", {}))[4].get("success"))
-            rows.append({"env": env_name, "split": split, "index": i, "template": info["template"],
-                         "instruction": info["instruction"], "reply": reply, "command": cmd, "success": success})
+            rows.append({"env": env_name, "split": split, "index": i, "template": task.template,
+                         "instruction": task.instruction, "reply": reply, "command": cmd, "success": success})
     finally:
         env.close()
     return rows
@@ -119,7 +116,7 @@ def main() -> None:
     rows = []
     for env_name in a.envs:
         for split in a.splits:
-            rows += probe(model, tok, env_name, split, tasks_of(env_name, split, a.limit), a.max_new_tokens)
+            rows += probe(model, tok, env_name, split, a.limit, a.max_new_tokens)
     lines = table(rows)
     print("\n".join(lines))
     print(f"{len(rows)} tasks in {time.perf_counter() - t0:.0f} s ({a.model}{' + ' + a.adapter if a.adapter else ''})")

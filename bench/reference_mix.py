@@ -36,7 +36,7 @@ from pathlib import Path
 from bench_json import machine
 from learning import BASH, GIT, ROOT, Commands, fmt_ci, pool
 
-FENCE_PROMPT = "$ "
+SHELL_PROMPT = "$ "  # a line of an eg session block that is a command (the rest is its output)
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def examples(page: str) -> list[tuple[str, str]]:
         lines = para.split("\n")
         if all(x.startswith("    ") or not x.strip() for x in lines):
             block = [x[4:] for x in lines if x.strip()]
-            cmds = [x[2:] for x in block if x.startswith(FENCE_PROMPT)] or block
+            cmds = [x[2:] for x in block if x.startswith(SHELL_PROMPT)] or block
             if prose and cmds:
                 out.append((" ".join(x.strip() for x in prose.split("\n")).rstrip(":").strip(), cmds[0].strip()))
             prose = None
@@ -84,11 +84,9 @@ def reference_chats() -> list[dict]:
     import envs
 
     fmt = {}
-    for name in (BASH, GIT):
-        env = envs.make(name)
-        _, info = env.reset(options={"index": 0})
-        env.close()
-        fmt[name] = (info["system_prompt"], info["tools"])
+    for name in (BASH, GIT):  # the class's prompt and tools: no task, so no sandbox to build
+        env = envs.make(name).unwrapped
+        fmt[name] = (env.system_prompt, env.tools)
     rows = []
     for command, page in sorted(reference_pages().items()):
         system, tools = fmt[GIT if command == "git" else BASH]
@@ -106,7 +104,8 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def datasets(c: Commands, size: Size) -> dict[str, Path]:
+def datasets(c: Commands, size: Size) -> dict:
+    """The two training files by name, and `counts`: (expert chats, reference chats)."""
     lake = c.work / "lake"
     c.run("lake", "init", "--lake", lake, log="init")
     for env, n in ((BASH, size.bash_rollouts), (GIT, size.git_rollouts)):
@@ -134,10 +133,11 @@ def arm_run(c: Commands, size: Size, data: dict, arm: str, seed: int) -> dict:
     tag = f"{arm.replace('+', '_')}-s{seed}"
     run = c.work / f"run-{tag}"
     path = data["expert" if arm == "expert" else "expert+reference"]
-    c.run("rl_finetune_supervised", "--model", c.model, "--data", path, "--max-steps", arm_steps(size, data, arm), "--lr", 2e-3,
+    steps = arm_steps(size, data, arm)
+    c.run("rl_finetune_supervised", "--model", c.model, "--data", path, "--max-steps", steps, "--lr", 2e-3,
           "--batch-size", 2, "--grad-accum", 4, "--seed", seed, "--output", run, "--no-plot", "--quiet", "--no-lake",
           log=f"sft-{tag}")
-    rec = {"arm": arm, "seed": seed, "steps": arm_steps(size, data, arm)}
+    rec = {"arm": arm, "seed": seed, "steps": steps}
     for env, split in SPLITS:
         got = c.evaluate(env, size.tasks, run, log=f"eval-{tag}-{env}-{split}", split=split)
         rec.update({f"{env}:{k}": v for k, v in got.items()})
