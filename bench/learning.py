@@ -284,7 +284,9 @@ def strategy_online(c: Commands, size: Size, lake: Path, seed: int, init: Path, 
                         curriculum=size.online_curriculum)
 
 
-def strategy_transfer(c: Commands, size: Size, lake: Path, seed: int, source: Path, freeze: str) -> list[dict]:
+def strategy_transfer(c: Commands, size: Size, lake: Path, seed: int, source: Path, freeze: str,
+                      source_eval: dict | None = None) -> list[dict]:
+    """`source_eval`: the source's git figures when already measured (greedy: the same for every seed)."""
     cfg = c.project_file(f"transfer-seed{seed}", learning_rate=size.transfer_lr, seed=seed)
     spec = c.work / "s3" / f"spec-seed{seed}.json"
     c.run("rl_transfer_init", "--source_env", BASH, "--target_env", GIT, "--freeze_layers", freeze, "--from", source,
@@ -292,7 +294,7 @@ def strategy_transfer(c: Commands, size: Size, lake: Path, seed: int, source: Pa
     arm = f"transfer, layers {freeze} frozen"
     # step 0 of the transfer arm is the source model itself (the bash SFT run), on the git tasks
     recs = [{"strategy": "transfer", "arm": arm, "seed": seed, "step": 0, "run": str(source),
-             **c.evaluate(GIT, size.eval_limit, source, log=f"s3-eval-source-seed{seed}")}]
+             **(source_eval or c.evaluate(GIT, size.eval_limit, source, log=f"s3-eval-source-seed{seed}"))}]
     for k in size.transfer_steps:
         run = c.work / "s3" / f"transfer-seed{seed}-steps{k}"
         c.run("rl_train_transfer", "--method", "sft", "--spec", spec, "--data", "sft", "--max_steps", k,
