@@ -1,0 +1,40 @@
+"""bench/transfer_arms.py reads issue 24's transfer target off its step grid: the first scored step at which each arm
+reaches a success level, per seed, and transfer's steps over no transfer's (a level only transfer reaches within
+the grid is an upper bound, not a ratio)."""
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _bench():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import transfer_arms  # noqa: E402  (bench/transfer_arms.py)
+
+    return transfer_arms
+
+
+def test_ratio_of_reads_steps_to_a_level():
+    ta = _bench()
+    assert ta.ratio_of(0, 12, 24) == "0.00"
+    assert ta.ratio_of(6, 12, 24) == "0.50"
+    assert ta.ratio_of(24, None, 24) == "< 1.00"  # no transfer did not get there within 24 steps
+    assert ta.ratio_of(None, 12, 24) == "-"
+    assert ta.ratio_of(0, 0, 24) == "both at step 0"
+
+
+def test_the_table_finds_the_first_step_at_each_level_per_seed():
+    ta = _bench()
+    t, n = ta.TRANSFER.format("0-8"), ta.NO_TRANSFER
+    curve = {t: [0.06, 0.02, 0.00, 0.04, 0.10], n: [0.00, 0.00, 0.00, 0.06, 0.06]}  # one dip: the first hit counts
+    steps = (0, 4, 8, 12, 24)
+    records = [{"arm": arm, "seed": 0, "step": k, "success": v} for arm, vs in curve.items() for k, v in zip(steps, vs)]
+    size = replace(ta.SIZES["quick"], transfer_steps=steps[1:])
+    rows = {r.split(" | ")[0].strip("| "): r for r in ta.table(records, size, [t, n])}
+    assert rows["0.05"] == "| 0.05 | 0 | 12 | 0.00 |"
+    assert rows["0.10"] == "| 0.10 | 24 | - | < 1.00 |"
+    assert rows["0.15"] == "| 0.15 | - | - | - |"
+    assert rows[t].startswith(f"| {t} | 0.060 | 0.020 | 0.000 |")
