@@ -74,7 +74,10 @@ def test_the_shared_prefix_gives_the_gradients_of_whole_sequences(played):
     shared, g_shared = _grads(model, eps, tok.pad_token_id, share_prefix=True)
     whole, g_whole = _grads(model, eps, tok.pad_token_id, share_prefix=False)
     assert shared.shared_tokens > 100 and whole.shared_tokens == 0  # the prefix really ran once per micro-batch
-    assert shared.loss == pytest.approx(whole.loss, rel=1e-5) and shared.tokens == whole.tokens
+    # the loss is a sum of advantage-weighted terms whose group-normalised advantages cancel (here ~0.008 from terms
+    # of order 1), so its relative error is float32's rounding magnified: 1.4e-5 on an Intel Xeon (1.1e-7 absolute)
+    # where the gradients agree to 4.5e-7. An absolute bound on the loss; the issue's 1e-5 holds for the gradients.
+    assert shared.loss == pytest.approx(whole.loss, abs=1e-6) and shared.tokens == whole.tokens
     assert len(g_shared) == len(g_whole) and _rel(g_shared, g_whole) < 1e-5
 
 
