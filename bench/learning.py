@@ -483,8 +483,28 @@ def run_all(size: Size, model: str, work: Path, resume: bool = False) -> dict:
                                                   **base_scores["bash"]},
                                          "git": {**base[1], **base_scores["git"]}, "skills": base_scores["skills"]},
             "skills": {part: len(v["skills"]) for part, v in s["skills"].items()},
-            "train_eval_s": round(train_s), "total_s": round(time.time() - t0), "cpu_s": round(cpu_seconds()),
-            "commands_s": round(command_seconds(c.logs))}
+            "train_eval_s": round(train_s), **time_spent(t0, c.logs)}
+
+
+def time_spent(t0: float, logs: Path) -> dict:
+    """A run's wall time since `t0`, its CPU time and the commands' own times (a resumed run's earlier ones too)."""
+    return {"total_s": round(time.time() - t0), "cpu_s": round(cpu_seconds()), "commands_s": round(command_seconds(logs))}
+
+
+def work_options(ap: argparse.ArgumentParser) -> None:
+    """--work and --resume, for a bench that runs its commands through Commands."""
+    ap.add_argument("--work", type=Path, help="work folder kept for inspection (default: a temp folder, removed)")
+    ap.add_argument("--resume", action="store_true",
+                    help="with --work: reuse the commands an earlier run there finished with the same arguments")
+
+
+def work_folder(args: argparse.Namespace, ap: argparse.ArgumentParser, prefix: str) -> Path:
+    """--work, or a new temp folder (the caller removes it when --work was not given)."""
+    if args.resume and not args.work:
+        ap.error("--resume needs --work: the folder of the run to resume")
+    work = args.work or Path(tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    return work
 
 
 def cpu_seconds() -> float:
@@ -689,12 +709,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, help="override the size's seed count")
     ap.add_argument("--jobs", type=int, help="commands side by side (default 2)")
     ap.add_argument("--out", type=Path, help="where the table, records and PNGs go (default bench/learning[/quick])")
-    ap.add_argument("--work", type=Path, help="work folder kept for inspection (default: a temp folder, removed)")
-    ap.add_argument("--resume", action="store_true",
-                    help="with --work: reuse the commands an earlier run there finished with the same arguments")
+    work_options(ap)
     args = ap.parse_args()
-    if args.resume and not args.work:
-        ap.error("--resume needs --work: the folder of the run to resume")
     if args.quick:
         args.size = "quick"
     size = SIZES[args.size]
@@ -704,8 +720,7 @@ def main() -> None:
     out = args.out or ROOT / "bench" / "learning" / ("quick" if args.size == "quick" else
                                                     ("" if args.model == "tiny" else args.model))
     out.mkdir(parents=True, exist_ok=True)
-    work = args.work or Path(tempfile.mkdtemp(prefix="lachesis-learning-"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = work_folder(args, ap, "lachesis-learning-")
     load0 = os.getloadavg()[0]
     print(f"learning: {args.size} run, model {args.model}, {size.seeds} seeds, work {work}, "
           f"load {load0:.2f}", flush=True)

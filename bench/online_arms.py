@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench_json import machine
-from learning import BASH, ROOT, Commands, command_seconds, cpu_seconds, fmt_ci, online_curve, pool
+from learning import BASH, ROOT, Commands, fmt_ci, online_curve, pool, time_spent
 
 LEARNING_RUN = {"learning_rate": 2e-4, "batch_size": 2}  # bench/learning.py --size cpu: 2 tasks x 4 rollouts a step
 SUCCESS_ONLY = {"well_formed_call_bonus": 0, "malformed_call_penalty": 0, "command_error_penalty": 0,
@@ -166,8 +166,7 @@ def main() -> None:
         recs = pool(size.jobs, jobs)
         init_families = recs.pop()["fam_success"] if args.families else None
         records = [r for rs in recs for r in rs]
-        spent = {"total_s": round(time.time() - t0), "cpu_s": round(cpu_seconds()),
-                 "commands_s": round(command_seconds(c.logs))}
+        spent = time_spent(t0, c.logs)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -19,14 +19,13 @@ import argparse
 import json
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
 from bench_json import machine
-from learning import (BASH, GIT, PRETRAINED, ROOT, SIZES, Commands, band, by, command_seconds, cpu_seconds, first_step_at, fmt_ci,
-                      pool, strategy_no_transfer, strategy_sft, strategy_transfer)
+from learning import (BASH, GIT, PRETRAINED, ROOT, SIZES, Commands, band, by, first_step_at, fmt_ci, pool,
+                      strategy_no_transfer, strategy_sft, strategy_transfer, time_spent, work_folder, work_options)
 
 LEVELS = (0.05, 0.10, 0.15)  # git test success: 5, 10, 15 of 100 tasks
 TRANSFER = "transfer, layers {} frozen"
@@ -111,19 +110,14 @@ def main() -> None:
     ap.add_argument("--limit", type=int, help="git test tasks per evaluation (default 100)")
     ap.add_argument("--jobs", type=int, default=2, help="commands side by side (default 2)")
     ap.add_argument("--out", type=Path, help="where the table and records go (default bench/transfer_arms/<model>)")
-    ap.add_argument("--work", type=Path, help="work folder kept for inspection (default: a temp folder, removed)")
-    ap.add_argument("--resume", action="store_true",
-                    help="with --work: reuse the commands an earlier run there finished with the same arguments")
+    work_options(ap)
     args = ap.parse_args()
-    if args.resume and not args.work:
-        ap.error("--resume needs --work (the earlier run's work folder)")
     model = "tiny" if args.quick else args.model
     size = size_for(model, args.quick, args.seeds, tuple(args.steps) if args.steps else None, args.limit)
     size = replace(size, jobs=args.jobs)
     out = args.out or ROOT / "bench" / "transfer_arms" / ("quick" if args.quick else Path(model).name)
     out.mkdir(parents=True, exist_ok=True)
-    work = args.work or Path(tempfile.mkdtemp(prefix="lachesis-transfer-"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = work_folder(args, ap, "lachesis-transfer-")
     c = Commands(work, model, resume=args.resume)
     load0, t0 = os.getloadavg()[0], time.time()
     print(f"transfer arms: model {model}, {size.seeds} seeds, steps {size.transfer_steps}, work {work}", flush=True)
@@ -149,8 +143,7 @@ def main() -> None:
         records = [r for rs in pool(size.jobs, jobs) for r in rs]
         records += [{"strategy": "transfer", "arm": NO_TRANSFER, "seed": sd, "step": 0, "run": "base", **base_eval}
                     for sd in seeds]
-        spent = {"total_s": round(time.time() - t0), "cpu_s": round(cpu_seconds()),
-                 "commands_s": round(command_seconds(c.logs))}
+        spent = time_spent(t0, c.logs)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
