@@ -14,20 +14,11 @@ One `Sandbox` is one episode: a fresh workspace, and `run()` executes a command 
   fit), else a directory polled while a long command runs and after every command.
 envs/README.md has the table of which limit is enforced by what, and the fallbacks.
 
-Isolation depends on what the kernel allows (detected once, `isolation_mode()`):
-- "full" (running as root): the episode gets its own network namespace (only a down loopback) and
-  mount namespace with a read-only, nosuid view of the system (/usr, /etc, the Python prefix), a
-  private /tmp (tmpfs), a minimal /dev and the workspace at /workspace; they are built once per
-  episode and every command joins them (setns + chroot) and runs as an unused uid, so RLIMIT_NPROC
-  really bounds a fork bomb and nothing outside the workspace is writable. Each command is pid 1 of a
-  PID namespace of its own (`pid_namespaces()`): it cannot tell which host pids exist, and what it
-  leaves behind dies with it.
-- "userns" (unprivileged user namespaces): the same view, built per command inside a user namespace.
-  Unprivileged, the process limit counts the caller's own processes, so it is set relative to how many
-  run already; forced as root, the namespace is built by the unused uid (mapped to 0 inside), so root's
-  files stay out of reach.
-- "rlimits": timeouts, rlimits, scrubbed env and output limits only (other kernels, macOS); as root
-  the command still runs as an unused uid.
+Isolation depends on what the kernel allows: "full" (as root: namespaces built once per episode, an own uid,
+each command pid 1 of its own PID namespace), "userns" (the same view per command in a user namespace) or
+"rlimits"; isolation.py detects it once (`isolation_mode()`, `pid_namespaces()`) and describes each mode.
+The command's view of the system is system_view.py's, the process helpers are processes.py's, what a dead
+process left behind is swept by leftovers.py, and the workspace is measured and deleted by tree_walk.py.
 
 Commands are started by a small spawn helper (spawner.py), one per process, so a caller holding a
 model in memory is never forked per command (measured: 50 ms per command from a 400 MB torch
@@ -38,29 +29,24 @@ scoring time (see checks.py), so the agent cannot read or edit them (docs/peers.
 """
 from __future__ import annotations
 
-import atexit
 import os
-import re
 import resource
-import secrets
 import select
 import selectors
 import signal
-import stat
 import subprocess
-import sys
 import tempfile
-import threading
 import time
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from envs.cgroups import Group, sweep_stale
+from envs import isolation as kernel_isolation, leftovers
+from envs.cgroups import Group
+from envs.processes import count_processes, kill_children_of, killpg, open_ns, send_input, unused_uid
 from envs.programs import mountns
 from envs.spawner import Spawner, get_spawner
-
-WORKSPACE_INSIDE = "/workspace"
+from envs.system_view import WORKSPACE_INSIDE, python_for_uid, sandbox_python, system_view, world_executable
+from envs.tree_walk import remove_tree, tree_usage
 
 
 @dataclass(frozen=True)
@@ -117,146 +103,19 @@ def _signal_note(code: int) -> str:
     return ""
 
 
-# ---------------------------------------------------------------- isolation detection
-
-_MODE: str | None = None
-
-
 def isolation_mode() -> str:
-    """The strongest isolation this process can set up: "full", "userns" or "rlimits" (cached)."""
-    global _MODE
-    if _MODE is None:
-        forced = os.environ.get("LACHESIS_SANDBOX_ISOLATION")
-        if forced in ("full", "userns", "rlimits"):
-            _MODE = forced
-        else:
-            _MODE = _probe()
-    return _MODE
-
-
-def _probe() -> str:
-    if not sys.platform.startswith("linux") or not mountns.available():
-        return "rlimits"
-    for mode in (("full",) if os.geteuid() == 0 else ()) + ("userns",):
-        try:
-            with Sandbox(Limits(timeout_s=5), isolation=mode, pid_namespace=False) as box:
-                result = box.run(["/bin/sh", "-c", "test -d /workspace"])
-            if result.exit_code == 0:
-                return mode
-        except (OSError, subprocess.SubprocessError):
-            continue
-    return "rlimits"
-
-
-_PIDNS: bool | None = None
+    """The strongest isolation this process can set up: "full", "userns" or "rlimits" (tried once: isolation.py)."""
+    return kernel_isolation.isolation_mode(_probe_box)
 
 
 def pid_namespaces() -> bool:
-    """Whether each command gets a PID namespace of its own (cached; LACHESIS_SANDBOX_PIDNS=0 or 1 forces it):
-    in the namespace modes, where one command shows that it runs as pid 1. Without one a
-    command could list the host's processes with kill(pid, 0) (EPERM says a pid exists, ESRCH that it does not)."""
-    global _PIDNS
-    if _PIDNS is None:
-        forced = os.environ.get("LACHESIS_SANDBOX_PIDNS")
-        if forced in ("0", "1"):
-            _PIDNS = forced == "1"
-        elif isolation_mode() not in ("full", "userns"):
-            _PIDNS = False
-        else:
-            try:
-                with Sandbox(Limits(timeout_s=5), pid_namespace=True) as box:
-                    _PIDNS = box.run(["/bin/sh", "-c", "echo $$"]).output.strip() == "1"
-            except (OSError, subprocess.SubprocessError):
-                _PIDNS = False
-    return _PIDNS
+    """Whether each command gets a PID namespace of its own (tried once: isolation.py)."""
+    return kernel_isolation.pid_namespaces(_probe_box)
 
 
-# ---------------------------------------------------------------- the sandbox
-
-
-def _python_prefix() -> str:
-    return os.path.realpath(sys.base_prefix)
-
-
-def sandbox_python() -> str:
-    """The interpreter checkers and tests run with inside the sandbox (the caller's base Python)."""
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    candidate = os.path.join(_python_prefix(), "bin", version)
-    return candidate if os.path.exists(candidate) else os.path.realpath(sys.executable)
-
-
-def _world_executable(path: str) -> bool:
-    """Can any uid run this? (every parent directory searchable by others, the file executable)."""
-    path = os.path.realpath(path)
-    try:
-        if not os.stat(path).st_mode & stat.S_IXOTH:
-            return False
-        parent = os.path.dirname(path)
-        while parent != "/":
-            if not os.stat(parent).st_mode & stat.S_IXOTH:
-                return False
-            parent = os.path.dirname(parent)
-    except OSError:
-        return False
-    return True
-
-
-def _python_for_uid() -> str:
-    """Without a chroot view an own uid cannot enter a private prefix (pyenv under /root): use a system one."""
-    own = sandbox_python()
-    if _world_executable(own):
-        return own
-    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
-        if _world_executable(candidate):
-            return candidate
-    return own
-
-
-def _system_view(root: str, workspace: str, tmp_bytes: int, *, prefix: bool = True) -> dict:
-    """The chroot view (mountns.build's spec): computed before any fork, so the child only mounts.
-    `prefix`: bind the caller's Python prefix (not when the view is built as a uid that cannot enter it)."""
-    view: dict = {"root": root, "workspace": workspace, "dirs": [], "symlinks": [], "binds": [], "devices": [],
-                  "tmp_opts": f"size={tmp_bytes},mode=1777"}
-    made: set[str] = set()
-
-    def mkdirs(path: str) -> None:
-        parts = [p for p in path.split("/") if p]
-        for i in range(1, len(parts) + 1):
-            sub = "/" + "/".join(parts[:i])
-            if sub not in made:
-                made.add(sub)
-                view["dirs"].append(root + sub)
-
-    def ro_flags(src: str) -> int:
-        # Read-only, nosuid and nodev (a setuid binary gives no one root inside); a remount inside a user
-        # namespace must also keep a locked noexec.
-        f = os.statvfs(src).f_flag
-        return mountns.MS_RDONLY | mountns.MS_NOSUID | mountns.MS_NODEV | (f & mountns.MS_NOEXEC)
-
-    for top in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt"):
-        src = "/" + top
-        if os.path.islink(src):
-            view["symlinks"].append([root + src, os.readlink(src)])
-        elif os.path.isdir(src):
-            mkdirs(src)
-            view["binds"].append([src, root + src, ro_flags(src)])
-    own_prefix = _python_prefix()
-    if prefix and not any(own_prefix == p or own_prefix.startswith(p + "/") for p in ("/usr", "/opt")):
-        mkdirs(own_prefix)
-        view["binds"].append([own_prefix, root + own_prefix, ro_flags(own_prefix)])
-    mkdirs("/dev")
-    for dev in ("null", "zero", "random", "urandom"):
-        if os.path.exists(f"/dev/{dev}"):
-            view["devices"].append([f"/dev/{dev}", root + f"/dev/{dev}"])
-    mkdirs("/tmp")
-    mkdirs(WORKSPACE_INSIDE)
-    return view
-
-
-def _unused_uid() -> int:
-    # A uid no account uses: RLIMIT_NPROC then counts only this sandbox's processes, and its files
-    # are unreadable to other sandboxes. No /etc/passwd entry is needed for a bare uid.
-    return 200_000 + secrets.randbelow(1_000_000)
+def _probe_box(mode: str | None, pid_namespace: bool) -> "Sandbox":
+    """The sandbox isolation.py tries a command in."""
+    return Sandbox(Limits(timeout_s=5), isolation=mode, pid_namespace=pid_namespace)
 
 
 class Sandbox:
@@ -272,17 +131,17 @@ class Sandbox:
         # file permissions, so only an own uid makes those limits real. In userns mode that uid builds the
         # namespaces itself (mountns.setup), so it must be able to pass through to its workspace.
         self.own_uid = os.geteuid() == 0
-        self.uid = _unused_uid() if self.own_uid else os.getuid()
+        self.uid = unused_uid() if self.own_uid else os.getuid()
         self.gid = self.uid if self.own_uid else os.getgid()
         self.workspace_fs = "directory"
         self._group: Group | None = None
         self._ns_fds: tuple[int, int] | None = None  # (net, mnt) of this episode, in full mode
-        _sweep_stale_once()
+        leftovers.sweep_stale_once()
         # The creator's pid in the name: a workspace mount left by a process that died without close()
-        # is found and removed by the next process that makes a sandbox (_sweep_stale).
-        self._dir = Path(tempfile.mkdtemp(prefix=f"lachesis-sbx-{os.getpid()}-"))
+        # is found and removed by the next process that makes a sandbox (leftovers.sweep_stale).
+        self._dir = Path(tempfile.mkdtemp(prefix=leftovers.dir_prefix()))
         self._closed = False  # from here on close() undoes what exists
-        _LIVE.add(self)
+        leftovers.track(self)
         os.chmod(self._dir, 0o711 if self.own_uid and self.isolation != "full" else 0o700)
         self.workspace = self._dir / "workspace"
         self.workspace.mkdir(mode=0o700)
@@ -297,12 +156,12 @@ class Sandbox:
         userns_uid = self.own_uid and self.isolation == "userns"  # the view is built as the unused uid
         if self.isolation in ("full", "userns"):
             self._root.mkdir(mode=0o755)
-            self._view = _system_view(str(self._root), str(self.workspace), self.limits.tmp_bytes,
-                                      prefix=not userns_uid or _world_executable(sandbox_python()))
+            self._view = system_view(str(self._root), str(self.workspace), self.limits.tmp_bytes,
+                                      prefix=not userns_uid or world_executable(sandbox_python()))
         self.path_inside = WORKSPACE_INSIDE if self._view else str(self.workspace)
         # The interpreter checkers and tests run with (the chroot view holds the caller's own prefix).
         own_view = self._view is not None and not userns_uid
-        self.python = sandbox_python() if own_view or not self.own_uid else _python_for_uid()
+        self.python = sandbox_python() if own_view or not self.own_uid else python_for_uid()
         # One cgroup for all of the sandbox's processes (a memory cap), where this process may make one;
         # every command joins it before dropping its privileges.
         self._group = Group(self.limits.total_memory_bytes) if self.own_uid else None
@@ -318,7 +177,7 @@ class Sandbox:
         }
         self.env = {**base_env, **(env or {})}
         # Without an own uid RLIMIT_NPROC counts every process of the caller: allow what runs already.
-        self._nproc = self.limits.processes + (0 if self.own_uid else _count_processes(os.getuid()))
+        self._nproc = self.limits.processes + (0 if self.own_uid else count_processes(os.getuid()))
 
     def _mount_workspace(self) -> str:
         """"tmpfs" when the workspace could be made a size- and inode-limited tmpfs, else "directory"."""
@@ -428,12 +287,12 @@ class Sandbox:
             pass_fds=ns or (),
         )
         if data is not None:
-            _send_input(proc.stdin, data)
+            send_input(proc.stdin, data)
         fd = os.dup(proc.stdout.fileno())
         proc.stdout.close()
         if req["contain"]:  # the waiter must live on to reap: kill what it waits for, it kills the rest
-            return fd, proc.poll, proc.wait, lambda: _kill_children_of(proc.pid)
-        return fd, proc.poll, proc.wait, lambda: _killpg(proc.pid)
+            return fd, proc.poll, proc.wait, lambda: kill_children_of(proc.pid)
+        return fd, proc.poll, proc.wait, lambda: killpg(proc.pid)
 
     def _start_spawned(self, spawner: Spawner, argv: list[str], data: bytes | None, env: dict[str, str]):
         out_r, out_w = os.pipe()
@@ -458,13 +317,13 @@ class Sandbox:
             if in_r is not None:
                 os.close(in_r)
         if in_w is not None:
-            _send_input(open(in_w, "wb", buffering=0), data)
+            send_input(open(in_w, "wb", buffering=0), data)
 
         def wait() -> int:
             code = child.wait(10)  # the command is dead or killed by now; this only bounds a wedged helper
             return 127 if code is None else code
 
-        return out_r, child.poll, wait, lambda: _killpg(child.pid)
+        return out_r, child.poll, wait, lambda: killpg(child.pid)
 
     def _collect(self, fd: int, poll, kill, deadline: float, keep: int) -> tuple[bytes, bool, str, bool]:
         limits = self.limits
@@ -570,7 +429,7 @@ class Sandbox:
                                  stderr=subprocess.DEVNULL, cwd=self._dir, env={},
                                  preexec_fn=lambda: (os.setsid(), mountns.setup(req)))
         try:  # Popen returns once the preexec function has run: the namespaces exist
-            return _open_ns(maker.pid)
+            return open_ns(maker.pid)
         finally:
             maker.stdin.close()
             maker.wait()
@@ -589,7 +448,7 @@ class Sandbox:
             if not ready or os.read(out_r, 1) != b"R":
                 raise OSError("sandbox namespaces could not be built: " + os.read(out_r, 500).decode(errors="replace")
                               if ready else "sandbox namespaces: no answer")
-            fds = _open_ns(child.pid)
+            fds = open_ns(child.pid)
             if os.fstat(fds[0]).st_ino == os.stat("/proc/self/ns/net").st_ino:
                 raise OSError("sandbox namespaces: the maker is still in the caller's network namespace")
             return fds
@@ -643,237 +502,9 @@ class Sandbox:
             pass
 
 
-def _killpg(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _kill_children_of(waiter: int) -> None:
-    """SIGKILL the children of a command's waiter (the command, and the orphans it inherited); the waiter
-    then kills what they leave to it and exits. Each is checked to be the waiter's child right before."""
-    try:
-        with open(f"/proc/{waiter}/task/{waiter}/children") as f:
-            kids = [int(x) for x in f.read().split()]
-    except OSError:
-        kids = []
-    for kid in kids:
-        try:
-            with open(f"/proc/{kid}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[1]) == waiter:
-                    os.kill(kid, signal.SIGKILL)
-        except (OSError, IndexError, ValueError):
-            continue
-
-
-def _open_ns(pid: int) -> tuple[int, int]:
-    net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    mnt = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-    return net, mnt
-
-
-def _send_input(pipe, data: bytes) -> None:
-    if len(data) <= 60000:  # fits in the pipe buffer: no writer thread needed
-        _feed(pipe, data)
-    else:  # a thread, so a command that never reads its input cannot block us past the timeout
-        threading.Thread(target=_feed, args=(pipe, data), daemon=True).start()
-
-
-def _feed(pipe, data: bytes) -> None:
-    try:
-        pipe.write(data)
-    except (BrokenPipeError, OSError, ValueError):
-        pass
-    finally:
-        try:
-            pipe.close()
-        except OSError:
-            pass
-
-
-def _count_processes(uid: int) -> int:
-    try:
-        return sum(1 for p in os.listdir("/proc") if p.isdigit() and os.stat(f"/proc/{p}").st_uid == uid)
-    except OSError:
-        return 256
-
-
 def safe_relpath(rel: str) -> str:
     """A workspace-relative path, refused if it is absolute or climbs out with '..'."""
     norm = os.path.normpath(rel)
     if os.path.isabs(rel) or norm == ".." or norm.startswith("../") or norm in ("", "."):
         raise ValueError(f"path must stay inside the workspace: {rel!r}")
     return norm
-
-
-# ---------------------------------------------------------------- leftovers
-
-_LIVE: "weakref.WeakSet[Sandbox]" = weakref.WeakSet()
-
-
-@atexit.register
-def _close_live() -> None:
-    """At interpreter exit close what is still open (a workspace mount outlives its process otherwise)."""
-    for box in list(_LIVE):
-        try:
-            box.close()
-        except OSError:
-            pass
-
-
-_SWEPT = False
-
-
-def _sweep_stale_once() -> None:
-    global _SWEPT
-    if not _SWEPT:
-        _SWEPT = True
-        _sweep_stale()
-
-
-def _sweep_stale() -> None:
-    """Unmount and delete the workspaces, and remove the cgroups, of sandboxes whose process died without
-    closing them (kill -9)."""
-    sweep_stale(_alive)
-    pattern = re.compile(re.escape(tempfile.gettempdir()) + r"/lachesis-sbx-(\d+)-[^/]+/workspace")
-    try:
-        with open("/proc/self/mountinfo") as f:
-            points = [line.split()[4] for line in f]
-    except OSError:
-        return
-    for point in points:
-        m = pattern.fullmatch(point)
-        if m is None or int(m.group(1)) == os.getpid() or _alive(int(m.group(1))):
-            continue
-        try:
-            mountns.umount(point)
-        except OSError:
-            continue
-        remove_tree(os.path.dirname(point))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-# ---------------------------------------------------------------- trees of any depth
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _walk(path: str, on_dir, on_entry) -> None:
-    """Visit a directory tree of any depth without recursion and without a path longer than PATH_MAX (a
-    3000-deep tree made the recursive rmtree raise RecursionError): one directory fd open at a time, the
-    names of the directories above on a stack, '..' to climb back. on_entry(dir_fd, entry) is called for
-    every entry; on_dir(dir_fd, name) after the directory `name` (below dir_fd) has been visited; either
-    returns True to stop."""
-    try:
-        fd = os.open(path, _DIR_FLAGS)
-    except OSError:
-        return
-    stack: list[tuple[str, list[str]]] = []
-    try:
-        pending = _scan(fd, on_entry)
-        while pending is not None:
-            if pending:
-                name = pending.pop()
-                try:
-                    child = _open_dir(name, fd)
-                except OSError:
-                    continue
-                stack.append((name, pending))
-                os.close(fd)
-                fd = child
-                pending = _scan(fd, on_entry)
-                continue
-            if not stack:
-                break
-            name, pending = stack.pop()
-            parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = parent
-            if on_dir(fd, name):
-                break
-    finally:
-        os.close(fd)
-
-
-def _open_dir(name: str, fd: int) -> int:
-    try:
-        return os.open(name, _DIR_FLAGS, dir_fd=fd)
-    except PermissionError:  # a directory the agent made unreadable (it is its own, or we are root)
-        os.chmod(name, 0o700, dir_fd=fd)
-        return os.open(name, _DIR_FLAGS, dir_fd=fd)
-
-
-def _scan(fd: int, on_entry) -> list[str] | None:
-    """The subdirectories of an open directory, after on_entry saw every entry (None: stop)."""
-    subdirs = []
-    with os.scandir(fd) as entries:
-        for e in entries:
-            if on_entry(fd, e):
-                return None
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    subdirs.append(e.name)
-            except OSError:
-                continue
-    return subdirs
-
-
-def tree_usage(path: str, max_bytes: int, max_entries: int) -> tuple[int, int]:
-    """Bytes (allocated blocks) and entries below `path`; stops counting once past either limit."""
-    used = [0, 0]
-
-    def on_entry(fd: int, e: os.DirEntry) -> bool:
-        try:
-            used[0] += e.stat(follow_symlinks=False).st_blocks * 512
-        except OSError:
-            pass
-        used[1] += 1
-        return used[0] > max_bytes or used[1] > max_entries
-
-    _walk(path, lambda fd, name: False, on_entry)
-    return used[0], used[1]
-
-
-def _writable_retry(fd: int, op) -> None:
-    """Run op(); if the directory (fd) was made read-only, make it writable and try once more."""
-    try:
-        op()
-    except PermissionError:
-        try:
-            os.chmod(fd, 0o700)
-            op()
-        except OSError:
-            pass
-    except OSError:
-        pass
-
-
-def remove_tree(path: str) -> None:
-    """Delete a directory tree of any depth (nothing of the agent's runs any more)."""
-    if not os.path.lexists(path):
-        return
-
-    def on_entry(fd: int, e: os.DirEntry) -> bool:
-        if not e.is_dir(follow_symlinks=False):
-            _writable_retry(fd, lambda: os.unlink(e.name, dir_fd=fd))
-        return False
-
-    def on_dir(fd: int, name: str) -> bool:
-        _writable_retry(fd, lambda: os.rmdir(name, dir_fd=fd))
-        return False
-
-    _walk(path, on_dir, on_entry)
-    try:
-        os.rmdir(path)
-    except OSError:
-        pass

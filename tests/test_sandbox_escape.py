@@ -227,7 +227,7 @@ def test_every_namespace_mode_contains_the_basics(mode, spawner, tmp_path, monke
 
 def test_a_killed_spawn_helper_is_replaced(box):
     from envs.spawner import get_spawner
-    from envs.sandbox import sandbox_python
+    from envs.system_view import sandbox_python
 
     helper = get_spawner(sandbox_python())
     if helper is None:

@@ -15,8 +15,10 @@ import time
 import pytest
 
 import envs
-from envs.sandbox import Limits, Sandbox, _sweep_stale, isolation_mode, remove_tree, tree_usage
+from envs.leftovers import sweep_stale
+from envs.sandbox import Limits, Sandbox, isolation_mode
 from envs.toolcalls import format_tool_call
+from envs.tree_walk import remove_tree, tree_usage
 
 pytestmark = pytest.mark.attack
 SMALL = Limits(timeout_s=5.0, cpu_s=5, processes=48, file_size_bytes=8 << 20, workspace_bytes=16 << 20,
@@ -191,6 +193,6 @@ def test_a_workspace_left_by_a_killed_process_is_swept():
         pytest.skip("the workspace is not a tmpfs here: nothing is mounted to leak")
     assert os.path.ismount(os.path.join(where, "workspace"))  # kill -9: no close(), no atexit
     assert all(os.path.isdir(g) for g in groups)
-    _sweep_stale()
+    sweep_stale()
     assert not os.path.exists(where)
     assert not any(os.path.exists(g) for g in groups)
