@@ -162,7 +162,7 @@ class ServeConfig:
 
 
 @dataclass
-class WatchConfig:
+class FolderWatchConfig:
     """`lake watch`: a Hermes skills folder and an inbox of trajectory files, mirrored into the lake."""
 
     skills: Optional[Path] = field(default=None, metadata={"help": "Hermes skills folder to mirror into the lake."})

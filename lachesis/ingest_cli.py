@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from ingest.config import HttpLimits, ImportConfig, ServeConfig, WatchConfig
+from ingest.config import FolderWatchConfig, HttpLimits, ImportConfig, ServeConfig
 from lachesis.console import JsonOption, LakeOption, fail, literal, new_console, option, print_json
 
 
@@ -77,17 +77,17 @@ def serve(
 
 
 def watch(
-    skills: Optional[Path] = option(WatchConfig, "skills", "--skills"),
-    inbox: Optional[Path] = option(WatchConfig, "inbox", "--inbox"),
-    hermes_dir: Optional[Path] = option(WatchConfig, "hermes_dir", "--hermes-dir"),
+    skills: Optional[Path] = option(FolderWatchConfig, "skills", "--skills"),
+    inbox: Optional[Path] = option(FolderWatchConfig, "inbox", "--inbox"),
+    hermes_dir: Optional[Path] = option(FolderWatchConfig, "hermes_dir", "--hermes-dir"),
     lake: Optional[Path] = LakeOption,
-    settle: float = option(WatchConfig, "settle", "--settle"),
+    settle: float = option(FolderWatchConfig, "settle", "--settle"),
     once: bool = typer.Option(False, "--once", help="Reconcile once, print what changed and exit (no watching)."),
     json: bool = JsonOption,
-    interval: float = option(WatchConfig, "interval", "--interval"),
-    max_file_mb: float = option(WatchConfig, "max_file_mb", "--max-file-mb"),
-    max_inflate_ratio: float = option(WatchConfig, "max_inflate_ratio", "--max-inflate-ratio"),
-    compact_interval: float = option(WatchConfig, "compact_interval", "--compact-interval"),
+    interval: float = option(FolderWatchConfig, "interval", "--interval"),
+    max_file_mb: float = option(FolderWatchConfig, "max_file_mb", "--max-file-mb"),
+    max_inflate_ratio: float = option(FolderWatchConfig, "max_inflate_ratio", "--max-inflate-ratio"),
+    compact_interval: float = option(FolderWatchConfig, "compact_interval", "--compact-interval"),
 ) -> None:
     """Watch a skills folder (SKILL.md, .usage.json) and an inbox of trajectory files."""
     import contextlib
@@ -97,7 +97,7 @@ def watch(
     from ingest.watch import Watcher
     from lake import CompactThresholds, Lake
 
-    cfg = _config(WatchConfig, skills=skills, inbox=inbox, hermes_dir=hermes_dir, settle=0 if once else settle,
+    cfg = _config(FolderWatchConfig, skills=skills, inbox=inbox, hermes_dir=hermes_dir, settle=0 if once else settle,
                   interval=interval,
                   max_file_mb=max_file_mb, max_inflate_ratio=max_inflate_ratio, compact_interval=compact_interval)
     console = new_console(stderr=True)

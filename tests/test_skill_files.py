@@ -163,4 +163,4 @@ def test_latest_version_is_the_same_for_server_watcher_and_view(tmp_path, folder
         assert snap.arrow("SELECT body FROM skills_current WHERE name = 'deploy'").to_pylist() == [{"body": "new"}]
     assert IngestState.load(lk, ServeConfig()).skill_hash["deploy"] == "new"
     w = Watcher(lk, skills_dir=folder, settle=0.0)
-    assert w.skills["deploy"]["sha256"] == "new"
+    assert w.mirror.skills["deploy"]["sha256"] == "new"

@@ -16,7 +16,8 @@ import pytest
 
 from ingest.errors import BadInput
 from ingest.safe_files import Refused, open_file, read_file
-from ingest.watch import Backoff, Watcher
+from ingest.settling import Backoff
+from ingest.watch import Watcher
 from lake import Lake
 from tests.ingest_helpers import WatchProcess
 

@@ -7,7 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from ingest.watch import Watcher, is_hermes_file
+from ingest.inbox import is_hermes_file
+from ingest.watch import Watcher
 from lachesis.cli import app
 from lake import Lake
 
