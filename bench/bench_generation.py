@@ -2,7 +2,7 @@
 in the same run, in CPU-seconds (this process and its sandboxed commands: the machine is shared, so wall time says
 little).
 
-- plain (the path before trainers/generation.py): transformers' `model.generate` over the whole conversation at
+- plain (the path before trainers/generation/generate.py): transformers' `model.generate` over the whole conversation at
   every turn (generation.reference_generate), float32, the LoRA adapter unmerged; the GRPO update on whole
   sequences in float32, no importance weights.
 - levers: the exact savings alone (the prompts' shared system/tools prefix once, each episode's KV cache kept across
@@ -51,9 +51,9 @@ class Bench:
     def __init__(self, args):
         import torch
 
-        from trainers.config import device
-        from trainers.generation import bf16_supported
-        from trainers.policy import build_policy, resolve_spec, tokenizer_for
+        from trainers.runtime.device import device
+        from trainers.generation.generate import bf16_supported
+        from trainers.modeling.policy import build_policy, resolve_spec, tokenizer_for
 
         self.args = args
         self.dev = device("cpu")
@@ -70,7 +70,7 @@ class Bench:
     # ------------------------------------------------------------------------------------- generation callables
     def generator(self, path: str, model, temperature: float):
         """(play's generate(prompts, episodes), forget) of a path."""
-        from trainers.generation import Generation, Sampling, Turns, reference_generate
+        from trainers.generation.generate import Generation, Sampling, Turns, reference_generate
 
         n = self.args.tokens
         if path == "plain":
@@ -96,7 +96,7 @@ class Bench:
         return with_a_call, forget
 
     def gen_model(self, path: str, policy):
-        from trainers.generation import rollout_model
+        from trainers.generation.generate import rollout_model
 
         return rollout_model(policy, path == "new" and self.bf16)
 
@@ -104,7 +104,8 @@ class Bench:
     def hermes_eval(self, path: str, policy) -> dict:
         import envs
 
-        from trainers.evaluate import EvalSettings, Episode, play
+        from trainers.eval.evaluate import EvalSettings
+        from trainers.generation.episodes import Episode, play
 
         a = self.args
         s = EvalSettings(task=ENV, max_new_tokens=a.tokens, max_turns=a.turns, batch_size=64, record_in_lake=False,
@@ -116,7 +117,7 @@ class Bench:
         eps = [Episode(envs.make(ENV, max_steps=a.turns, split="test"), t.task_id, s.seed + i, self.tok)
                for i, t in enumerate(tasks)]
         try:
-            gen_s = play(eps, gen, self.tok, s, forget=forget)
+            gen_s = play(eps, gen, self.tok, s.batch_size, s.max_context, forget=forget)
         finally:
             for e in eps:
                 e.env.close()
@@ -127,11 +128,11 @@ class Bench:
 
     # ------------------------------------------------------------------------------------- online RL step
     def online(self, path: str) -> dict:
-        from trainers.evaluate import load_eval_tasks
-        from trainers.grpo import policy_update
-        from trainers.online import TaskStream, play_groups
-        from trainers.project_config import ProjectConfig
-        from trainers.rl_config import OnlineConfig
+        from trainers.eval.evaluate import load_eval_tasks
+        from trainers.rl.grpo import policy_update
+        from trainers.rl.online import TaskStream, play_groups
+        from trainers.rl.project_config import ProjectConfig
+        from trainers.rl.config import OnlineConfig
 
         a, torch = self.args, self.torch
         hp = replace(ProjectConfig(), batch_size=a.batch, group_size=a.group, max_turns=a.turns,
@@ -190,7 +191,7 @@ def main():
     args = ap.parse_args()
     if args.quick:
         args.tasks, args.steps = min(args.tasks, 16), 1
-    from trainers.config import set_threads, setup_env
+    from trainers.runtime.device import set_threads, setup_env
 
     setup_env()
     set_threads(args.threads)

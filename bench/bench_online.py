@@ -3,9 +3,9 @@
 Both train the same model (the cached tiny Llama unless --model / --init) on the first --tasks train tasks of
 bash_exec_env, --batch tasks x --group rollouts per step, for --steps steps, at the same learning rate, full
 fine-tuning, sampling at temperature 1:
-- ours: trainers.online (multi-turn episodes that end when the environment says so or at --turns turns, one
+- ours: trainers.rl.online (multi-turn episodes that end when the environment says so or at --turns turns, one
   batched `generate` per turn for every live episode, every rollout written to a fresh lake);
-- TRL: GRPOTrainer with environment_factory=trainers.trl_env.environment_factory("bash_exec_env") (the same
+- TRL: GRPOTrainer with environment_factory=trainers.rl.trl_env.environment_factory("bash_exec_env") (the same
   environment as tools; TRL ends an episode when the model stops calling tools, at most --turns tool-calling
   iterations, and caps the whole episode at max_completion_length = --tokens x --turns), plain transformers
   generation, no vLLM, no lake.
@@ -44,8 +44,8 @@ def load() -> float:
 
 def ours(args, work: Path) -> dict:
     from lake import Lake
-    from trainers.online import run_online
-    from trainers.rl_config import OnlineConfig
+    from trainers.rl.online import run_online
+    from trainers.rl.config import OnlineConfig
 
     cfg_file = _project_file(args, work)
     Lake.init(work / "lake")
@@ -87,11 +87,11 @@ def trl(args, work: Path) -> dict:
     import torch
     from trl import GRPOConfig, GRPOTrainer
 
-    from trainers.config import cpu_defaults
-    from trainers.models import load_tokenizer
-    from trainers.policy import resolve_spec
-    from trainers.project_config import load_config, reward_weights
-    from trainers.trl_env import environment_factory, grpo_dataset, hermes_tool_parser
+    from trainers.runtime.device import cpu_defaults
+    from trainers.modeling.models import load_tokenizer
+    from trainers.modeling.policy import resolve_spec
+    from trainers.rl.project_config import load_config, reward_weights
+    from trainers.rl.trl_env import environment_factory, grpo_dataset, hermes_tool_parser
 
     spec = resolve_spec(args.model, args.init, 16, 32)
     tasks = work / "tasks.jsonl"
@@ -135,7 +135,7 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--json-out", help="also write the results with date, machine and load here")
     args = ap.parse_args()
-    from trainers.config import set_threads, setup_env
+    from trainers.runtime.device import set_threads, setup_env
 
     setup_env()
     set_threads(args.threads)

@@ -45,7 +45,7 @@ from ingest_helpers import free_port  # noqa: E402
 def requests_of(n: int, env: str = "bash_exec_env") -> list[dict]:
     """n hermes_eval-style chats: the environment's first observation of n held-out tasks, with its tools."""
     import envs
-    from trainers.chat import normalize_tools
+    from trainers.modeling.chat import normalize_tools
 
     out = []
     for i, task in enumerate(envs.load_tasks(env, "test")[:n]):
@@ -95,8 +95,8 @@ def concurrency(a, work: Path, reqs: list[dict]) -> dict:
     """All requests at once to the server vs one at a time through model.generate."""
     import torch
 
-    from trainers.chat import prompt_ids
-    from trainers.models import load_model, load_tokenizer, resolve_model
+    from trainers.modeling.chat import prompt_ids
+    from trainers.modeling.models import load_model, load_tokenizer, resolve_model
 
     server = ModelServer("--model", a.model, "--lake", str(work / "lake-concurrency"), "--max-batch",
                          str(a.clients), "--batch-window-ms", "50", log=work / "serve-concurrency.log")

@@ -27,12 +27,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def conversations(args):
-    from trainers.data import conversations as to_convs, load_rows
+    from trainers.sft.data import conversations as to_convs, load_rows
 
     if args.data:
         rows, _, src = load_rows(args.data)
     else:
-        from trainers.rollouts import conversations_of, policy_rows
+        from trainers.generation.rollouts import conversations_of, policy_rows
 
         rows = conversations_of(policy_rows("bash_exec_env", "train", args.examples, policy="expert", seed=0))
         src = "bash_exec_env expert rollouts (train split)"
@@ -43,9 +43,10 @@ def conversations(args):
 def ours(model_path, convs, src, args, share_prefix=True):
     import torch
 
-    from trainers.models import load_model, load_tokenizer
-    from trainers.config import SFTConfig
-    from trainers.sft import encode_all, prepare_model, train_loop
+    from trainers.modeling.models import load_model, load_tokenizer
+    from trainers.sft.config import SFTConfig
+    from trainers.modeling.batches import encode_all
+    from trainers.sft.loop import prepare_model, train_loop
 
     tok = load_tokenizer(model_path, "chatml" if args.template == "chatml" else None)
     t = time.perf_counter()
@@ -69,7 +70,7 @@ def trl_plain(model_path, convs, args):
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
-    from trainers.chat import CHATML_TEMPLATE, TINY_TEMPLATE
+    from trainers.modeling.chat import CHATML_TEMPLATE, TINY_TEMPLATE
 
     tok = AutoTokenizer.from_pretrained(model_path)
     tok.chat_template = CHATML_TEMPLATE if args.template == "chatml" else TINY_TEMPLATE
@@ -116,7 +117,7 @@ def main():
     import torch
 
     torch.set_num_threads(args.threads)
-    from trainers.models import tiny_model_path
+    from trainers.modeling.models import tiny_model_path
 
     model_path = str(tiny_model_path())
     convs, src = conversations(args)

@@ -7,7 +7,7 @@ path, KV cache); baseline = plain transformers `model.generate` one prompt at a 
 each prompt produced (up to and including <|im_end|>), the same work for both; the outputs are compared. The
 batched prompt pass (one new token) is timed too: with ~230-token prompts it dominates on a CPU, so decode
 tokens/s is reported beside the end-to-end figure.
-SFT: rl_finetune_supervised's training loop (trainers.sft.train_loop: assistant-only labels, shared-prefix batches)
+SFT: rl_finetune_supervised's training loop (trainers.sft.loop.train_loop: assistant-only labels, shared-prefix batches)
 against a plain TRL SFTTrainer (assistant_only_loss, same LoRA, lr, batch and conversations: expert rollouts of
 bash_exec_env's train split), both on smollm2 with our ChatML template; bench/bench_sft.py's two sides, reused.
 LoRA step: one forward + backward + AdamW step at batch 8 x 128 tokens (r=16, alpha=32, all-linear: the trainers'
@@ -34,7 +34,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def prompts(tok, n: int) -> list[list[int]]:
     """hermes_eval's own first prompts of the first n bash_exec_env test tasks (system prompt, tools, instruction)."""
     import envs
-    from trainers.evaluate import Episode
+    from trainers.generation.episodes import Episode
 
     out = []
     for i, task in enumerate(envs.load_tasks("bash_exec_env", "test")[:n]):
@@ -47,8 +47,8 @@ def prompts(tok, n: int) -> list[list[int]]:
 def generation(path: str, args) -> dict:
     import torch
 
-    from trainers.generation import Sampling, generate
-    from trainers.models import load_model, load_tokenizer
+    from trainers.generation.generate import Sampling, generate
+    from trainers.modeling.models import load_model, load_tokenizer
 
     def generate_batch(model, tok, prompts, n):
         return [g.token_ids for g in generate(model, tok, prompts, Sampling(max_new_tokens=n))]
@@ -107,7 +107,7 @@ def lora_step(path: str, args) -> dict:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from trainers.models import load_model, load_tokenizer
+    from trainers.modeling.models import load_model, load_tokenizer
 
     tok = load_tokenizer(path)
     torch.manual_seed(0)
@@ -145,9 +145,9 @@ def main() -> None:
     args = ap.parse_args()
     skip = {x.strip() for x in args.skip.split(",") if x.strip()}
 
-    from trainers.config import set_threads
-    from trainers.models import tiny_model_path
-    from trainers.pretrained import smollm2_path
+    from trainers.runtime.device import set_threads
+    from trainers.modeling.models import tiny_model_path
+    from trainers.modeling.pretrained import smollm2_path
 
     set_threads(args.threads)
     t = time.perf_counter()

@@ -53,7 +53,7 @@ def first_command(reply: str) -> str:
 def probe(model, tok, env_name: str, split: str, limit: int, max_new_tokens: int) -> list[dict]:
     """The split's first `limit` tasks (built-in tasks cycle through the split's families, so every family is asked
     about equally often, as hermes_eval --limit evaluates), asked in one batch, each answer run in its task's sandbox."""
-    from trainers.generation import Sampling, generate
+    from trainers.generation.generate import Sampling, generate
 
     env = envs.make(env_name, split=split)
     suite = env.unwrapped.suite
@@ -106,7 +106,7 @@ def main() -> None:
         a.model, a.limit, a.max_new_tokens = "tiny", 2, 16
     import torch
 
-    from trainers.models import load_model, load_tokenizer, resolve_model
+    from trainers.modeling.models import load_model, load_tokenizer, resolve_model
 
     torch.set_num_threads(a.threads)
     path = resolve_model(a.model)

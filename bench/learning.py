@@ -331,8 +331,8 @@ class Scorer:
     def __init__(self, model: str, threads: int):
         import torch
 
-        from trainers.config import set_threads
-        from trainers.models import load_tokenizer, resolve_model
+        from trainers.runtime.device import set_threads
+        from trainers.modeling.models import load_tokenizer, resolve_model
 
         set_threads(threads)  # it runs after every command has finished: the cores are its own
         self.torch = torch
@@ -340,13 +340,14 @@ class Scorer:
         self.tok = load_tokenizer(self.base)
 
     def load(self, run: str | None):
-        from trainers.models import load_model
+        from trainers.modeling.models import load_model
 
         return load_model(self.base, adapter=run, device=self.torch.device("cpu")).eval()
 
     def loss(self, model, convs: list[dict]) -> float:
         """Token-weighted mean cross-entropy on the assistant tokens (what training minimises)."""
-        from trainers.sft import IGNORE, causal_lm_loss, encode_conversation
+        from trainers.modeling.forward import IGNORE, causal_lm_loss
+        from trainers.modeling.batches import encode_conversation
 
         total, n = 0.0, 0
         with self.torch.no_grad():
@@ -360,7 +361,7 @@ class Scorer:
         return total / n
 
     def answers(self, model, prompts: list[list[dict]], max_new_tokens: int = 96) -> list[str]:
-        from trainers.generation import Sampling, generate
+        from trainers.generation.generate import Sampling, generate
 
         out = []
         for i in range(0, len(prompts), 16):
@@ -372,7 +373,7 @@ class Scorer:
 
 
 def heldout_chats(lake: Path, env: str, work: Path) -> list[dict]:
-    from trainers.data import conversations, load_rows
+    from trainers.sft.data import conversations, load_rows
 
     shutil.rmtree(work, ignore_errors=True)  # a resumed run exports again
     rows, _, src = load_rows("sft", str(lake), work)

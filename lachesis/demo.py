@@ -26,9 +26,10 @@ from pathlib import Path
 import typer
 
 from lachesis.console import config_command, fail, literal, new_console, print_json, run, table
-from trainers.config import at_least, check_device, helped, setup_env
-from trainers.errors import TrainerInputError
-from trainers.models import TINY_NAMES
+from trainers.runtime.options import at_least, helped
+from trainers.runtime.device import check_device, setup_env
+from trainers.runtime.errors import TrainerInputError
+from trainers.modeling.models import TINY_NAMES
 
 ENV = "bash_exec_env"
 # The defaults per kind of model. The tiny model trains from scratch: many cheap full fine-tuning steps on many
@@ -111,7 +112,7 @@ def _skills_into_lake(lake, work: Path) -> int:
 def _dataset_envs(ds_dir: Path, console) -> list[str]:
     """The registered environments the exported dataset holds trajectories of: what the demo evaluates."""
     import envs
-    from trainers.data import load_rows
+    from trainers.sft.data import load_rows
 
     rows, _, _ = load_rows(str(ds_dir))
     found = sorted({r["env"] for r in rows if r.get("env")})
@@ -127,12 +128,12 @@ def _dataset_envs(ds_dir: Path, console) -> list[str]:
 def run_demo(cfg: DemoConfig, console) -> dict:
     """The five steps; writes demo_result.json and the plots into the work folder and returns the result."""
     from lake import Lake, LakeError, resolve_root
-    from trainers.config import SFTConfig
-    from trainers.evaluate import EvalSettings, run_eval
-    from trainers.models import model_label, resolve_model
-    from trainers.plots import write_eval_plot
-    from trainers.rollouts import policy_rows
-    from trainers.sft import run_sft
+    from trainers.sft.config import SFTConfig
+    from trainers.eval.evaluate import EvalSettings, run_eval
+    from trainers.modeling.models import model_label, resolve_model
+    from trainers.runtime.plots import write_eval_plot
+    from trainers.generation.rollouts import policy_rows
+    from trainers.sft.sft import run_sft
     from views.export import export_view
 
     t_start = time.perf_counter()

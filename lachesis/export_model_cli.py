@@ -1,4 +1,4 @@
-"""`lake export-model RUN --output DIR`: a run's weights as a full Hugging Face model folder (trainers/export_model.py).
+"""`lake export-model RUN --output DIR`: a run's weights as a full Hugging Face model folder (trainers/export/merged.py).
 
 Options are fields of ExportModelConfig (default and help from there); a bad value or run is one line, exit 2.
 """
@@ -7,15 +7,15 @@ from __future__ import annotations
 import typer
 
 from lachesis.console import config_command, fail, new_console, print_json
-from trainers.errors import TrainerInputError
-from trainers.export_model import ExportModelConfig
+from trainers.runtime.errors import TrainerInputError
+from trainers.export.merged import ExportModelConfig
 
 EXPORT_OPTIONS = [("run",), ("output", "--output", "-o"), ("format", "--format"), ("model", "--model"),
                   ("step", "--step"), ("dtype", "--dtype")]
 
 
 def _export(values: dict, as_json: bool, quiet: bool) -> None:
-    from trainers.export_model import export_model
+    from trainers.export.merged import export_model
 
     try:
         info = export_model(ExportModelConfig(**values), new_console(stderr=True, quiet=quiet or as_json))

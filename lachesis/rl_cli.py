@@ -3,7 +3,7 @@
 `rl_edit_config KEY VALUE` sets one key of the project file lachesis.toml (found from the working
 directory upward, else created here; --config PATH) and prints `KEY: old -> new (path)`;
 `rl_edit_config --list [--json]` shows every key with its type, default, current value and help. The keys,
-their types and ranges are trainers.project_config.ProjectConfig; an unknown key (with the closest valid
+their types and ranges are trainers.rl.project_config.ProjectConfig; an unknown key (with the closest valid
 one), a wrong type or an out-of-range value is one line on stderr, exit 2, and the file stays as it was.
 """
 from __future__ import annotations
@@ -34,8 +34,8 @@ def rl_edit_config(
                                           show_default=False),
 ) -> None:
     """Set one key of the project config (lachesis.toml), or --list every key with its current value."""
-    from trainers.errors import TrainerInputError
-    from trainers.project_config import describe_config, edit_config, find_config_file
+    from trainers.runtime.errors import TrainerInputError
+    from trainers.rl.project_config import describe_config, edit_config, find_config_file
 
     try:
         if list_keys:
@@ -64,7 +64,7 @@ def rl_edit_config_main() -> None:
 
 
 # ----------------------------------------------------------------------------------------------- online RL, transfer
-# Options are fields of trainers/rl_config.py's dataclasses (default and help from there); the guide writes
+# Options are fields of trainers/rl/config.py's dataclasses (default and help from there); the guide writes
 # `--eval_interval=500`, `--source_env=...`, `--max_steps=2000`: every multi-word option takes both spellings.
 def _both(name: str, *extra: str) -> tuple[str, ...]:
     dashed = "--" + name.replace("_", "-")
@@ -101,8 +101,8 @@ def _stderr_console(quiet: bool):
 
 def _guarded(fn, *args):
     """Run a trainer entry point: a user-input error is one line and exit 2, ctrl-c exit 130, no traceback."""
-    from trainers.errors import TrainerInputError
-    from trainers.interrupt import TrainingInterrupted
+    from trainers.runtime.errors import TrainerInputError
+    from trainers.runtime.interrupt import TrainingInterrupted
 
     try:
         return fn(*args)
@@ -128,16 +128,16 @@ RUN_KEYS = ("env", "steps", "rollouts", "success_before", "success_after", "rewa
 
 
 def _online(values: dict, as_json: bool, quiet: bool) -> None:
-    from trainers.learner import train_online
-    from trainers.rl_config import OnlineConfig
+    from trainers.rl.learner import train_online
+    from trainers.rl.config import OnlineConfig
 
     cfg = _guarded(lambda: OnlineConfig(**values, progress=not (quiet or as_json)))
     _report(_guarded(train_online, cfg, _stderr_console(quiet or as_json)), as_json, RUN_KEYS)
 
 
 def _transfer_init(values: dict, as_json: bool, quiet: bool) -> None:
-    from trainers.rl_config import TransferInitConfig
-    from trainers.transfer import run_transfer_init
+    from trainers.rl.config import TransferInitConfig
+    from trainers.transfer.transfer import run_transfer_init
 
     spec = _guarded(run_transfer_init, _guarded(lambda: TransferInitConfig(**values)))
     if as_json:
@@ -150,8 +150,8 @@ def _transfer_init(values: dict, as_json: bool, quiet: bool) -> None:
 
 
 def _transfer_train(values: dict, as_json: bool, quiet: bool) -> None:
-    from trainers.rl_config import TransferTrainConfig
-    from trainers.transfer import run_train_transfer
+    from trainers.rl.config import TransferTrainConfig
+    from trainers.transfer.transfer import run_train_transfer
 
     cfg = _guarded(lambda: TransferTrainConfig(**values, progress=not (quiet or as_json)))
     _report(_guarded(run_train_transfer, cfg, _stderr_console(quiet or as_json)), as_json, RUN_KEYS)
@@ -174,20 +174,20 @@ TRANSFER_TRAIN_HELP = ("Train the target environment of the latest transfer spec
 
 
 def rl_train_online_main() -> None:
-    from trainers.rl_config import OnlineConfig
+    from trainers.rl.config import OnlineConfig
 
     run(_config_app("rl_train_online", ONLINE_HELP, OnlineConfig, ONLINE_OPTIONS, _online), prog_name="rl_train_online")
 
 
 def rl_transfer_init_main() -> None:
-    from trainers.rl_config import TransferInitConfig
+    from trainers.rl.config import TransferInitConfig
 
     run(_config_app("rl_transfer_init", TRANSFER_INIT_HELP, TransferInitConfig, TRANSFER_INIT_OPTIONS, _transfer_init),
         prog_name="rl_transfer_init")
 
 
 def rl_train_transfer_main() -> None:
-    from trainers.rl_config import TransferTrainConfig
+    from trainers.rl.config import TransferTrainConfig
 
     run(_config_app("rl_train_transfer", TRANSFER_TRAIN_HELP, TransferTrainConfig, TRANSFER_TRAIN_OPTIONS,
                     _transfer_train), prog_name="rl_train_transfer")

@@ -14,7 +14,7 @@ import typer
 
 from lachesis.console import config_command, fail
 from serving.config import ServeModelConfig
-from trainers.errors import TrainerInputError
+from trainers.runtime.errors import TrainerInputError
 
 SERVE_MODEL_OPTIONS = [
     ("model", "--model"), ("adapter", "--adapter"), ("follow", "--follow"),

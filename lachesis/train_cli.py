@@ -13,9 +13,9 @@ from typing import Callable
 import typer
 
 from lachesis.console import config_command, fail, literal, new_console, print_json, run, table
-from trainers.config import InstructConfig, SFTConfig, TrainConfig
-from trainers.errors import TrainerInputError
-from trainers.evaluate import EvalSettings
+from trainers.sft.config import InstructConfig, SFTConfig, TrainConfig
+from trainers.runtime.errors import TrainerInputError
+from trainers.eval.evaluate import EvalSettings
 
 _APP_KW = dict(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=False)
 
@@ -69,7 +69,7 @@ def _command(config_cls: type, options: list[tuple[str, str]], body: Callable) -
 
 
 def _train(config: TrainConfig, console, as_json: bool) -> None:
-    from trainers.distributed import is_main_process
+    from trainers.sft.distributed import is_main_process
 
     summary = _run(_trainer_for(config), config, console)
     if not is_main_process():  # under torchrun / accelerate launch, one summary: the main process's
@@ -88,16 +88,16 @@ def _train(config: TrainConfig, console, as_json: bool) -> None:
 def _trainer_for(config: TrainConfig) -> Callable:
     """run_dpo for `llm_finetune --method dpo`, else run_sft."""
     if isinstance(config, InstructConfig) and config.method == "dpo":
-        from trainers.dpo import run_dpo
+        from trainers.sft.dpo import run_dpo
 
         return run_dpo
-    from trainers.sft import run_sft
+    from trainers.sft.sft import run_sft
 
     return run_sft
 
 
 def _evaluate(config: EvalSettings, console, as_json: bool) -> None:
-    from trainers.evaluate import run_eval
+    from trainers.eval.evaluate import run_eval
 
     summary = _run(run_eval, config, console)
     if as_json:

@@ -1,4 +1,4 @@
-"""`lake train watch` and `lake train status`: the streaming trainer's commands (trainers/watch.py).
+"""`lake train watch` and `lake train status`: the streaming trainer's commands (trainers/watch/loop.py).
 
 `watch`'s options are fields of WatchConfig (default and help from there). With --json every event (ready,
 training, increment, eval) is one JSON line on stdout, flushed, for supervisors, benchmarks and tests; without,
@@ -14,8 +14,8 @@ from typing import Optional
 import typer
 
 from lachesis.console import JsonOption, LakeOption, config_command, fail, print_json, print_rows
-from trainers.errors import TrainerInputError
-from trainers.watch_config import ONLINE, WatchConfig
+from trainers.runtime.errors import TrainerInputError
+from trainers.watch.config import ONLINE, WatchConfig
 
 WATCH_OPTIONS = [
     ("recipe", "--recipe"), ("view", "--view"), ("model", "--model"), ("lake_root", "--lake"), ("name", "--name"),
@@ -77,7 +77,7 @@ def _watch(values: dict, as_json: bool, quiet: bool) -> None:
     if cfg.recipe == ONLINE:
         _online(cfg, as_json, quiet)
         return
-    from trainers.watch import StreamTrainer
+    from trainers.watch.loop import StreamTrainer
 
     stop = threading.Event()
     # the caller's handlers come back afterwards: the command also runs inside other processes (tests, `just up`)
@@ -102,11 +102,11 @@ def _watch(values: dict, as_json: bool, quiet: bool) -> None:
 
 
 def _online(cfg: WatchConfig, as_json: bool, quiet: bool) -> None:
-    """The online recipe: rl_train_online --actors N's one loop (trainers/learner.py), its summary as one event."""
+    """The online recipe: rl_train_online --actors N's one loop (trainers/rl/learner.py), its summary as one event."""
     from dataclasses import replace
 
     from lachesis.console import new_console
-    from trainers.learner import train_online
+    from trainers.rl.learner import train_online
 
     online = replace(cfg.online_config(), progress=not (quiet or as_json))
     try:
@@ -123,7 +123,7 @@ def status(
 ) -> None:
     """Each streaming trainer: offsets, lag in versions and rows, last increment, adapters produced, alive."""
     from lake import Lake, LakeError
-    from trainers.watch_status import find_watchers, watcher_status
+    from trainers.watch.status import find_watchers, watcher_status
 
     lk = None
     if lake is not None:

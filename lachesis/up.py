@@ -18,13 +18,13 @@ from pathlib import Path
 
 import typer
 
-from ingest.config import ServeConfig, WatchConfig as IngestWatchConfig
+from ingest.config import FolderWatchConfig, ServeConfig
 from lachesis.console import config_command, fail, run
 from lachesis.supervisor import Component, Supervisor
-from trainers.config import helped
+from trainers.runtime.options import helped
 from serving.config import ServeModelConfig
-from trainers.errors import TrainerInputError
-from trainers.watch_config import RECIPES, WatchConfig
+from trainers.runtime.errors import TrainerInputError
+from trainers.watch.config import RECIPES, WatchConfig
 
 
 def like(config: type, name: str, **given):
@@ -41,8 +41,8 @@ class UpConfig:
     lake_root: str | None = field(default=None, **helped("the lake (created if missing; default $LAKE_ROOT or ./data/lake)"))
     host: str = like(ServeConfig, "host")
     port: int = like(ServeConfig, "port")
-    skills: str = like(IngestWatchConfig, "skills", default="data/skills")
-    inbox: str = like(IngestWatchConfig, "inbox", default="data/inbox")
+    skills: str = like(FolderWatchConfig, "skills", default="data/skills")
+    inbox: str = like(FolderWatchConfig, "inbox", default="data/inbox")
     recipe: str = field(default="sft", **helped(f"the streaming trainer's recipe: {' | '.join(RECIPES)}"))
     model: str = field(default="tiny", **helped("the streaming trainer's model: tiny | smollm2 | a folder"))
     train_args: str = field(default="", **helped("more options for `lake train watch`, e.g. '--min-rows 32 --replay 0'"))
@@ -58,7 +58,7 @@ class UpConfig:
     def __post_init__(self):
         # the components' own checks (a bad port is lake serve's error), before anything starts
         ServeConfig(host=self.host, port=self.port)
-        IngestWatchConfig(skills=Path(self.skills), inbox=Path(self.inbox))
+        FolderWatchConfig(skills=Path(self.skills), inbox=Path(self.inbox))
         if self.recipe not in RECIPES:  # online RL is a run of its own (lake train watch --recipe online)
             raise ValueError(f"unknown --recipe {self.recipe!r}: use {' or '.join(RECIPES)}")
         if self.serve_model:

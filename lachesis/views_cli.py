@@ -59,13 +59,16 @@ def _export(lake: Optional[Path], view: str, output: Path, fmt: str, as_of: Opti
     if fmt != "hf" and (license or push_to_hub):
         fail("--license and --push-to-hub go with --format hf")
     lk = open_lake(lake)
+    given = dict(as_of=as_of, where=where, overwrite=overwrite, variables=_variables(sets), allow_empty=allow_empty)
     try:
-        manifest = export_view(lk, view, output, format=fmt, as_of=as_of, where=where, overwrite=overwrite,
-                               variables=_variables(sets), allow_empty=allow_empty, license=license)
-        if push_to_hub:
-            from views.export_hf import push_to_hub as push  # the hf module, loaded already by the export
+        if fmt == "hf":  # datasets is an optional, slow import: only this format loads it
+            from views.export_hf import export_view_hf, push_to_hub as push
 
-            push(output, push_to_hub)
+            manifest = export_view_hf(lk, view, output, license=license, **given)
+            if push_to_hub:
+                push(output, push_to_hub)
+        else:
+            manifest = export_view(lk, view, output, format=fmt, **given)
     except EmptyExportError as exc:
         fail(str(exc), code=1)  # not a usage error: the command was right, the data is not there
     except (ExportError, LakeError) as exc:

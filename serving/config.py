@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Optional
 
 from ingest.config import COMPACT_HELP, MiB, inflate_limit, is_loopback
-from trainers.config import at_least, helped
-from trainers.errors import TrainerInputError
+from trainers.runtime.options import at_least, helped
+from trainers.runtime.errors import TrainerInputError
 
 RECORD_MODES = ("sync", "async", "off")
 ENGINES = ("embedded", "vllm")
@@ -93,7 +93,7 @@ class ServeModelConfig:
 
     def __post_init__(self):
         from ingest.config import resolve_token
-        from trainers.config import check_device
+        from trainers.runtime.device import check_device
 
         if self.engine not in ENGINES:
             raise TrainerInputError(f"unknown --engine {self.engine!r}: use {' or '.join(ENGINES)}")
@@ -123,7 +123,7 @@ class ServeModelConfig:
             raise TrainerInputError(str(exc)) from None
         self.device = check_device(self.device)
         if self.adapter:  # a missing or foreign folder: the one-line error now, before any model is loaded
-            from trainers.models import resolve_adapter
+            from trainers.modeling.models import resolve_adapter
 
             resolve_adapter(self.adapter)
 

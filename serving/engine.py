@@ -9,7 +9,7 @@ middle of a generation, and a request keeps the version it was resolved to (a ne
 later requests get).
 
 Conversations: each call of a conversation (its trajectory id: serving/record.py) keeps its KV cache in the
-version's `TurnCache` (trainers/generation.py), so an agent's next call computes only the tokens its tool result and
+version's `TurnCache` (trainers/generation/generate.py), so an agent's next call computes only the tokens its tool result and
 new turn added, not the whole conversation again; the oldest conversations are dropped beyond `--kv-cache-tokens`.
 
 Versions: `<name>@<step>`. A LoRA adapter is loaded as a named adapter of one peft model over the base (peft's
@@ -40,11 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from trainers import checkpoint
-from trainers.config import device as pick_device, set_threads, setup_env
-from trainers.errors import TrainerInputError
-from trainers.generation import Generation, Sampling, TurnCache, generate
-from trainers.models import is_model_folder, load_model, load_tokenizer, model_label, resolve_adapter, resolve_model
+from trainers.runtime import checkpoint
+from trainers.runtime.device import device as pick_device, set_threads, setup_env
+from trainers.runtime.errors import TrainerInputError
+from trainers.generation.generate import Generation, Sampling, TurnCache, generate
+from trainers.modeling.models import (is_model_folder, load_model, load_tokenizer, model_label, resolve_adapter, resolve_model)
 
 from .config import ServeModelConfig
 

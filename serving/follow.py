@@ -1,6 +1,6 @@
 """--follow runs/<watch-run>: serve each new increment of the streaming trainer as it is written.
 
-The trainer writes increment N as one atomic folder `checkpoints/step-<N>/` (trainers/checkpoint.py: temp folder,
+The trainer writes increment N as one atomic folder `checkpoints/step-<N>/` (trainers/runtime/checkpoint.py: temp folder,
 fsync, rename), so a folder that exists under its final name is complete: polling the folder every
 `--poll-interval` s and loading the new ones is safe, and a load that fails (a folder removed by --keep, a broken
 file) is reported and skipped, never served. Loading happens on the engine's thread between batches
@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 from lake import Lake, LakeError
-from trainers import checkpoint
-from trainers.errors import TrainerInputError
-from trainers.watch_config import WATCH_FILE
+from trainers.runtime import checkpoint
+from trainers.runtime.errors import TrainerInputError
+from trainers.watch.config import WATCH_FILE
 
 from .engine import EmbeddedEngine
 

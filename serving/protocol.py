@@ -23,8 +23,8 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from trainers.chat import normalize_message
-from trainers.generation import Generation, Sampling
+from trainers.modeling.chat import normalize_message
+from trainers.generation.generate import Generation, Sampling
 
 MAX_TOP_LOGPROBS = 20
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")

@@ -1,6 +1,6 @@
 """POST /v1/chat/completions and /v1/completions: render, generate (batched by the engine), answer, record.
 
-A chat request's messages and tools go through the model's own chat template (trainers/chat.py: Hermes tool
+A chat request's messages and tools go through the model's own chat template (trainers/modeling/chat.py: Hermes tool
 signatures in the system turn), the reply comes back through the project's one tool-call parser
 (envs/toolcalls.py, via envs/episode.py's assistant_message: `<think>` to reasoning, each parsed `<tool_call>` to a
 tool call), so what the server returns and records is what the environments and hermes_eval read. A reply with tool
@@ -21,8 +21,8 @@ from jinja2 import TemplateError
 
 from envs.episode import assistant_message
 from lake import LakeError
-from trainers.chat import prompt_ids
-from trainers.generation import Generation
+from trainers.modeling.chat import prompt_ids
+from trainers.generation.generate import Generation
 
 from . import protocol as P
 from .engine import GenerationFailed, Version, VersionGone

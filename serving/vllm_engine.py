@@ -39,9 +39,9 @@ from typing import Callable
 
 import httpx
 
-from trainers.errors import TrainerInputError
-from trainers.generation import END_OF_TURN, Generation, Sampling
-from trainers.models import is_model_folder, load_tokenizer, resolve_adapter, resolve_model
+from trainers.runtime.errors import TrainerInputError
+from trainers.generation.generate import END_OF_TURN, Generation, Sampling
+from trainers.modeling.models import is_model_folder, load_tokenizer, resolve_adapter, resolve_model
 
 from .engine import (GenerationFailed, ServedVersions, Version, VersionGone, label_of, run_name,
                      weights_sha256)

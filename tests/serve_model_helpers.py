@@ -56,9 +56,11 @@ def teach_tool_call(tiny_dir: Path, out: Path, steps: int = 100) -> Path:
     call in the Hermes format (a random tiny model emits no tool call at all)."""
     import torch
 
-    from trainers.config import SFTConfig
-    from trainers.models import TINY_MARKER, load_model, load_tokenizer
-    from trainers.sft import encode_all, train_loop
+    from trainers.sft.config import SFTConfig
+    from trainers.runtime.model_folder import TINY_MARKER
+    from trainers.modeling.models import load_model, load_tokenizer
+    from trainers.modeling.batches import encode_all
+    from trainers.sft.loop import train_loop
 
     tok = load_tokenizer(str(tiny_dir))
     model = load_model(str(tiny_dir), device=torch.device("cpu"))

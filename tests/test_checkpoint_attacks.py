@@ -23,11 +23,11 @@ from train_helpers import tiny_dir  # noqa: F401  (the session's tiny model)
 from views_helpers import seeded_trajectories
 
 from lake import Lake
-from trainers import checkpoint
-from trainers.errors import TrainerInputError
-from trainers.watch import StreamTrainer
-from trainers.watch_config import WatchConfig
-from trainers.watch_status import watcher_status
+from trainers.runtime import checkpoint
+from trainers.runtime.errors import TrainerInputError
+from trainers.watch.loop import StreamTrainer
+from trainers.watch.config import WatchConfig
+from trainers.watch.status import watcher_status
 
 FAST = dict(split="all", batch_size=8, max_steps=1, progress=False, threads=1)
 
@@ -241,8 +241,8 @@ def test_garbage_heartbeat_and_watch_json_give_one_line_and_the_watcher_restarts
 @pytest.mark.attack
 def test_rl_train_online_resume_falls_back_past_a_truncated_checkpoint_and_says_so(tiny_dir, tmp_path, capsys):
     from test_train_online import write_project, write_tasks
-    from trainers.online import run_online
-    from trainers.rl_config import OnlineConfig
+    from trainers.rl.online import run_online
+    from trainers.rl.config import OnlineConfig
 
     lake = Lake.init(tmp_path / "lake")
     run_dir = tmp_path / "run"

@@ -12,10 +12,10 @@ import pytest
 import envs
 from tests.test_train_online import lake_root, write_project, write_tasks  # noqa: F401  (fixture)
 from train_helpers import tiny_dir  # noqa: F401  (session fixture)
-from trainers.curriculum import CurriculumStream, lake_family_counts, signal_groups, signal_probability
-from trainers.errors import TrainerInputError
-from trainers.online import TaskStream
-from trainers.rl_config import OnlineConfig
+from trainers.rl.curriculum import CurriculumStream, lake_family_counts, signal_groups, signal_probability
+from trainers.runtime.errors import TrainerInputError
+from trainers.rl.online import TaskStream
+from trainers.rl.config import OnlineConfig
 
 FAMS = ("count", "tail", "sed")  # bash_exec_env templates
 
@@ -144,7 +144,7 @@ def test_curriculum_options_are_checked():
 
 
 def test_online_run_reports_the_signal_fraction(tiny_dir, tmp_path, lake_root):  # noqa: F811
-    from trainers.online import run_online
+    from trainers.rl.online import run_online
 
     cfg = OnlineConfig(env="shell", steps=2, eval_interval=2, config=str(write_project(tmp_path / "l.toml")),
                        tasks_file=str(write_tasks(tmp_path / "tasks.jsonl")), output=str(tmp_path / "run"),

@@ -63,8 +63,8 @@ def test_two_processes_train_as_one_with_the_same_global_batch(tiny_dir, tmp_pat
     from safetensors.torch import load_file
 
     from lake import Lake
-    from trainers.config import SFTConfig
-    from trainers.sft import run_sft
+    from trainers.sft.config import SFTConfig
+    from trainers.sft.sft import run_sft
 
     data = th.write_jsonl(tmp_path / "chats.jsonl", _chats())
     Lake.init(tmp_path / "lake")

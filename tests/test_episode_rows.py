@@ -31,7 +31,7 @@ def _lake_rollout(lake) -> None:
 
 
 def _trainer_rollout() -> dict:
-    from trainers.rollouts import policy_rows
+    from trainers.generation.rollouts import policy_rows
 
     (row,) = policy_rows(ENV, "test", 1, "expert", seed=0, offset=TASK_INDEX)  # seed = 0 + offset
     return row
@@ -39,8 +39,10 @@ def _trainer_rollout() -> dict:
 
 def _hermes_eval(tok) -> dict:
     """hermes_eval's loop with the expert's replies as the "generated" tokens."""
-    from trainers.evaluate import END_OF_TURN, EvalSettings, Episode, episode_record, play
-    from trainers.generation import Generation
+    from trainers.generation.generate import END_OF_TURN
+    from trainers.eval.evaluate import EvalSettings, episode_record
+    from trainers.generation.episodes import Episode, play
+    from trainers.generation.generate import Generation
 
     task = envs.find_task(ENV, TASK_ID)
     plan = [envs.format_tool_call(c["name"], c["arguments"]) for c in task.solution]
@@ -49,7 +51,7 @@ def _hermes_eval(tok) -> dict:
     episode = Episode(envs.make(ENV, split="test"), TASK_ID, TASK_INDEX, tok)
     try:
         play([episode], lambda prompts, eps: [Generation.scripted(tok.encode(plan[e.turns], add_special_tokens=False) + [eos])
-                                              for e in eps], tok, EvalSettings())
+                                              for e in eps], tok, EvalSettings().batch_size, EvalSettings().max_context)
     finally:
         episode.env.close()
     return episode_record(episode, run_id="eval-test", model="tiny", adapter=None)
@@ -64,7 +66,7 @@ def _episode_part(row: dict) -> dict:
 def test_one_scripted_episode_gives_identical_rows_through_every_writer(tiny_dir, tmp_path):
     from lake import Lake
 
-    from trainers.models import load_tokenizer
+    from trainers.modeling.models import load_tokenizer
 
     lake_root = tmp_path / "lake"
     _lake_rollout(lake_root)

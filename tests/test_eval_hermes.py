@@ -10,9 +10,10 @@ from train_helpers import tiny_dir  # noqa: F401  (session fixture)
 def test_expert_replies_through_the_eval_loop_succeed_and_prompts_match_the_template(tiny_dir):
     import envs
 
-    from trainers.evaluate import EvalSettings, Episode, play
-    from trainers.generation import Generation
-    from trainers.models import load_tokenizer
+    from trainers.eval.evaluate import EvalSettings
+    from trainers.generation.episodes import Episode, play
+    from trainers.generation.generate import Generation
+    from trainers.modeling.models import load_tokenizer
 
     tok = load_tokenizer(str(tiny_dir))
     tasks = envs.load_tasks("bash_exec_env", "test")[:3]
@@ -25,7 +26,7 @@ def test_expert_replies_through_the_eval_loop_succeed_and_prompts_match_the_temp
         return [Generation.scripted(tok.encode(plans[e.task_id][e.turns], add_special_tokens=False) + [eos])
                 for e in episodes]
 
-    play(eps, expert_generate, tok, EvalSettings(batch_size=2))
+    play(eps, expert_generate, tok, 2, EvalSettings().max_context)
     for e in eps:
         r = e.result()
         assert r["success"] and r["reward"] == 1.0 and r["turns"] == 2 and r["valid_tool_call_rate"] == 1.0
@@ -83,7 +84,7 @@ def test_the_per_task_table_shows_every_task(tiny_dir):
 def test_task_aliases_are_the_registry_s():
     import envs
 
-    from trainers.evaluate import resolve_env_name
+    from trainers.eval.evaluate import resolve_env_name
 
     assert resolve_env_name("debug-python") == "python_debug_env"
     assert resolve_env_name("shell") == "bash_exec_env"
@@ -96,9 +97,11 @@ def test_an_unclosed_final_tool_call_is_run_by_the_env_and_counted_valid_by_the_
     counts it as a valid tool call (one parser, envs.toolcalls)."""
     import envs
 
-    from trainers.evaluate import END_OF_TURN, EvalSettings, Episode, play
-    from trainers.generation import Generation
-    from trainers.models import load_tokenizer
+    from trainers.generation.generate import END_OF_TURN
+    from trainers.eval.evaluate import EvalSettings
+    from trainers.generation.episodes import Episode, play
+    from trainers.generation.generate import Generation
+    from trainers.modeling.models import load_tokenizer
 
     tok = load_tokenizer(str(tiny_dir))
     eos = tok.convert_tokens_to_ids(END_OF_TURN)
@@ -107,7 +110,8 @@ def test_an_unclosed_final_tool_call_is_run_by_the_env_and_counted_valid_by_the_
     episode = Episode(envs.make("bash_exec_env", split="test"), "bash_exec_env:test:00000", 0, tok)
     try:
         play([episode], lambda prompts, eps: [Generation.scripted(tok.encode(replies[e.turns], add_special_tokens=False)
-                                                                    + [eos]) for e in eps], tok, EvalSettings())
+                                                                    + [eos]) for e in eps], tok, EvalSettings().batch_size,
+             EvalSettings().max_context)
     finally:
         episode.env.close()
     steps = episode.recorder.steps
@@ -124,9 +128,11 @@ def test_first_call_validity_and_stop_reasons_are_counted_per_episode(tiny_dir):
     test report as valid first-turn calls and loops (issue 24)."""
     import envs
 
-    from trainers.evaluate import END_OF_TURN, EvalSettings, Episode, play
-    from trainers.generation import Generation
-    from trainers.models import load_tokenizer
+    from trainers.generation.generate import END_OF_TURN
+    from trainers.eval.evaluate import EvalSettings
+    from trainers.generation.episodes import Episode, play
+    from trainers.generation.generate import Generation
+    from trainers.modeling.models import load_tokenizer
 
     tok = load_tokenizer(str(tiny_dir))
     eos = tok.convert_tokens_to_ids(END_OF_TURN)
@@ -151,7 +157,7 @@ def test_first_call_validity_and_stop_reasons_are_counted_per_episode(tiny_dir):
         return out
 
     try:
-        play(eps, generate, tok, EvalSettings())
+        play(eps, generate, tok, EvalSettings().batch_size, EvalSettings().max_context)
     finally:
         for e in eps:
             e.env.close()
@@ -168,8 +174,8 @@ def test_first_call_validity_and_stop_reasons_are_counted_per_episode(tiny_dir):
 def test_bad_eval_options_are_one_line_errors():
     import pytest
 
-    from trainers.errors import TrainerInputError
-    from trainers.evaluate import EvalSettings
+    from trainers.runtime.errors import TrainerInputError
+    from trainers.eval.evaluate import EvalSettings
 
     assert EvalSettings(task="debug-python").task == "python_debug_env"
     for kw, msg in [({"batch_size": 0}, "--batch-size must be at least 1"), ({"split": "dev"}, "unknown --split"),

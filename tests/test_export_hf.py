@@ -14,7 +14,8 @@ import yaml
 from typer.testing import CliRunner
 
 from tests.views_helpers import new_lake, seeded_trajectories
-from views.export import ExportError, export_view, read_manifest
+from views.export import ExportError, read_manifest
+from views.export_hf import export_view_hf
 from views.registry import view_sql_hash
 
 runner = CliRunner()
@@ -96,23 +97,23 @@ def test_card_header_and_manifest(lake, exported):
 
 def test_repeat_is_byte_identical_and_overwrite_is_guarded(lake, exported, tmp_path):
     out, info = exported
-    again = export_view(lake, "sft", tmp_path / "again", format="hf", license="cc-by-4.0")
+    again = export_view_hf(lake, "sft", tmp_path / "again", license="cc-by-4.0")
     assert again == read_manifest(out)
     for f in again["files"]:
         assert (tmp_path / "again" / f["path"]).read_bytes() == (out / f["path"]).read_bytes(), f["path"]
     with pytest.raises(ExportError, match="not empty"):
-        export_view(lake, "sft", tmp_path / "again", format="hf")
-    smaller = export_view(lake, "sft", tmp_path / "again", format="hf", overwrite=True, where="split = 'train'")
+        export_view_hf(lake, "sft", tmp_path / "again")
+    smaller = export_view_hf(lake, "sft", tmp_path / "again", overwrite=True, where="split = 'train'")
     ds = datasets.load_from_disk(str(tmp_path / "again"))
     assert list(ds) == ["train"] and len(ds["train"]) == smaller["row_count"]  # the old test split is gone
     (tmp_path / "again" / "notes.txt").write_text("mine")
     with pytest.raises(ExportError, match="not part of an hf export"):
-        export_view(lake, "sft", tmp_path / "again", format="hf", overwrite=True)
+        export_view_hf(lake, "sft", tmp_path / "again", overwrite=True)
     assert (tmp_path / "again" / "notes.txt").exists()
 
 
 def test_views_without_split_and_cli_errors(lake, cli_app, tmp_path):
-    m = export_view(lake, "trajectories_current", tmp_path / "cur", format="hf")
+    m = export_view_hf(lake, "trajectories_current", tmp_path / "cur")
     ds = datasets.load_from_disk(str(tmp_path / "cur"))
     assert list(ds) == ["train"] and len(ds["train"]) == m["row_count"] == 300
     assert card_yaml(tmp_path / "cur")["license"] == "unknown"

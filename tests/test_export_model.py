@@ -21,8 +21,8 @@ def _lake(*args: str) -> subprocess.CompletedProcess:
 
 
 def _train(tiny_dir, tmp_path, full: bool):
-    from trainers.config import SFTConfig
-    from trainers.sft import run_sft
+    from trainers.sft.config import SFTConfig
+    from trainers.sft.sft import run_sft
 
     run = tmp_path / "run"
     run_sft(SFTConfig(model=str(tiny_dir), data=str(th.write_jsonl(tmp_path / "d.jsonl", th.tool_chats(8))),
@@ -38,13 +38,13 @@ def test_export_merged_loads_with_from_pretrained_and_matches_the_run(tiny_dir, 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainers.models import load_model
+    from trainers.modeling.models import load_model
 
     th.set_threads()
     run = _train(tiny_dir, tmp_path, full)
     out = tmp_path / "exported"
     if full:
-        from trainers.export_model import ExportModelConfig, export_model
+        from trainers.export.merged import ExportModelConfig, export_model
 
         info = export_model(ExportModelConfig(run=str(run), output=str(out)))
     else:
@@ -86,11 +86,11 @@ def test_export_of_a_streaming_checkpoint_takes_the_newest_or_the_named_step(tin
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from trainers import checkpoint
-    from trainers.errors import TrainerInputError
-    from trainers.export_model import ExportModelConfig, export_model, run_weights
-    from trainers.models import load_model
-    from trainers.watch import IncrementCounter
+    from trainers.runtime import checkpoint
+    from trainers.runtime.errors import TrainerInputError
+    from trainers.export.merged import ExportModelConfig, export_model, run_weights
+    from trainers.modeling.models import load_model
+    from trainers.watch.loop import IncrementCounter
 
     th.set_threads()
     model = get_peft_model(load_model(str(tiny_dir), device=torch.device("cpu")),
@@ -109,8 +109,8 @@ def test_export_of_a_streaming_checkpoint_takes_the_newest_or_the_named_step(tin
 
 
 def test_bad_runs_and_outputs_are_one_line_errors_that_write_nothing(tiny_dir, tmp_path):
-    from trainers.errors import TrainerInputError
-    from trainers.export_model import ExportModelConfig, export_model
+    from trainers.runtime.errors import TrainerInputError
+    from trainers.export.merged import ExportModelConfig, export_model
 
     out = tmp_path / "out"
     r = _lake("export-model", str(tmp_path / "missing"), "--output", str(out))  # what a user sees: one line, exit 2

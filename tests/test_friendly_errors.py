@@ -17,12 +17,12 @@ runner = CliRunner()
 
 def test_transfer_sft_without_target_rows_names_them_and_the_rollout_to_run(tiny_dir, tmp_path):
     from lake import Lake
-    from trainers.config import SFTConfig
-    from trainers.errors import TrainerInputError
-    from trainers.rl_config import TransferInitConfig, TransferTrainConfig
-    from trainers.rollouts import policy_rows
-    from trainers.sft import run_sft
-    from trainers.transfer import run_train_transfer, run_transfer_init
+    from trainers.sft.config import SFTConfig
+    from trainers.runtime.errors import TrainerInputError
+    from trainers.rl.config import TransferInitConfig, TransferTrainConfig
+    from trainers.generation.rollouts import policy_rows
+    from trainers.sft.sft import run_sft
+    from trainers.transfer.transfer import run_train_transfer, run_transfer_init
 
     lake = Lake.init(tmp_path / "lake")
     lake.append("trajectories", policy_rows("bash_exec_env", "train", 4, "expert", seed=0, workers=1))

@@ -1,4 +1,4 @@
-"""trainers/generation.py, the one generation path: greedy output equals transformers' own `generate`, the exact
+"""trainers/generation/generate.py, the one generation path: greedy output equals transformers' own `generate`, the exact
 savings (shared prefix once, KV kept across turns) change no output, log-probs are the model's, sampling is seeded,
 per-row settings and stop reasons, and bad input is a one-line error."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ ENV = "bash_exec_env"
 def tiny(tiny_dir):  # noqa: F811
     import torch
 
-    from trainers.models import load_model, load_tokenizer
+    from trainers.modeling.models import load_model, load_tokenizer
 
     th.set_threads()
     torch.manual_seed(0)
@@ -28,7 +28,7 @@ def _prompts(tok, n: int, offset: int = 0) -> list[list[int]]:
     """The first prompts of n bash_exec_env test tasks as hermes_eval builds them (shared system prompt + tools)."""
     import envs
 
-    from trainers.evaluate import Episode
+    from trainers.generation.episodes import Episode
 
     out = []
     for i, t in enumerate(envs.load_tasks(ENV, "test")[offset : offset + n]):
@@ -39,7 +39,7 @@ def _prompts(tok, n: int, offset: int = 0) -> list[list[int]]:
 
 
 def test_greedy_equals_transformers_generate_with_and_without_the_shared_prefix(tiny):
-    from trainers.generation import Sampling, generate, reference_generate
+    from trainers.generation.generate import Sampling, generate, reference_generate
 
     model, tok = tiny
     prompts = _prompts(tok, 6)
@@ -59,7 +59,7 @@ def test_greedy_equals_transformers_generate_with_and_without_the_shared_prefix(
 def test_kv_kept_across_turns_gives_the_outputs_of_a_fresh_prompt_pass(tiny):
     """Turn 2 of each row = its turn-1 prompt + reply + a tool answer: with the TurnCache only the new tokens are
     computed, and the reply equals transformers' generate over the whole conversation."""
-    from trainers.generation import Sampling, TurnCache, generate, reference_generate
+    from trainers.generation.generate import Sampling, TurnCache, generate, reference_generate
 
     model, tok = tiny
     eos = tok.convert_tokens_to_ids("<|im_end|>")
@@ -84,7 +84,7 @@ def test_kv_kept_across_turns_gives_the_outputs_of_a_fresh_prompt_pass(tiny):
 def test_logprobs_are_the_model_s_own_and_top_logprobs_rank_them(tiny):
     import torch
 
-    from trainers.generation import Sampling, generate
+    from trainers.generation.generate import Sampling, generate
 
     model, tok = tiny
     prompt = _prompts(tok, 1)[0]
@@ -101,7 +101,7 @@ def test_logprobs_are_the_model_s_own_and_top_logprobs_rank_them(tiny):
 def test_sampling_is_seeded_per_row_settings_and_stop_tokens_apply(tiny):
     import torch
 
-    from trainers.generation import Sampling, generate
+    from trainers.generation.generate import Sampling, generate
 
     model, tok = tiny
     prompts = _prompts(tok, 3)
@@ -123,8 +123,8 @@ def test_sampling_is_seeded_per_row_settings_and_stop_tokens_apply(tiny):
 
 
 def test_bad_input_is_a_one_line_error(tiny):
-    from trainers.errors import TrainerInputError
-    from trainers.generation import Sampling, TurnCache, generate
+    from trainers.runtime.errors import TrainerInputError
+    from trainers.generation.generate import Sampling, TurnCache, generate
 
     model, tok = tiny
     for kw, msg in [({"max_new_tokens": 0}, "max_new_tokens"), ({"temperature": -1.0}, "temperature"),
@@ -147,9 +147,11 @@ def test_eval_episodes_are_the_same_with_and_without_the_exact_levers(tiny_dir):
     paths): the episodes go on, and turn 2 reuses the KV of turn 1's prompt and reply."""
     import envs
 
-    from trainers.evaluate import END_OF_TURN, EvalSettings, Episode, play
-    from trainers.generation import Generation, Sampling, Turns, reference_generate
-    from trainers.models import load_model, load_tokenizer
+    from trainers.generation.generate import END_OF_TURN
+    from trainers.eval.evaluate import EvalSettings
+    from trainers.generation.episodes import Episode, play
+    from trainers.generation.generate import Generation, Sampling, Turns, reference_generate
+    from trainers.modeling.models import load_model, load_tokenizer
 
     tok = load_tokenizer(str(tiny_dir))
     model = load_model(str(tiny_dir)).eval()
@@ -177,7 +179,8 @@ def test_eval_episodes_are_the_same_with_and_without_the_exact_levers(tiny_dir):
     for gen, forget in ((fast, fast.forget), (plain, None)):
         eps = episodes()
         try:
-            play(eps, lambda prompts, chunk: with_a_call(gen(prompts, chunk), chunk), tok, s, forget=forget)
+            play(eps, lambda prompts, chunk: with_a_call(gen(prompts, chunk), chunk), tok, s.batch_size, s.max_context,
+                 forget=forget)
         finally:
             for e in eps:
                 e.env.close()

@@ -1,4 +1,4 @@
-"""The GRPO update (trainers/grpo.py): the shared prompt prefix computed once gives the gradients of whole sequences
+"""The GRPO update (trainers/rl/grpo.py): the shared prompt prefix computed once gives the gradients of whole sequences
 (within 1e-5 relative), the truncated importance-sampling weight is 1 for rollouts of the trainer's own float32
 model and min(ratio, cap) otherwise, and the bf16 rollout copy's log-probs stay close to float32."""
 from __future__ import annotations
@@ -17,10 +17,11 @@ def played(tiny_dir):  # noqa: F811
     import envs
     import torch
 
-    from trainers.evaluate import EvalSettings, play
-    from trainers.generation import Generation, Sampling, Turns
-    from trainers.grpo import Rollout, group_advantages
-    from trainers.models import load_model, load_tokenizer
+    from trainers.eval.evaluate import EvalSettings
+    from trainers.generation.episodes import play
+    from trainers.generation.generate import Generation, Sampling, Turns
+    from trainers.rl.grpo import Rollout, group_advantages
+    from trainers.modeling.models import load_model, load_tokenizer
 
     th.set_threads()
     torch.manual_seed(0)
@@ -40,7 +41,7 @@ def played(tiny_dir):  # noqa: F811
                 if e.turns == 0 else g for g, e in zip(gens, chunk)]
 
     try:
-        play(eps, with_a_call, tok, EvalSettings(batch_size=8), forget=gen.forget)
+        play(eps, with_a_call, tok, 8, EvalSettings().max_context, forget=gen.forget)
     finally:
         for e in eps:
             e.env.close()
@@ -51,7 +52,7 @@ def played(tiny_dir):  # noqa: F811
 
 
 def _grads(model, eps, pad, **kw):
-    from trainers.grpo import backward_policy_loss
+    from trainers.rl.grpo import backward_policy_loss
 
     model.train()
     model.zero_grad(set_to_none=True)
@@ -135,7 +136,7 @@ def test_the_bf16_copy_generates_close_to_float32(played):
     tokens within a small drift of float32's, and the float32 model untouched."""
     import torch
 
-    from trainers.generation import Sampling, generate, rollout_model
+    from trainers.generation.generate import Sampling, generate, rollout_model
 
     model, tok, eps = played
     prompts = [e.ids[: e.spans[0][0]] for e in eps[:3]]

@@ -18,7 +18,7 @@ from train_helpers import REPO, tiny_dir  # noqa: F401  (session fixture)
 
 
 def test_plain_progress_lines_with_eta_when_not_a_terminal():
-    from trainers.progress import Progress
+    from trainers.runtime.progress import Progress
 
     out = io.StringIO()
     c = Console(file=out, force_terminal=False, width=200)
@@ -45,8 +45,8 @@ def test_hermes_eval_with_stderr_to_a_file_prints_progress_with_eta_and_quiet_a_
 
 
 def test_a_12_step_sft_run_logs_more_than_its_first_and_last_step(tiny_dir, tmp_path):
-    from trainers.config import SFTConfig
-    from trainers.sft import run_sft
+    from trainers.sft.config import SFTConfig
+    from trainers.sft.sft import run_sft
 
     cfg = SFTConfig(model=str(tiny_dir), data=str(th.write_jsonl(tmp_path / "d.jsonl", th.tool_chats(8))),
                     output=str(tmp_path / "run"), max_steps=12, batch_size=4, record_in_lake=False, progress=False,
@@ -100,8 +100,8 @@ def test_ctrl_c_checkpoints_the_step_and_the_printed_resume_command_finishes_the
 def test_the_resume_hint_names_the_runs_own_command():
     from pathlib import Path
 
-    from trainers.interrupt import resume_hint
-    from trainers.rl_config import OnlineConfig, TransferOnlineConfig
+    from trainers.runtime.interrupt import resume_hint
+    from trainers.rl.config import OnlineConfig, TransferOnlineConfig
 
     # the online trainer prints resume_hint(self.cfg.COMMAND, ...): a transfer run's config is TransferOnlineConfig
     assert (OnlineConfig.COMMAND, TransferOnlineConfig.COMMAND) == ("rl_train_online", "rl_train_transfer")

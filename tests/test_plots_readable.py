@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from trainers.plots import end_labels, eval_curve_figure, loss_figure, loss_label, spread, write_loss_plot
+from trainers.runtime.plots import end_labels, eval_curve_figure, loss_figure, loss_label, spread, write_loss_plot
 
 ROOT = Path(__file__).resolve().parent.parent
 

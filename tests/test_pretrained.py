@@ -27,8 +27,8 @@ def smollm2_dir(tiny_dir):  # noqa: F811
     """The session's one conversion, into the session cache. It starts from a partial leftover at the cache path
     (a config.json without weights or marker), so it also shows that such a folder is detected and rebuilt."""
     th.set_threads()
-    from trainers.config import cache_dir
-    from trainers.pretrained import FOLDER_PREFIX, cache_key, cache_problem, gguf_path, smollm2_path
+    from trainers.runtime.device import cache_dir
+    from trainers.modeling.pretrained import FOLDER_PREFIX, cache_key, cache_problem, gguf_path, smollm2_path
 
     leftover = cache_dir() / "models" / f"{FOLDER_PREFIX}-{cache_key(gguf_path())}"
     leftover.mkdir(parents=True)
@@ -40,8 +40,8 @@ def smollm2_dir(tiny_dir):  # noqa: F811
 
 
 def test_smollm2_alias_resolves_to_the_verified_cache(smollm2_dir):
-    from trainers.models import resolve_model
-    from trainers.pretrained import MARKER, cache_problem
+    from trainers.modeling.models import resolve_model
+    from trainers.modeling.pretrained import MARKER, cache_problem
 
     assert resolve_model("smollm2") == resolve_model("SmolLM2-135M-Instruct") == str(smollm2_dir)
     assert cache_problem(smollm2_dir) is None  # the leftover was replaced by a complete conversion
@@ -55,9 +55,10 @@ def test_smollm2_alias_resolves_to_the_verified_cache(smollm2_dir):
 
 
 def test_chat_template_is_chatml_and_labels_are_the_assistant_turns(smollm2_dir):
-    from trainers.chat import CHATML_TEMPLATE, normalize_messages
-    from trainers.models import load_tokenizer
-    from trainers.sft import IGNORE, encode_conversation
+    from trainers.modeling.chat import CHATML_TEMPLATE, normalize_messages
+    from trainers.modeling.models import load_tokenizer
+    from trainers.modeling.forward import IGNORE
+    from trainers.modeling.batches import encode_conversation
 
     from transformers import AutoTokenizer
 
@@ -90,9 +91,9 @@ def test_one_lora_step_changes_only_the_adapter(smollm2_dir):
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from trainers.chat import normalize_messages
-    from trainers.models import load_model, load_tokenizer
-    from trainers.sft import collate, encode_conversation
+    from trainers.modeling.chat import normalize_messages
+    from trainers.modeling.models import load_model, load_tokenizer
+    from trainers.modeling.batches import collate, encode_conversation
 
     torch.manual_seed(0)
     tok = load_tokenizer(str(smollm2_dir))
@@ -115,14 +116,15 @@ def test_one_lora_step_changes_only_the_adapter(smollm2_dir):
 
 
 def test_label_only_logits_give_the_models_loss_and_gradients(smollm2_dir):
-    """trainers.sft.causal_lm_loss applies SmolLM2's 49,152-word head to the labelled positions only: the loss and
+    """trainers.modeling.forward.causal_lm_loss applies SmolLM2's 49,152-word head to the labelled positions only: the loss and
     the LoRA gradients equal those of model(labels=...), which computes logits everywhere."""
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from trainers.chat import normalize_messages
-    from trainers.models import load_model, load_tokenizer
-    from trainers.sft import causal_lm_loss, collate, encode_conversation
+    from trainers.modeling.chat import normalize_messages
+    from trainers.modeling.models import load_model, load_tokenizer
+    from trainers.modeling.forward import causal_lm_loss
+    from trainers.modeling.batches import collate, encode_conversation
 
     torch.manual_seed(0)
     tok = load_tokenizer(str(smollm2_dir))
@@ -147,13 +149,13 @@ def test_label_only_logits_give_the_models_loss_and_gradients(smollm2_dir):
 
 
 def test_policy_logprobs_on_sampled_positions_match_the_full_head(smollm2_dir):
-    """trainers.grpo's log-probabilities apply the head to the sampled (masked) positions only: values there and the
+    """trainers.rl.grpo's log-probabilities apply the head to the sampled (masked) positions only: values there and the
     LoRA gradients of the policy loss equal those from the model's full logits; elsewhere they are 0."""
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from trainers.grpo import SampledSequence, _collate, _token_logps
-    from trainers.models import load_model, load_tokenizer
+    from trainers.rl.grpo import SampledSequence, _collate, _token_logps
+    from trainers.modeling.models import load_model, load_tokenizer
 
     torch.manual_seed(0)
     tok = load_tokenizer(str(smollm2_dir))
@@ -189,8 +191,8 @@ def test_policy_logprobs_on_sampled_positions_match_the_full_head(smollm2_dir):
 
 
 def test_batched_generation_matches_one_prompt_at_a_time(smollm2_dir):
-    from trainers.generation import Sampling, generate
-    from trainers.models import load_model, load_tokenizer
+    from trainers.generation.generate import Sampling, generate
+    from trainers.modeling.models import load_model, load_tokenizer
 
     tok = load_tokenizer(str(smollm2_dir))
     model = load_model(str(smollm2_dir)).eval()
@@ -208,7 +210,7 @@ def test_batched_eval_of_two_tasks_through_run_eval(smollm2_dir):
     gives alone (left padding, the shared prefix and the KV cache change nothing), scored and named smollm2. In
     float32: bf16 products round differently with the batch's shape, so there a batch need not give what one alone
     gives."""
-    from trainers.evaluate import EvalSettings, run_eval
+    from trainers.eval.evaluate import EvalSettings, run_eval
 
     common = dict(model="SmolLM2", task="shell", split="test", max_new_tokens=12, max_turns=2,
                   record_in_lake=False, progress=False, threads=1, device="cpu", bf16="off")
@@ -233,7 +235,7 @@ def _copy_with_linked_weights(src, dst):
 
 
 def test_partial_or_changed_cache_is_detected(smollm2_dir, tmp_path):
-    from trainers.pretrained import MARKER, cache_problem
+    from trainers.modeling.pretrained import MARKER, cache_problem
 
     copy = _copy_with_linked_weights(smollm2_dir, tmp_path / "c")
     assert cache_problem(copy) is None
@@ -279,7 +281,7 @@ def test_truncated_weights_are_rebuilt_with_the_gguf_logits(smollm2_dir, tmp_pat
     import torch
     from transformers import AutoModelForCausalLM
 
-    from trainers.pretrained import cache_problem, gguf_path, smollm2_path
+    from trainers.modeling.pretrained import cache_problem, gguf_path, smollm2_path
 
     root = tmp_path / "models"
     root.mkdir()

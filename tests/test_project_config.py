@@ -9,9 +9,8 @@ import pytest
 
 from envs import RewardWeights
 from lachesis.rl_cli import rl_edit_config_main
-from trainers.errors import TrainerInputError
-from trainers.project_config import (KEYS, ProjectConfig, describe_config, edit_config, find_config_file, load_config,
-                                     parse_layer_spec, reward_weights)
+from trainers.runtime.errors import TrainerInputError
+from trainers.rl.project_config import (KEYS, ProjectConfig, describe_config, edit_config, find_config_file, load_config, parse_layer_spec, reward_weights)
 
 
 def _cli(args, capsys, monkeypatch) -> tuple[int, str, str]:

@@ -25,7 +25,7 @@ def test_the_required_fields_of_a_native_record_are_the_ones_the_lake_requires()
 
 
 def test_the_tiny_model_trains_in_full_as_the_readme_says():
-    from trainers.config import SFTConfig
+    from trainers.sft.config import SFTConfig
 
     line = next(x for x in README.splitlines() if x.startswith("rl_finetune_supervised --model=tiny"))
     assert "tiny trains in full" in line and "pretrained: LoRA" in line

@@ -13,7 +13,7 @@ SPAN = 48
 
 @pytest.mark.parametrize("period", [1, 2, 5, 16])
 def test_a_span_repeated_three_times_is_a_loop(period):
-    from trainers.generation import looping
+    from trainers.generation.generate import looping
 
     head = list(range(100, 130))
     cycle = list(range(1, period + 1))
@@ -24,7 +24,7 @@ def test_a_span_repeated_three_times_is_a_loop(period):
 
 
 def test_longer_periods_and_varied_text_are_not_loops():
-    from trainers.generation import looping
+    from trainers.generation.generate import looping
 
     assert not looping(list(range(1, 18)) * 4, SPAN)  # period 17: beyond LOOP_MAX_PERIOD
     assert not looping(list(range(SPAN * 2)), SPAN)
@@ -34,9 +34,9 @@ def test_no_expert_reply_of_any_environment_trips_it(tiny_dir):  # noqa: F811
     """Every prefix of the expert's replies (tool calls with quoted, piped commands; python patches) is left alone."""
     import envs
 
-    from trainers.generation import looping
-    from trainers.models import load_tokenizer
-    from trainers.rollouts import policy_rows
+    from trainers.generation.generate import looping
+    from trainers.modeling.models import load_tokenizer
+    from trainers.generation.rollouts import policy_rows
 
     tok = load_tokenizer(str(tiny_dir))
     checked = 0
@@ -58,9 +58,9 @@ def test_generate_stops_a_looping_row_where_the_loop_is_found_and_leaves_the_oth
     soon as its tail is a loop, the others are untouched (the same tokens as without it)."""
     import envs
 
-    from trainers.evaluate import Episode
-    from trainers.generation import Sampling, generate, looping
-    from trainers.models import load_model, load_tokenizer
+    from trainers.generation.episodes import Episode
+    from trainers.generation.generate import Sampling, generate, looping
+    from trainers.modeling.models import load_model, load_tokenizer
 
     th.set_threads()
     tok = load_tokenizer(str(tiny_dir))
@@ -85,8 +85,8 @@ def test_generate_stops_a_looping_row_where_the_loop_is_found_and_leaves_the_oth
 
 
 def test_hermes_eval_stops_loops_by_default_and_checks_the_setting():
-    from trainers.errors import TrainerInputError
-    from trainers.evaluate import EvalSettings
+    from trainers.runtime.errors import TrainerInputError
+    from trainers.eval.evaluate import EvalSettings
 
     assert EvalSettings(record_in_lake=False).stop_repetition == SPAN
     assert EvalSettings(record_in_lake=False, stop_repetition=0).stop_repetition == 0  # off
@@ -95,8 +95,8 @@ def test_hermes_eval_stops_loops_by_default_and_checks_the_setting():
 
 
 def test_online_rl_stops_loops_by_default_and_checks_the_setting():
-    from trainers.errors import TrainerInputError
-    from trainers.project_config import ProjectConfig
+    from trainers.runtime.errors import TrainerInputError
+    from trainers.rl.project_config import ProjectConfig
 
     assert ProjectConfig().stop_repetition == SPAN and ProjectConfig(stop_repetition=0).stop_repetition == 0
     for bad in (3, -1, 1 << 21):

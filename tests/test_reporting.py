@@ -1,4 +1,4 @@
-"""--report-to (trainers/reporting.py): TensorBoard event files in the run folder hold exactly the metrics of
+"""--report-to (trainers/runtime/reporting.py): TensorBoard event files in the run folder hold exactly the metrics of
 train_log.jsonl (read back with tensorboard's own EventAccumulator), for our SFT loop and trl's DPOTrainer; a
 resumed run replaces the steps after its checkpoint; wandb, when missing, is a one-line how-to; with the
 atroposlib side venv (which has wandb) an offline W&B run lands in the run folder."""
@@ -14,8 +14,8 @@ import pytest
 
 import train_helpers as th
 from train_helpers import tiny_dir  # noqa: F401  (session fixture)
-from trainers.errors import TrainerInputError
-from trainers.reporting import TB_DIR, check_report_to, make_reporter, scalars
+from trainers.runtime.errors import TrainerInputError
+from trainers.runtime.reporting import TB_DIR, check_report_to, make_reporter, scalars
 
 ATROPOS_PY = os.environ.get("ATROPOS_PYTHON", "/tmp/atropos-venv/bin/python")
 
@@ -39,8 +39,8 @@ def _same(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> None:
 
 
 def test_sft_tensorboard_scalars_are_the_logged_metrics(tiny_dir, tmp_path):
-    from trainers.config import SFTConfig
-    from trainers.sft import run_sft
+    from trainers.sft.config import SFTConfig
+    from trainers.sft.sft import run_sft
 
     data = th.write_jsonl(tmp_path / "chats.jsonl", th.tool_chats(16))
     run_sft(SFTConfig(model=str(tiny_dir), data=str(data), output=str(tmp_path / "run"), max_steps=6, log_every=2,
@@ -53,8 +53,8 @@ def test_sft_tensorboard_scalars_are_the_logged_metrics(tiny_dir, tmp_path):
 
 def test_dpo_tensorboard_scalars_are_the_logged_metrics(tiny_dir, tmp_path):
     from test_train_runfolder import _preference_rows
-    from trainers.config import InstructConfig
-    from trainers.dpo import run_dpo
+    from trainers.sft.config import InstructConfig
+    from trainers.sft.dpo import run_dpo
 
     data = th.write_jsonl(tmp_path / "prefs.jsonl", _preference_rows(8))
     run_dpo(InstructConfig(method="dpo", model=str(tiny_dir), data=str(data), output=str(tmp_path / "run"), max_steps=3,

@@ -139,8 +139,8 @@ def test_recorded_logprobs_are_the_trainers(served, tool_model):
     recorded token ids) within 1e-4."""
     import torch
 
-    from trainers.models import load_model
-    from trainers.sft import logits_at
+    from trainers.modeling.models import load_model
+    from trainers.modeling.forward import logits_at
 
     url, _, lake = served
     oa = client(url)
@@ -216,7 +216,7 @@ def test_streamed_completion_is_the_plain_one_and_is_recorded(served):
 
 
 def test_a_continued_conversation_reuses_its_kv_and_answers_the_same(served, tool_model):
-    """The second call of a session starts from the KV its first call left (trainers.generation.TurnCache); its greedy
+    """The second call of a session starts from the KV its first call left (trainers.generation.generate.TurnCache); its greedy
     answer and log-probs equal those of the same messages computed from scratch (another session)."""
     url, app, _ = served
     oa = client(url)
@@ -244,7 +244,7 @@ def test_a_batch_stays_within_max_batch_tokens(tiny_dir):
     import asyncio
 
     from serving.app import load_engine
-    from trainers.generation import Sampling
+    from trainers.generation.generate import Sampling
 
     engine, _ = load_engine(ServeModelConfig(model="tiny", record="off", threads=1, max_batch_tokens=80,
                                              batch_window_ms=200))

@@ -15,7 +15,7 @@ from serve_model_helpers import TOOLS, client, lake_rows, running
 from train_helpers import REPO, tiny_dir  # noqa: F401  (the session's tiny model)
 
 from serving.config import ServeModelConfig
-from trainers.errors import TrainerInputError
+from trainers.runtime.errors import TrainerInputError
 
 HI = [{"role": "user", "content": "hi"}]
 

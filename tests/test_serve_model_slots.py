@@ -12,8 +12,8 @@ from train_helpers import tiny_dir  # noqa: F401  (the session's tiny model)
 
 from serving.config import ServeModelConfig
 from serving.engine import EmbeddedEngine
-from trainers.generation import Sampling, generate
-from trainers.models import load_model, load_tokenizer
+from trainers.generation.generate import Sampling, generate
+from trainers.modeling.models import load_model, load_tokenizer
 
 
 def _adapter(tiny_dir, folder, seed: int, r: int = 8):

@@ -12,8 +12,8 @@ from train_helpers import tiny_dir  # noqa: F401  (the session's tiny model)
 
 from lake import Lake
 from serving.config import ServeModelConfig
-from trainers.watch import StreamTrainer
-from trainers.watch_config import WatchConfig
+from trainers.watch.loop import StreamTrainer
+from trainers.watch.config import WatchConfig
 
 
 def wait_for(pred, timeout: float = 60.0) -> None:

@@ -27,9 +27,9 @@ STEPS = 2
 
 def test_two_actors_one_learner_consume_every_rollout_exactly_once(tiny_dir, tmp_path, lake_root):
     from lake import Lake
-    from trainers import checkpoint
-    from trainers.learner import train_online
-    from trainers.rl_config import OnlineConfig
+    from trainers.runtime import checkpoint
+    from trainers.rl.learner import train_online
+    from trainers.rl.config import OnlineConfig
 
     cfg = OnlineConfig(env="shell", steps=STEPS, eval_interval=100, actors=2,
                        config=str(write_project(tmp_path / "l.toml", max_turns=1, eval_episodes=1)),
@@ -69,11 +69,11 @@ def test_actors_draw_their_tasks_from_the_curriculum_in_the_checkpoint_they_play
     """--curriculum with actor processes (issue 24 item 3): the learner observes the rollouts it consumes, each
     checkpoint carries its curriculum state, and actor k's batch of version v holds exactly the tasks that state
     draws at the actor's data position; the learner's steps report the share of groups with a signal."""
-    from trainers import checkpoint
-    from trainers.curriculum import CurriculumStream
-    from trainers.evaluate import load_eval_tasks
-    from trainers.learner import train_online
-    from trainers.rl_config import OnlineConfig
+    from trainers.runtime import checkpoint
+    from trainers.rl.curriculum import CurriculumStream
+    from trainers.eval.evaluate import load_eval_tasks
+    from trainers.rl.learner import train_online
+    from trainers.rl.config import OnlineConfig
 
     tasks_file = str(write_tasks(tmp_path / "tasks.jsonl"))
     cfg = OnlineConfig(env="shell", steps=STEPS, eval_interval=100, actors=2, curriculum=True,
@@ -125,7 +125,7 @@ def test_a_killed_learner_leaves_no_actors_and_resumes_exactly_once(tiny_dir, tm
         time.sleep(0.05)
     assert proc.poll() is None, proc.stderr.read()[-2000:]
     children = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(proc.pid)], capture_output=True, text=True)
-    actors = [int(line.split()[0]) for line in children.stdout.splitlines() if "trainers.actors" in line]
+    actors = [int(line.split()[0]) for line in children.stdout.splitlines() if "trainers.rl.actors" in line]
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     end = time.time() + 60
@@ -159,7 +159,7 @@ def _alive(pid: int) -> bool:
 
 def test_an_actor_that_fails_is_one_line_naming_its_log(tmp_path):
     """An actor that dies (here: a folder with no run in it) stops the learner with its last log line."""
-    from trainers.actors import ActorFailed, ActorPool
+    from trainers.rl.actors import ActorFailed, ActorPool
 
     pool = ActorPool(tmp_path, 1, 1)
     pool.start()

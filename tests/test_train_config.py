@@ -9,8 +9,8 @@ import pytest
 
 import train_helpers as th
 from train_helpers import tiny_dir  # noqa: F401  (session fixture)
-from trainers.config import MIN_SCRATCH_STEPS, InstructConfig, SFTConfig
-from trainers.errors import TrainerInputError
+from trainers.sft.config import MIN_SCRATCH_STEPS, InstructConfig, SFTConfig
+from trainers.runtime.errors import TrainerInputError
 
 
 def _cli_defaults(app) -> dict:
@@ -88,7 +88,7 @@ def test_warmup_is_bounded_by_the_run_and_short_runs_warn():
 
 
 def test_guides_command_on_tiny_fine_tunes_fully_with_a_short_warmup_and_warns(tiny_dir, tmp_path):
-    from trainers.sft import run_sft
+    from trainers.sft.sft import run_sft
 
     data = th.write_jsonl(tmp_path / "trajectories.jsonl", th.tool_chats(80))
     s = SFTConfig(model=str(tiny_dir), data=str(data), epochs=3, output=str(tmp_path / "run"), record_in_lake=False,
@@ -101,7 +101,7 @@ def test_guides_command_on_tiny_fine_tunes_fully_with_a_short_warmup_and_warns(t
 
 
 def test_mistyped_lake_is_an_error_and_creates_nothing(tiny_dir, tmp_path):
-    from trainers.sft import run_sft
+    from trainers.sft.sft import run_sft
 
     data = th.write_jsonl(tmp_path / "d.jsonl", th.tool_chats(4))
     missing = tmp_path / "no-such-lake"

@@ -1,4 +1,4 @@
-"""Where `--data` reads from (trainers/data.py): a view name whose folder is the run's own new output folder
+"""Where `--data` reads from (trainers/sft/data.py): a view name whose folder is the run's own new output folder
 (`rl_finetune_supervised --data sft --output sft`, as a newcomer types it) is still the view, while an empty
 folder someone else made is an error that names it."""
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.views_helpers import new_lake, seeded_trajectories
-from trainers.data import load_rows
-from trainers.errors import TrainerInputError
+from trainers.sft.data import load_rows
+from trainers.runtime.errors import TrainerInputError
 
 
 def test_the_runs_own_output_folder_named_like_a_view_reads_the_view(tmp_path, monkeypatch):

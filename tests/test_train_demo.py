@@ -40,7 +40,7 @@ def test_from_lake_needs_an_existing_lake(tmp_path):
     from rich.console import Console
 
     from lachesis.demo import DemoConfig, run_demo
-    from trainers.errors import TrainerInputError
+    from trainers.runtime.errors import TrainerInputError
 
     with pytest.raises(TrainerInputError, match="no lake at"):
         run_demo(DemoConfig(workdir=str(tmp_path / "w"), from_lake=True, lake_root=str(tmp_path / "nope")),

@@ -11,9 +11,9 @@ from train_helpers import tiny_dir  # noqa: F401  (session fixture)
 
 def test_device_values_are_validated_in_every_config():
     from lachesis.demo import DemoConfig
-    from trainers.config import InstructConfig, SFTConfig
-    from trainers.errors import TrainerInputError
-    from trainers.evaluate import EvalSettings
+    from trainers.sft.config import InstructConfig, SFTConfig
+    from trainers.runtime.errors import TrainerInputError
+    from trainers.eval.evaluate import EvalSettings
 
     assert SFTConfig(data="x").device == "auto"
     assert EvalSettings(device=" CUDA:1 ").device == "cuda:1"
@@ -28,7 +28,7 @@ def test_device_values_are_validated_in_every_config():
 def test_cpu_means_float32_and_cpu_trainer_arguments():
     import torch
 
-    from trainers.config import cpu_defaults, device, load_dtype
+    from trainers.runtime.device import cpu_defaults, device, load_dtype
 
     cpu = device("cpu")
     assert cpu == torch.device("cpu") and load_dtype(cpu) is torch.float32
@@ -40,8 +40,8 @@ def test_cpu_means_float32_and_cpu_trainer_arguments():
 def test_load_model_puts_float32_weights_on_the_device(tiny_dir):  # noqa: F811
     import torch
 
-    from trainers.config import device
-    from trainers.models import load_model
+    from trainers.runtime.device import device
+    from trainers.modeling.models import load_model
 
     model = load_model(str(tiny_dir), device=device("cpu"))
     assert {(p.device.type, p.dtype) for p in model.parameters()} == {("cpu", torch.float32)}
@@ -50,8 +50,8 @@ def test_load_model_puts_float32_weights_on_the_device(tiny_dir):  # noqa: F811
 def test_cuda_where_there_is_none_is_one_line():
     import torch
 
-    from trainers.config import device
-    from trainers.errors import TrainerInputError
+    from trainers.runtime.device import device
+    from trainers.runtime.errors import TrainerInputError
 
     if not torch.cuda.is_available():
         with pytest.raises(TrainerInputError, match=r"^--device cuda: .*use --device cpu or --device auto$"):

@@ -12,10 +12,10 @@ from train_helpers import tiny_dir  # noqa: F401  (session fixture)
 def test_a_run_folder_is_an_adapter_for_hermes_eval(tiny_dir, tmp_path, full):
     import torch
 
-    from trainers.config import SFTConfig
-    from trainers.evaluate import EvalSettings, run_eval
-    from trainers.models import load_model, resolve_adapter
-    from trainers.sft import run_sft
+    from trainers.sft.config import SFTConfig
+    from trainers.eval.evaluate import EvalSettings, run_eval
+    from trainers.modeling.models import load_model, resolve_adapter
+    from trainers.sft.sft import run_sft
 
     run = tmp_path / "run"
     run_sft(SFTConfig(model=str(tiny_dir), data=str(th.write_jsonl(tmp_path / "d.jsonl", th.tool_chats(8))),
@@ -34,8 +34,8 @@ def test_a_run_folder_is_an_adapter_for_hermes_eval(tiny_dir, tmp_path, full):
 
 
 def test_hermes_eval_cli_takes_a_run_folder(tiny_dir, tmp_path):
-    from trainers.config import SFTConfig
-    from trainers.sft import run_sft
+    from trainers.sft.config import SFTConfig
+    from trainers.sft.sft import run_sft
 
     run = tmp_path / "run"
     run_sft(SFTConfig(model=str(tiny_dir), data=str(th.write_jsonl(tmp_path / "d.jsonl", th.tool_chats(8))),
@@ -47,8 +47,8 @@ def test_hermes_eval_cli_takes_a_run_folder(tiny_dir, tmp_path):
 
 
 def test_a_folder_that_is_no_run_is_a_one_line_error(tmp_path):
-    from trainers.errors import TrainerInputError
-    from trainers.models import resolve_adapter
+    from trainers.runtime.errors import TrainerInputError
+    from trainers.modeling.models import resolve_adapter
 
     (tmp_path / "empty").mkdir()
     with pytest.raises(TrainerInputError, match="no adapter/ or model/ folder"):
@@ -75,8 +75,8 @@ def _narrow_tiny(tiny_dir, dest):
 def test_hermes_eval_reads_the_model_from_the_run_and_a_mismatch_is_one_line(tiny_dir, tmp_path):
     # issue 27 item 4: `hermes_eval --adapter runs/<run>` evaluated the default tiny model with the run's adapter
     # (a size-mismatch traceback when the run trained another model)
-    from trainers.config import SFTConfig
-    from trainers.sft import run_sft
+    from trainers.sft.config import SFTConfig
+    from trainers.sft.sft import run_sft
 
     narrow = _narrow_tiny(tiny_dir, tmp_path / "narrow")
     run = tmp_path / "run"

@@ -60,8 +60,8 @@ def sql(lake_root: Path, query: str) -> list[dict]:
 
 # ----------------------------------------------------------------------------------------------- rl_train_online
 def test_online_rollouts_in_the_lake_with_versions_and_scaled_step_rewards(tiny_dir, tmp_path, lake_root):
-    from trainers.online import run_online
-    from trainers.rl_config import OnlineConfig
+    from trainers.rl.online import run_online
+    from trainers.rl.config import OnlineConfig
 
     cfg = OnlineConfig(env="shell", steps=3, eval_interval=2, config=str(write_project(tmp_path / "l.toml",
                        reward_scale=2.5)), tasks_file=str(write_tasks(tmp_path / "tasks.jsonl")),
@@ -128,8 +128,8 @@ def _tb_scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 def test_gradient_checkpointing_is_on_for_the_update_only(tiny_dir, tmp_path, lake_root):
     """--gradient-checkpointing: the policy recomputes activations when it trains (the update), and generates
     with its KV cache as before (rollouts run in eval mode)."""
-    from trainers.online import start
-    from trainers.rl_config import OnlineConfig
+    from trainers.rl.online import start
+    from trainers.rl.config import OnlineConfig
 
     def trainer(checkpointing: bool, name: str):
         return start(OnlineConfig(env="shell", steps=1, gradient_checkpointing=checkpointing, device="cpu",
@@ -145,9 +145,9 @@ def test_gradient_checkpointing_is_on_for_the_update_only(tiny_dir, tmp_path, la
 
 
 def test_bad_input_is_one_line_before_any_work(tmp_path, lake_root):
-    from trainers.errors import TrainerInputError
-    from trainers.online import run_online
-    from trainers.rl_config import OnlineConfig, TransferTrainConfig
+    from trainers.runtime.errors import TrainerInputError
+    from trainers.rl.online import run_online
+    from trainers.rl.config import OnlineConfig, TransferTrainConfig
 
     with pytest.raises(TrainerInputError, match="unknown task/environment 'nope'"):
         OnlineConfig(env="nope")
@@ -231,9 +231,9 @@ def test_kill_9_then_resume_neither_repeats_nor_skips_a_step(tiny_dir, tmp_path,
 def source_lake(tiny_dir, tmp_path_factory):
     """A lake with expert rollouts of bash (the source) and git (the target), and a short SFT run on bash."""
     from lake import Lake
-    from trainers.config import SFTConfig
-    from trainers.rollouts import policy_rows
-    from trainers.sft import run_sft
+    from trainers.sft.config import SFTConfig
+    from trainers.generation.rollouts import policy_rows
+    from trainers.sft.sft import run_sft
 
     root = tmp_path_factory.mktemp("transfer")
     lake = Lake.init(root / "lake")
@@ -245,9 +245,9 @@ def source_lake(tiny_dir, tmp_path_factory):
 
 
 def test_transfer_init_finds_the_source_run_and_checks_the_depth(source_lake, tmp_path):
-    from trainers.errors import TrainerInputError
-    from trainers.rl_config import TransferInitConfig
-    from trainers.transfer import run_transfer_init
+    from trainers.runtime.errors import TrainerInputError
+    from trainers.rl.config import TransferInitConfig
+    from trainers.transfer.transfer import run_transfer_init
 
     with pytest.raises(TrainerInputError, match="the model has 2 layers"):  # the guide's 0-8 on the tiny model
         run_transfer_init(TransferInitConfig(source_env="bash_exec_env", target_env="git_repo_env",
@@ -273,8 +273,8 @@ def _weights(folder: Path) -> dict:
 
 @pytest.mark.parametrize("method", ["sft", "online"])
 def test_train_transfer_keeps_frozen_layers_bit_identical(source_lake, tmp_path, method):
-    from trainers.rl_config import TransferInitConfig, TransferTrainConfig
-    from trainers.transfer import run_train_transfer, run_transfer_init
+    from trainers.rl.config import TransferInitConfig, TransferTrainConfig
+    from trainers.transfer.transfer import run_train_transfer, run_transfer_init
 
     project = write_project(tmp_path / "l.toml", learning_rate=3e-3, eval_episodes=1, max_turns=1)
     run_transfer_init(TransferInitConfig(freeze_layers="0", lake_root=str(source_lake), config=str(project),
@@ -307,8 +307,8 @@ def test_train_transfer_keeps_frozen_layers_bit_identical(source_lake, tmp_path,
 
 
 def test_lora_transfer_puts_no_adapter_on_frozen_layers(tiny_dir):
-    from trainers.freeze import frozen_names
-    from trainers.policy import PolicySpec, build_policy
+    from trainers.modeling.freeze import frozen_names
+    from trainers.modeling.policy import PolicySpec, build_policy
 
     model, frozen = build_policy(PolicySpec(model_path=str(tiny_dir), full=False, freeze=True, layers=[0]))
     lora = [n for n, _ in model.named_parameters() if "lora_" in n]
@@ -318,7 +318,7 @@ def test_lora_transfer_puts_no_adapter_on_frozen_layers(tiny_dir):
 
 
 def test_eval_curve_plots_every_evaluation_and_labels_the_last_values():
-    from trainers.plots import eval_curve_figure
+    from trainers.runtime.plots import eval_curve_figure
 
     evals = [{"step": s, "success_rate": v, "mean_reward": v, "valid_tool_call_rate": 1.0}
              for s, v in ((0, 0.0), (50, 0.25), (100, 0.5))]

@@ -6,7 +6,7 @@ import re
 
 import train_helpers as th
 from train_helpers import tiny_dir  # noqa: F401  (session fixture)
-from trainers.plots import eval_bars_figure, loss_figure, loss_points, plain_number
+from trainers.runtime.plots import eval_bars_figure, loss_figure, loss_points, plain_number
 
 
 def _tick_texts(fig) -> list[str]:
@@ -16,8 +16,8 @@ def _tick_texts(fig) -> list[str]:
 
 
 def test_loss_curve_ends_at_the_last_step_of_a_run(tiny_dir, tmp_path):
-    from trainers.config import SFTConfig
-    from trainers.sft import run_sft
+    from trainers.sft.config import SFTConfig
+    from trainers.sft.sft import run_sft
 
     summary = run_sft(SFTConfig(model=str(tiny_dir), data=str(th.write_jsonl(tmp_path / "d.jsonl", th.tool_chats(8))),
                                 output=str(tmp_path / "run"), max_steps=7, log_every=5, batch_size=4,

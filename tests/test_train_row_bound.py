@@ -1,5 +1,5 @@
 """What one row can cost a trainer (issue 26 item 14): a conversation is cut at --max-length x CHARS_PER_TOKEN_MAX
-characters before it is tokenized (trainers/data.py `bounded`), so a 20 MB row in the followed view costs the
+characters before it is tokenized (trainers/sft/data.py `bounded`), so a 20 MB row in the followed view costs the
 streaming trainer what a row of that size costs, not GBs of tokenizer offsets; the cut and skipped rows are
 counted in the run's metrics. The cut keeps every token a max_length truncation keeps (same examples)."""
 from __future__ import annotations
@@ -12,11 +12,11 @@ from train_helpers import TOOLS, tiny_dir, tool_chats  # noqa: F401  (the sessio
 from views_helpers import seeded_trajectories
 
 from lake import Lake
-from trainers.data import CHARS_PER_TOKEN_MAX, bounded, conversations
-from trainers.models import load_tokenizer
-from trainers.sft import encode_all
-from trainers.watch import StreamTrainer
-from trainers.watch_config import WatchConfig
+from trainers.sft.data import CHARS_PER_TOKEN_MAX, bounded, conversations
+from trainers.modeling.models import load_tokenizer
+from trainers.modeling.batches import encode_all
+from trainers.watch.loop import StreamTrainer
+from trainers.watch.config import WatchConfig
 
 HUGE = 20 << 20  # the issue's 20 MB row
 

@@ -27,9 +27,9 @@ def _preference_rows(n: int) -> list[dict]:
 
 def test_sft_and_dpo_write_the_same_protocol(tiny_dir, tmp_path):
     from lake import Lake
-    from trainers.config import InstructConfig, SFTConfig
-    from trainers.dpo import run_dpo
-    from trainers.sft import run_sft
+    from trainers.sft.config import InstructConfig, SFTConfig
+    from trainers.sft.dpo import run_dpo
+    from trainers.sft.sft import run_sft
 
     lake = Lake.init(tmp_path / "lake")
     common = dict(model=str(tiny_dir), lake_root=str(lake.root), progress=False, max_steps=3, batch_size=4, full=False)
@@ -64,8 +64,8 @@ def test_dpo_hands_gradient_checkpointing_to_trl(tiny_dir, tmp_path, monkeypatch
     off without the option, our default on a CPU)."""
     from transformers import PreTrainedModel
 
-    from trainers.config import InstructConfig
-    from trainers.dpo import run_dpo
+    from trainers.sft.config import InstructConfig
+    from trainers.sft.dpo import run_dpo
 
     enabled, original = [], PreTrainedModel.activation_checkpointing_enable
 

@@ -21,9 +21,10 @@ def _assistant_char_spans(text: str) -> list[tuple[int, int]]:
 
 
 def test_labels_cover_exactly_the_assistant_tokens(tiny_dir):
-    from trainers.chat import normalize_messages
-    from trainers.models import load_tokenizer
-    from trainers.sft import IGNORE, encode_conversation
+    from trainers.modeling.chat import normalize_messages
+    from trainers.modeling.models import load_tokenizer
+    from trainers.modeling.forward import IGNORE
+    from trainers.modeling.batches import encode_conversation
 
     tok = load_tokenizer(str(tiny_dir))
     row = th.tool_chats(1, seed=3)[0]
@@ -51,9 +52,9 @@ def test_sft_lowers_loss_saves_adapter_that_reproduces_logits(tiny_dir, tmp_path
     import torch
 
     from lake import Lake
-    from trainers.config import SFTConfig
-    from trainers.models import load_model, load_tokenizer
-    from trainers.sft import run_sft
+    from trainers.sft.config import SFTConfig
+    from trainers.modeling.models import load_model, load_tokenizer
+    from trainers.sft.sft import run_sft
 
     data = th.write_jsonl(tmp_path / "chats.jsonl", th.tool_chats(64))
     lake = tmp_path / "lake"
@@ -84,10 +85,11 @@ def test_sft_lowers_loss_saves_adapter_that_reproduces_logits(tiny_dir, tmp_path
 def test_reloaded_adapter_reproduces_trained_model_logits(tiny_dir, tmp_path):
     import torch
 
-    from trainers.chat import normalize_messages
-    from trainers.models import load_model, load_tokenizer
-    from trainers.config import SFTConfig
-    from trainers.sft import encode_all, prepare_model, train_loop
+    from trainers.modeling.chat import normalize_messages
+    from trainers.modeling.models import load_model, load_tokenizer
+    from trainers.sft.config import SFTConfig
+    from trainers.modeling.batches import encode_all
+    from trainers.sft.loop import prepare_model, train_loop
 
     tok = load_tokenizer(str(tiny_dir))
     convs = [{"messages": normalize_messages(r["messages"]), "tools": r["tools"]} for r in th.tool_chats(16)]
@@ -107,8 +109,8 @@ def test_reloaded_adapter_reproduces_trained_model_logits(tiny_dir, tmp_path):
 def test_full_finetune_writes_a_complete_model(tiny_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from trainers.config import SFTConfig
-    from trainers.sft import run_sft
+    from trainers.sft.config import SFTConfig
+    from trainers.sft.sft import run_sft
 
     data = th.write_jsonl(tmp_path / "chats.jsonl", th.tool_chats(16))
     summary = run_sft(SFTConfig(model=str(tiny_dir), data=str(data), full=True, max_steps=3, batch_size=8,
@@ -146,9 +148,10 @@ def test_empty_export_folder_is_a_one_line_error(tiny_dir, tmp_path):
 def test_shared_prefix_batches_give_the_full_sequence_loss_and_gradients(tiny_dir):
     import torch
 
-    from trainers.chat import normalize_messages
-    from trainers.models import load_model, load_tokenizer
-    from trainers.sft import collate, collate_suffix, encode_all, first_label_pos, forward_shared_prefix, shared_prefix_len
+    from trainers.modeling.chat import normalize_messages
+    from trainers.modeling.models import load_model, load_tokenizer
+    from trainers.modeling.batches import collate, collate_suffix, encode_all, first_label_pos, shared_prefix_len
+    from trainers.modeling.forward import forward_shared_prefix
 
     tok = load_tokenizer(str(tiny_dir))
     convs = [{"messages": normalize_messages(r["messages"]), "tools": r["tools"]} for r in th.tool_chats(4, seed=5)]
@@ -176,9 +179,10 @@ def test_gradient_checkpointing_recomputes_each_layer_and_trains_the_same(tiny_d
     (without the shared prefix, which checkpointing turns off)."""
     import torch
 
-    from trainers.config import SFTConfig
-    from trainers.models import load_model
-    from trainers.sft import prepare_model, run_sft
+    from trainers.sft.config import SFTConfig
+    from trainers.modeling.models import load_model
+    from trainers.sft.loop import prepare_model
+    from trainers.sft.sft import run_sft
 
     data = th.write_jsonl(tmp_path / "chats.jsonl", th.tool_chats(16))
 

@@ -1,4 +1,4 @@
-"""The streaming trainer in one process (trainers/watch.py): increments consume exactly the appended rows, a
+"""The streaming trainer in one process (trainers/watch/loop.py): increments consume exactly the appended rows, a
 compaction is no increment, vacuum spares what the watcher has not consumed, a commit wakes a resident watcher,
 status reports lag, --eval-every records an evaluation of the increment's weights."""
 from __future__ import annotations
@@ -16,12 +16,12 @@ from views_helpers import seeded_trajectories
 from lake import Lake
 from lake.delta import added_files
 from lake.maintenance import compact, vacuum
-from trainers import checkpoint
-from trainers.models import load_model
-from trainers.watch import StreamTrainer
-from trainers.watch_config import WatchConfig
-from trainers.watch_feed import events_digest
-from trainers.watch_status import watcher_status
+from trainers.runtime import checkpoint
+from trainers.modeling.models import load_model
+from trainers.watch.loop import StreamTrainer
+from trainers.watch.config import WatchConfig
+from trainers.watch.feed import events_digest
+from trainers.watch.status import watcher_status
 
 FAST = dict(split="all", batch_size=8, max_steps=2, progress=False, threads=1)
 
@@ -172,7 +172,7 @@ def _all_runs(lake: Lake) -> list[dict]:
 
 
 def test_a_second_watcher_on_the_same_folder_is_refused(lake, tmp_path, tiny_dir):
-    from trainers.errors import TrainerInputError
+    from trainers.runtime.errors import TrainerInputError
 
     st = trainer(lake, tmp_path)
     try:
@@ -226,7 +226,7 @@ def test_a_restarted_lora_watcher_trains_its_adapter_on(lake, tmp_path, tiny_dir
 
 
 def test_a_folder_keeps_its_view_and_model(lake, tmp_path, tiny_dir):
-    from trainers.errors import TrainerInputError
+    from trainers.runtime.errors import TrainerInputError
 
     trainer(lake, tmp_path).close()
     with pytest.raises(TrainerInputError, match="folder of a watcher of view 'sft'"):

@@ -15,11 +15,11 @@ from train_helpers import tiny_dir  # noqa: F401  (the session's tiny model)
 from test_train_watch import good_batch
 
 from lake import Lake
-from trainers import checkpoint
-from trainers.models import load_model
-from trainers.watch import StreamTrainer
-from trainers.watch_config import WatchConfig
-from trainers.watch_feed import events_digest
+from trainers.runtime import checkpoint
+from trainers.modeling.models import load_model
+from trainers.watch.loop import StreamTrainer
+from trainers.watch.config import WatchConfig
+from trainers.watch.feed import events_digest
 from tests.fault_figures import record
 
 BATCHES, KILLS = 8, 5
@@ -41,7 +41,7 @@ def kill_while_training(cfg: WatchConfig, delay: float) -> bool:
     first. Forked from a fork server that has imported the trainer once (a plain fork of this process would inherit
     deltalake's tokio runtime, which refuses to run in a forked child)."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["trainers.watch", "lachesis.cli"])
+    ctx.set_forkserver_preload(["trainers.watch.loop", "lachesis.cli"])
     ours, theirs = ctx.Pipe()
     proc = ctx.Process(target=_watch, args=(cfg, theirs))
     proc.start()

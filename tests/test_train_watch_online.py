@@ -1,4 +1,4 @@
-"""`lake train watch --recipe online`: the online recipe is rl_train_online --actors N's one loop (trainers/learner.py):
+"""`lake train watch --recipe online`: the online recipe is rl_train_online --actors N's one loop (trainers/rl/learner.py):
 actor processes append rollouts to the lake and the learner trains on them from its change feed, the lake being the
 only channel. The watch options that apply map onto OnlineConfig; any other is a one-line error."""
 from __future__ import annotations
@@ -13,9 +13,9 @@ from train_helpers import tiny_dir  # noqa: F401  (the session's tiny model)
 
 from lachesis.cli import app
 from lachesis.console import run
-from trainers.errors import TrainerInputError
-from trainers.rl_config import OnlineConfig
-from trainers.watch_config import WatchConfig
+from trainers.runtime.errors import TrainerInputError
+from trainers.rl.config import OnlineConfig
+from trainers.watch.config import WatchConfig
 
 
 def lake_cli(argv: list[str], capsys) -> tuple[int, str, str]:

@@ -13,10 +13,10 @@ from test_train_watch import good_batch, runs_of
 from lachesis.cli import app
 from lachesis.console import run
 from lake import Lake
-from trainers import checkpoint
-from trainers.watch_config import HEARTBEAT_FILE, WATCH_FILE
-from trainers.watch_feed import events_digest
-from trainers.watch_status import watcher_status
+from trainers.runtime import checkpoint
+from trainers.watch.config import HEARTBEAT_FILE, WATCH_FILE
+from trainers.watch.feed import events_digest
+from trainers.watch.status import watcher_status
 
 pytestmark = pytest.mark.s3
 

@@ -40,8 +40,8 @@ def _run(*argv, cwd: Path) -> str:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
-    from trainers.errors import TrainerInputError
-    from trainers.pretrained import gguf_path
+    from trainers.runtime.errors import TrainerInputError
+    from trainers.modeling.pretrained import gguf_path
 
     try:
         gguf_path()  # the wheel's GGUF (its package is never imported: it needs `llm`)

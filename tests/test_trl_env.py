@@ -1,4 +1,4 @@
-"""trainers/trl_env.py: our registered environments as TRL GRPOTrainer environments, TRL unchanged.
+"""trainers/rl/trl_env.py: our registered environments as TRL GRPOTrainer environments, TRL unchanged.
 
 The adapter's tools are the environment's (same names, parameters, descriptions, as TRL renders them); the
 reference solution played through those tool methods scores what the environment scores; and TRL's own
@@ -12,8 +12,8 @@ import pytest
 
 import envs
 from train_helpers import set_threads, tiny_dir  # noqa: F401  (session fixture)
-from trainers.errors import TrainerInputError
-from trainers.trl_env import EPISODE_OVER, environment_factory, grpo_dataset, hermes_tool_parser
+from trainers.runtime.errors import TrainerInputError
+from trainers.rl.trl_env import EPISODE_OVER, environment_factory, grpo_dataset, hermes_tool_parser
 
 # Two bash tasks whose grade does not depend on what an untrained model writes: one is already done in its
 # starting workspace (reward 1.0 on submit), one needs a command nobody ran (0.0).
@@ -95,8 +95,8 @@ def test_grpo_trainer_runs_two_steps_with_environment_rewards(tiny_dir, task_fil
     set_threads()
     from trl import GRPOConfig, GRPOTrainer
 
-    from trainers.config import cpu_defaults
-    from trainers.models import load_tokenizer
+    from trainers.runtime.device import cpu_defaults
+    from trainers.modeling.models import load_tokenizer
 
     episodes = []
     Env = environment_factory("bash_exec_env", tasks=task_file, on_episode=episodes.append)
@@ -120,7 +120,7 @@ def test_grpo_trainer_runs_two_steps_with_environment_rewards(tiny_dir, task_fil
 
 
 def test_tool_parser_needs_a_hermes_template(tiny_dir):
-    from trainers.models import load_tokenizer
+    from trainers.modeling.models import load_tokenizer
 
     tok = load_tokenizer(str(tiny_dir), None)
     assert hermes_tool_parser(tok).response_template["fields"]["tool_calls"]["open"] == "<tool_call>"

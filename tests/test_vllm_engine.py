@@ -27,7 +27,7 @@ def adapter(tiny_dir: Path, out: Path, seed: int) -> Path:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from trainers.models import load_model, load_tokenizer
+    from trainers.modeling.models import load_model, load_tokenizer
 
     torch.manual_seed(seed)
     model = get_peft_model(load_model(str(tiny_dir), device=torch.device("cpu")),
@@ -43,9 +43,9 @@ def adapter(tiny_dir: Path, out: Path, seed: int) -> Path:
 def peft_greedy(tiny_dir: Path, run: Path, n: int):
     import torch
 
-    from trainers.chat import prompt_ids
-    from trainers.generation import Sampling, generate
-    from trainers.models import load_model, load_tokenizer
+    from trainers.modeling.chat import prompt_ids
+    from trainers.generation.generate import Sampling, generate
+    from trainers.modeling.models import load_model, load_tokenizer
 
     tok = load_tokenizer(str(tiny_dir))
     model = load_model(str(tiny_dir), str(run), device=torch.device("cpu")).eval()
@@ -57,7 +57,7 @@ def test_engine_options_are_checked_in_one_line(tiny_dir, tmp_path):
     from serving.app import load_engine
     from serving.config import ServeModelConfig
     from serving.vllm_engine import lora_rank
-    from trainers.errors import TrainerInputError
+    from trainers.runtime.errors import TrainerInputError
 
     with pytest.raises(TrainerInputError, match="need --engine vllm"):
         ServeModelConfig(vllm_url="http://127.0.0.1:9")
@@ -73,7 +73,7 @@ def test_engine_options_are_checked_in_one_line(tiny_dir, tmp_path):
 @needs_vllm
 def test_vllm_engine_serves_lora_versions_like_the_embedded_path(tiny_dir, tmp_path):
     from serving.config import ServeModelConfig
-    from trainers.errors import TrainerInputError
+    from trainers.runtime.errors import TrainerInputError
 
     run1, run2 = adapter(tiny_dir, tmp_path / "run-a", 1), adapter(tiny_dir, tmp_path / "run-b", 2)
     lake = tmp_path / "lake"

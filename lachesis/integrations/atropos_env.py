@@ -37,7 +37,7 @@ from pydantic import Field
 
 import envs
 from envs.base import ToolEnv
-from trainers.chat import render
+from trainers.modeling.chat import render
 
 POLICIES = ("model", *envs.POLICY_KINDS)
 IGNORE = -100  # Atropos' mask value for tokens the trainer must not learn

@@ -1,0 +1,198 @@
+"""hermes_eval: run a model greedily through an environment's held-out tasks and score it.
+
+Multi-turn and token-in/token-out: the prompt is rendered once by the chat template, then each turn appends
+the model's generated tokens and the template's own rendering of the tool turns that answer them
+(chat.turn_continuation), so the prompt is token for token the template's rendering of the conversation,
+as in training. Episodes run in batches (one batched trainers.generation.generate call per turn for every live episode:
+the shared system/tools prefix computed once, each episode's KV cache kept across its turns, optionally a merged
+bf16 copy of the model), stop when the environment says so (submit, a reply without a tool call, or its step
+limit, which is `max_turns`), and are recorded by envs/episode.py, the recorder every writer of trajectories uses.
+Every episode plus a summary go to an existing lake (a missing lake is an error, never created here).
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import envs
+from lake import Lake, LakeError
+
+from trainers.runtime.options import DEFAULT_SEED, at_least, helped as _help
+from trainers.runtime.device import check_device, device as pick_device, set_threads, setup_env
+from trainers.runtime.errors import TrainerInputError
+from trainers.runtime.progress import Progress
+from trainers.generation.generate import (BF16_HELP, Sampling, Turns, check_bf16, check_stop_repetition, STOP_REPETITION, rollout_model, use_bf16)
+from trainers.generation.episodes import Episode, play
+
+SOURCE = "hermes_eval"
+
+
+@dataclass
+class EvalSettings:
+    """hermes_eval: which model, which tasks, how long episodes may run, where they are recorded."""
+
+    model: str | None = field(default=None, **_help(
+        "tiny | smollm2 | hermes-3 | a local model folder | a hub id (default: the model the --adapter run was "
+        "trained from, else tiny)"))
+    task: str = field(default="shell", **_help("an environment name or alias: debug-python | shell | git | a "
+                                               "registered environment"))
+    split: str = field(default="test", **_help(
+        "the task split to evaluate on (test: held-out names; test_families: whole task families held out of training)"))
+    adapter: str | None = field(default=None, **_help("a run folder (its adapter/ or, for --full runs, model/)"))
+    limit: int | None = field(default=None, **_help("evaluate only the first N tasks"))
+    offset: int = field(default=0, **_help("skip the first N tasks"))
+    seed: int = field(default=DEFAULT_SEED, **_help("seed of episode i is seed + i"))
+    max_new_tokens: int = field(default=128, **_help("tokens generated per turn at most"))
+    max_turns: int = field(default=6, **_help("turns per episode at most (the environment's step limit)"))
+    stop_repetition: int = field(default=STOP_REPETITION, **_help(
+        "end a reply whose last N tokens are one span of <= 16 tokens repeated (a loop) instead of running to "
+        "--max-new-tokens; 0: off"))
+    max_context: int = field(default=2048, **_help("an episode ends once its prompt reaches this many tokens"))
+    batch_size: int = field(default=64, **_help("episodes generated together"))
+    lake_root: str | None = field(default=None, **_help(
+        "an existing lake for the episodes and the runs event (default $LAKE_ROOT or ./data/lake)"))
+    record_in_lake: bool = field(default=True, **_help("record the episodes and a runs event in the lake"))
+    threads: int | None = field(default=None, **_help("torch threads (default 1 or $LACHESIS_THREADS)"))
+    device: str = field(default="auto", **_help("auto (cuda when available) | cpu | cuda | cuda:N; bf16 only on a GPU"))
+    chat_template: str | None = field(default=None, **_help("chatml (ours, Hermes-style) or a .jinja file"))
+    tasks_file: str | None = field(default=None, **_help("a tasks .jsonl file instead of the built-in suite"))
+    progress: bool = field(default=True, **_help("show a progress bar"))
+    bf16: str = field(default="auto", **_help(BF16_HELP))
+    reuse_kv: bool = field(default=True, **_help(
+        "keep each episode's KV cache across its turns and compute the prompts' shared system/tools prefix once "
+        "(exact: the same greedy outputs, ~2x fewer CPU-seconds)"))
+
+    def __post_init__(self):
+        self.task = resolve_env_name(self.task)
+        self.bf16 = check_bf16(self.bf16)
+        if self.split not in envs.SPLITS:
+            raise TrainerInputError(f"unknown --split {self.split!r}: use {' or '.join(envs.SPLITS)}")
+        at_least(self, 0, "offset", "stop_repetition")
+        check_stop_repetition(self.stop_repetition, "--stop-repetition")
+        at_least(self, 1, "limit", "max_new_tokens", "max_turns", "max_context", "batch_size", "threads")
+        self.device = check_device(self.device)
+
+
+def resolve_env_name(task: str) -> str:
+    """The registered environment for a --task name or alias (envs.registry holds the one alias table)."""
+    try:
+        return envs.resolve_name(task)
+    except envs.UnknownEnvironmentError as exc:
+        raise TrainerInputError(f"unknown task/environment {task!r}: use one of {', '.join(exc.known)}") from None
+
+
+def load_eval_tasks(env_name: str, split: str, tasks_file: str | None) -> list[envs.Task]:
+    try:
+        if tasks_file:
+            tasks = [t for t in envs.load_tasks_file(tasks_file) if t.split == split]
+        else:
+            tasks = envs.load_tasks(env_name, split)
+    except (envs.TaskFileError, FileNotFoundError, ValueError, TypeError) as exc:
+        raise TrainerInputError(f"cannot load {split} tasks of {env_name}: {exc}") from None
+    if not tasks:
+        raise TrainerInputError(f"{env_name} has no {split} tasks")
+    return tasks
+
+
+def _open_lake(s: EvalSettings) -> Lake | None:
+    """The lake the episodes go to, opened before any model work so a wrong --lake fails at once."""
+    if not s.record_in_lake:
+        return None
+    try:
+        return Lake.open(s.lake_root)
+    except LakeError as exc:
+        raise TrainerInputError(f"{exc}, or pass --no-lake") from None
+
+
+def run_eval(s: EvalSettings, console=None) -> dict:
+    setup_env()
+    from trainers.modeling.models import (load_model, load_tokenizer, model_label, resolve_adapter, resolve_model, untrained_note)
+
+    dev = pick_device(s.device)  # before any model work: --device cuda without CUDA is the one-line error
+    env_name = s.task  # resolved by EvalSettings
+    tasks = load_eval_tasks(env_name, s.split, s.tasks_file)
+    tasks = tasks[s.offset :]
+    if s.limit:
+        tasks = tasks[: s.limit]
+    lake = _open_lake(s)
+    if s.model is None and s.adapter:  # the run's own base model, as rl_train_online --init reads it
+        from trainers.modeling.policy import run_base_model
+
+        spec, model_path = run_base_model(s.adapter)
+        s = replace(s, model=spec)
+    else:
+        s = replace(s, model=s.model or "tiny")
+        model_path = resolve_model(s.model)
+    adapter = resolve_adapter(s.adapter)
+    note = untrained_note(s.model, "--adapter", adapter)
+    if note and console is not None and s.progress:  # not from the online trainer's own evaluations
+        console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+    set_threads(s.threads)
+    import torch
+
+    tok_path = adapter if adapter and (Path(adapter) / "tokenizer_config.json").exists() else model_path
+    tok = load_tokenizer(tok_path, s.chat_template)
+    torch.manual_seed(s.seed)
+    model = load_model(model_path, adapter, device=dev).eval()
+    if use_bf16(s.bf16, dev):  # generate with the merged bf16 copy alone: the float32 model is not needed
+        model = rollout_model(model, True)
+    run_id = f"eval-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+    label = model_label(s.model)
+    summary, episodes = evaluate_model(model, tok, s, tasks, console, run_id=run_id, label=label, adapter=adapter)
+    if lake is not None:
+        summary["lake_versions"] = _record(lake, s, summary, episodes, label, adapter)
+    return summary
+
+
+def evaluate_model(model, tok, s: EvalSettings, tasks: list[envs.Task], console=None, *, run_id: str, label: str,
+                   adapter: str | None = None) -> tuple[dict, list[Episode]]:
+    """Greedy episodes of a loaded model on `tasks` (s.task's environment) and their summary; nothing is recorded
+    (run_eval records them; online RL evaluates its current policy with this and records them its own way). The
+    model generates as given (s.bf16 is applied by the caller: run_eval, or online RL's rollout copy)."""
+    t0 = time.perf_counter()
+    env_kw: dict = {"tasks": s.tasks_file} if s.tasks_file else {"split": s.split}
+    episodes = [Episode(envs.make(s.task, max_steps=s.max_turns, **env_kw), t.task_id, s.seed + i, tok)
+                for i, t in enumerate(tasks)]
+    prog = Progress(console if s.progress else None, "eval", len(episodes), unit="episodes", style="bold green")
+    try:
+        with prog:
+            gen = Turns(model, tok, Sampling(max_new_tokens=s.max_new_tokens, stop_repetition=s.stop_repetition),
+                        reuse_kv=s.reuse_kv)
+            gen_s = play(episodes, gen, tok, s.batch_size, s.max_context, prog.advance, forget=gen.forget)
+    finally:
+        for e in episodes:
+            e.env.close()
+    wall = time.perf_counter() - t0
+    results = [e.result() for e in episodes]
+    n = len(results)
+    summary = {"run_id": run_id, "kind": "eval", "env": s.task, "split": s.split, "model": label,
+               "adapter": adapter, "episodes": n, "success_rate": sum(r["success"] for r in results) / n,
+               "mean_reward": sum(r["reward"] for r in results) / n,
+               "valid_tool_call_rate": sum(r["valid_tool_call_rate"] for r in results) / n,
+               "first_call_valid_rate": sum(r["first_call_valid"] for r in results) / n,
+               "repetition_stops": sum(r["repetition_stops"] for r in results),
+               "length_stops": sum(r["length_stops"] for r in results),
+               "loops_at_limit": sum(r["loops_at_limit"] for r in results),
+               "mean_turns": sum(r["turns"] for r in results) / n, "wall_s": round(wall, 3), "generate_s": round(gen_s, 3),
+               "seed": s.seed, "per_task": results}
+    return summary, episodes
+
+
+def episode_record(e: Episode, *, run_id: str, model: str, adapter: str | None) -> dict:
+    """One evaluation episode as a trajectory record (envs/episode.py's rules)."""
+    return e.recorder.record(model=model, policy_version=adapter or "base", source=SOURCE, group_id=run_id,
+                             seed=e.seed, metadata={"eval_run_id": run_id, "adapter": adapter})
+
+
+def _record(lake: Lake, s: EvalSettings, summary: dict, episodes: list[Episode], label: str,
+            adapter: str | None) -> dict:
+    rows = [episode_record(e, run_id=summary["run_id"], model=label, adapter=adapter) for e in episodes]
+    tv = lake.append("trajectories", rows)
+    metrics = {k: v for k, v in summary.items() if k not in ("per_task", "run_id", "kind", "model", "adapter")}
+    rv = lake.append("runs", [{"run_id": summary["run_id"], "kind": "eval", "status": "completed", "model": label,
+                               "adapter_path": adapter, "config": asdict(s), "metrics": metrics,
+                               "metadata": {"per_task": summary["per_task"], "env": summary["env"],
+                                            "split": s.split}}])
+    return {"trajectories": tv.version, "runs": rv.version}

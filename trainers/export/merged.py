@@ -1,0 +1,147 @@
+"""`lake export-model`: a run's weights as one self-contained Hugging Face model folder other engines load.
+
+Why: a LoRA run leaves an adapter that only peft on top of the exact base model can use, and a streaming trainer
+leaves one checkpoint per increment; vLLM (without --enable-lora), TGI, transformers and the GGUF converters want
+one folder with the full weights, the tokenizer and the chat template. `--format merged` loads the base through
+the same `from_pretrained` path training used, merges the adapter into it (peft `merge_and_unload`: W + B A *
+alpha / r, so the merged model computes what the adapter model does: logits equal within 1e-5 in float32, tested)
+and writes safetensors, config.json, the tokenizer and chat_template.jinja. A fully fine-tuned run (the tiny
+model trains in full) is loaded and saved the same way. The folder is written under a temporary name and renamed
+into place, so an interrupted export leaves no half folder under the asked name.
+
+`--format gguf` adds `model.gguf` to that folder for llama.cpp and ollama (trainers/export/gguf.py: Llama-architecture
+models, F32 or F16; the `gguf` package has no Hugging Face converter of its own, llama.cpp's script is on no registry).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from trainers.runtime import checkpoint
+from trainers.runtime.options import helped
+from trainers.runtime.device import quiet_transformers, setup_env
+from trainers.runtime.errors import TrainerInputError
+from trainers.export.gguf import GGUF_NAME, write_gguf
+from trainers.runtime.model_folder import TINY_MARKER
+from trainers.modeling.models import load_model, load_tokenizer, resolve_adapter, resolve_model
+
+FORMATS = ("merged", "gguf")
+DTYPES = ("float32", "bfloat16", "float16")
+PROVENANCE = "lachesis_export.json"  # written beside the weights: which run, step and adapter they come from
+
+
+@dataclass(kw_only=True)
+class ExportModelConfig:
+    """lake export-model: which run (and increment), which base, where and in what form the model goes."""
+
+    run: str = field(**helped("a run folder (runs/<run>: its adapter/ or model/; a streaming trainer's folder: its "
+                              "newest increment, or --step), a checkpoint folder, or an adapter folder"))
+    output: str = field(**helped("the folder to write the model into (new or empty)"))
+    format: str = field(default="merged", **helped("merged: the adapter merged into a full Hugging Face folder "
+                                                   "(safetensors, config, tokenizer, chat template); gguf: the same "
+                                                   "folder plus model.gguf for llama.cpp / ollama (Llama models)"))
+    model: str | None = field(default=None, **helped(
+        "the base model of a LoRA run: tiny | smollm2 | a folder (default: the one the run trained, from its "
+        "adapter_config.json)"))
+    step: int | None = field(default=None, **helped("a streaming or online trainer's checkpoint step (default the newest)"))
+    dtype: str = field(default="float32", **helped(
+        "weights dtype of the export: float32 | bfloat16 | float16 (bfloat16 changes greedy outputs: "
+        "22 of 32 SmolLM2 answers under vLLM, docs/serving.md)"))
+
+    def __post_init__(self):
+        if self.format not in FORMATS:
+            raise TrainerInputError(f"unknown --format {self.format!r}: use merged or gguf")
+        if self.dtype not in DTYPES:
+            raise TrainerInputError(f"unknown --dtype {self.dtype!r}: use {' | '.join(DTYPES)}")
+        if self.format == "gguf" and self.dtype == "bfloat16":
+            raise TrainerInputError("--format gguf writes float32 or float16: pass --dtype float32 or float16")
+        if self.format == "gguf" and importlib.util.find_spec("gguf") is None:
+            raise TrainerInputError("--format gguf needs the package gguf, which is not installed: pip install gguf "
+                                    "(scripts/bootstrap.sh installs it)")
+        if self.step is not None and self.step < 0:
+            raise TrainerInputError(f"--step must be at least 0, got {self.step}")
+        out = Path(self.output).expanduser()
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise TrainerInputError(f"output folder {out} is not empty: pass a new --output folder")
+
+
+def run_weights(run: str, step: int | None = None) -> tuple[Path, int | None]:
+    """The weights folder a run names, and its checkpoint step (None for a finished run's adapter/ or model/):
+    a finished run's adapter/ or model/, a trainer folder's checkpoint `step` (default the newest), a checkpoint
+    folder's weights/, or the adapter or model folder itself."""
+    p = Path(run).expanduser()
+    if not p.is_dir():
+        raise TrainerInputError(f"run {p} does not exist: pass a run folder such as runs/<run_id>")
+    if step is None and not checkpoint.complete(p) and not (p / "weights").is_dir():
+        return Path(resolve_adapter(str(p))), None
+    if (p / "weights").is_dir() and (p / "state.json").is_file():  # one checkpoint folder
+        return checkpoint.weights(p), int(checkpoint.read_state(p)["step"])
+    found = {int(c.name.removeprefix(checkpoint.PREFIX)): c for c in checkpoint.complete(p)}
+    if not found:
+        raise TrainerInputError(f"--step {step}: {p} has no checkpoints/ (only streaming and online trainers write them)")
+    if step is None:
+        step = max(found)
+    if step not in found:
+        raise TrainerInputError(f"{p} has no checkpoint of step {step}: it keeps steps {sorted(found)}")
+    return checkpoint.weights(found[step]), step
+
+
+def base_of(adapter: Path, model: str | None) -> str:
+    """The base model folder of a LoRA adapter: --model, else the adapter's base_model_name_or_path."""
+    if model:
+        return resolve_model(model)
+    base = json.loads((adapter / "adapter_config.json").read_text()).get("base_model_name_or_path") or ""
+    if not base or not Path(base).is_dir():
+        raise TrainerInputError(f"the adapter {adapter} was trained on {base!r}, which is not a folder here: pass its "
+                                "base model with --model (tiny | smollm2 | a folder)")
+    return resolve_model(base)
+
+
+def export_model(cfg: ExportModelConfig, console=None) -> dict:
+    """Write the merged model of `cfg.run` to `cfg.output`. Returns what the command prints."""
+    import torch
+
+    setup_env()
+    quiet_transformers()
+    t0 = time.perf_counter()
+    weights, step = run_weights(cfg.run, cfg.step)
+    lora = (weights / "adapter_config.json").is_file()
+    base = base_of(weights, cfg.model) if lora else str(weights)
+    say = console.print if console is not None else (lambda *_a, **_k: None)
+    say(f"loading {base}" + (f" + adapter {weights}" if lora else ""), highlight=False)
+    cpu = torch.device("cpu")  # merging is a few additions per layer; the export must not need a GPU
+    model = load_model(base, str(weights) if lora else None, device=cpu, dtype=torch.float32)
+    if lora:
+        model = model.merge_and_unload()  # W += B A * alpha / r in every adapted layer; a plain model is left
+    model = model.to(getattr(torch, cfg.dtype))
+    tok = load_tokenizer(str(weights) if (weights / "tokenizer_config.json").is_file() else base)
+    out = Path(cfg.output).expanduser()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        model.save_pretrained(tmp)  # safetensors
+        tok.save_pretrained(tmp)  # tokenizer + chat_template.jinja
+        if (Path(base) / TINY_MARKER).is_file():  # still a from-scratch model: full fine-tuning by default
+            shutil.copy2(Path(base) / TINY_MARKER, tmp / TINY_MARKER)
+        if cfg.format == "gguf":
+            say(f"writing {GGUF_NAME}", highlight=False)
+            write_gguf(tmp, model, tok, tmp / GGUF_NAME, f16=cfg.dtype == "float16")
+        info = {"format": cfg.format, "run": str(Path(cfg.run).expanduser().resolve()), "step": step,
+                "weights": str(weights.resolve()), "lora": lora, "base_model": base, "dtype": cfg.dtype,
+                "output": str(out.resolve()), "gguf": str(out.resolve() / GGUF_NAME) if cfg.format == "gguf" else None,
+                "parameters": sum(p.numel() for p in model.parameters()), "config": asdict(cfg)}
+        (tmp / PROVENANCE).write_text(json.dumps(info, indent=2))
+        if out.exists():  # the empty folder the user made: replaced by the complete one
+            out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    info["export_s"] = round(time.perf_counter() - t0, 3)
+    return info

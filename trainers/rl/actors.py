@@ -1,0 +1,172 @@
+"""Actor processes of online RL: each plays rollouts with the latest policy checkpoint and appends them to the lake.
+
+`rl_train_online --actors N` (N > 1) starts N of these beside the learner (trainers/rl/learner.py). The lake is the
+only data channel: an actor reads the policy from the run folder's newest checkpoint (complete by construction:
+trainers/runtime/checkpoint.py renames a finished folder into place) and writes its rollouts to `trajectories`, one
+commit per batch, with their policy_version (the checkpoint's step), per-step rewards and the sampled tokens
+(`tokens`, `masks`); the learner reads them back from the change feed. So the rollouts are also SFT, replay and
+DPO data later, and more actors need no new machinery.
+
+Each actor plays at most one batch (`batch_size` tasks x `group_size` rollouts, the same batch the in-process loop
+plays per step) per policy version, so a rollout is at most a few updates stale; actor k's batch of version v
+takes the tasks at position (v x N + k) x batch_size of the run's seeded task stream (distinct across actors and
+versions) and seeds its episodes from (v, k); with --curriculum the task at that position is drawn from the
+curriculum state saved in checkpoint v (trainers/rl/curriculum.py). An actor stops when the run folder holds `actors/STOP` (the learner
+writes it before its last step and waits for the batches in flight) or when its learner is gone (the parent
+process changed: a killed learner leaves no actors behind).
+
+    python -m trainers.rl.actors RUN_DIR INDEX COUNT LEARNER_PID      (started by the learner, not by hand)
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from trainers.runtime import checkpoint
+from trainers.runtime.device import device as pick_device, set_threads, setup_env
+from trainers.rl.curriculum import CurriculumStream
+from trainers.runtime.errors import TrainerInputError
+from trainers.eval.evaluate import load_eval_tasks
+from trainers.generation.generate import rollout_model, use_bf16
+from trainers.modeling.models import model_label
+from trainers.rl.online import TaskStream, play_groups, read_run_config, rollout_rows
+from trainers.modeling.policy import PolicySpec, build_policy, tokenizer_for
+from trainers.rl.project_config import ProjectConfig
+from trainers.runtime.runfolder import open_lake
+
+SOURCE = "rl_actor"
+DIR = "actors"
+STOP = "STOP"
+POLL_S = 0.05
+REPO = Path(__file__).resolve().parent.parent
+
+
+class ActorFailed(TrainerInputError):
+    """An actor process ended with an error: its log says why (exit code 1, one line)."""
+
+    exit_code = 1
+
+
+def seed_key(version: int, index: int, count: int) -> int:
+    """The episode seeds of actor `index`'s batch at policy `version` (trainers/rl/online.py's play_groups)."""
+    return 1 + version * count + index
+
+
+def step_of(ckpt: Path) -> int:
+    return int(ckpt.name[len(checkpoint.PREFIX):])
+
+
+# ----------------------------------------------------------------------------------------------- the actor
+def run_actor(run_dir: Path, index: int, count: int, learner_pid: int) -> int:
+    """Play batches until STOP or the learner is gone; returns the number of batches written."""
+    import torch
+
+    setup_env()
+    cfg = read_run_config(run_dir)
+    hp, spec = ProjectConfig(**cfg.project), PolicySpec(**cfg.policy)
+    set_threads(cfg.threads)
+    dev = pick_device(cfg.device)
+    tok = tokenizer_for(spec)
+    writer = open_lake(cfg.lake_root).writer(f"{SOURCE}:{cfg.run_id}:{index}:{uuid.uuid4().hex[:8]}")
+    tasks = load_eval_tasks(cfg.env, "train", cfg.tasks_file)
+    stream = (CurriculumStream(tasks, hp.seed, hp.group_size, floor=cfg.curriculum_floor, decay=cfg.curriculum_decay)
+              if cfg.curriculum else TaskStream(tasks, hp.seed))
+    label = model_label(cfg.model)
+    played, written = -1, 0
+    stop = run_dir / DIR / STOP
+    while not stop.exists() and os.getppid() == learner_pid:
+        ckpt = checkpoint.latest(run_dir)
+        version = step_of(ckpt) if ckpt else -1
+        if version <= played:  # one batch per policy version: wait for the learner's next update
+            time.sleep(POLL_S)
+            continue
+        try:
+            model, _ = build_policy(spec, str(checkpoint.weights(ckpt)), dev)
+            if cfg.curriculum:  # the learner's curriculum as of this version: it picks this batch's tasks
+                stream.load_state(checkpoint.read_state(ckpt).get("curriculum") or {})
+        except (OSError, TrainerInputError):
+            if ckpt.exists():
+                raise
+            continue  # the learner removed that checkpoint meanwhile (it keeps a few): take the newest
+        key = seed_key(version, index, count)
+        torch.manual_seed(hp.seed * 1_000_003 + key)
+        position = (version * count + index) * hp.batch_size
+        res = play_groups(rollout_model(model, use_bf16(cfg.bf16, dev)), tok, cfg, hp, stream, position, key)
+        rows = rollout_rows(res, label, hp, SOURCE, str(version), f"{cfg.run_id}/actor{index}-v{version}", position,
+                            {"train_run_id": cfg.run_id, "actor": index})
+        writer.append("trajectories", rows)
+        played, written = version, written + 1
+    return written
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_dir, index, count, learner_pid = (argv or sys.argv[1:])[:4]
+    run_actor(Path(run_dir), int(index), int(count), int(learner_pid))
+
+
+# ----------------------------------------------------------------------------------------------- the learner's side
+class ActorPool:
+    """The learner's N actor subprocesses: started once the policy's first checkpoint exists, checked while the
+    learner waits for rollouts, stopped (STOP, then wait for the batches in flight) before the last step."""
+
+    def __init__(self, run_dir: Path, count: int, threads: int | None):
+        self.run_dir, self.count, self.threads = Path(run_dir).resolve(), count, threads
+        self.folder = self.run_dir / DIR
+        self.procs: list[subprocess.Popen] = []
+        self.stopped = False
+
+    def start(self) -> None:
+        self.folder.mkdir(exist_ok=True)
+        (self.folder / STOP).unlink(missing_ok=True)  # a resumed run: its stopped actors start again
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+               "OMP_NUM_THREADS": str(self.threads or os.environ.get("LACHESIS_THREADS", "1"))}
+        for k in range(self.count):
+            with (self.folder / f"actor-{k}.log").open("a") as log:
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "trainers.rl.actors", str(self.run_dir), str(k), str(self.count),
+                     str(os.getpid())], env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+
+    def check(self) -> None:
+        """An actor that ended before it was told to stop is an error naming its log."""
+        for k, p in enumerate(self.procs):
+            rc = p.poll()
+            if rc is not None and not self.stopped:
+                log = self.folder / f"actor-{k}.log"
+                tail = log.read_text().strip().splitlines()[-1:] if log.is_file() else []
+                raise ActorFailed(f"actor {k} exited with {rc}: {tail[0] if tail else 'no output'} (see {log})")
+
+    def stop(self, timeout: float = 600.0) -> None:
+        """STOP, then wait for every actor to write the batch it is playing and exit."""
+        self.stopped = True
+        if self.procs:
+            (self.folder / STOP).touch()
+        deadline = time.monotonic() + timeout
+        for p in self.procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.check_exits()
+
+    def check_exits(self) -> None:
+        failed = [(k, p.returncode) for k, p in enumerate(self.procs) if p.returncode not in (0, None)]
+        if failed:
+            k, rc = failed[0]
+            raise ActorFailed(f"actor {k} exited with {rc} (see {self.folder / f'actor-{k}.log'})")
+
+    def kill(self) -> None:
+        """After a learner error: no actor outlives it."""
+        self.stopped = True
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+if __name__ == "__main__":
+    main()

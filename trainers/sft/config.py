@@ -1,0 +1,198 @@
+"""Configuration of the training commands, and the runtime defaults every trainer shares.
+
+One typed dataclass per command, in TRL's `*_config.py` style: a help text per field (`metadata={"help": ...}`)
+and validation in `__post_init__` that raises the one-line `TrainerInputError` the CLI prints. The CLI takes
+every default and help text from these fields (`lachesis.console.option`), so the command line, the Python API
+and the `config.json` a run folder records cannot disagree (they did: epochs 1 vs 3, batch 8 vs 16).
+
+    rl_finetune_supervised  -> SFTConfig
+    llm_finetune            -> InstructConfig (--method sft | dpo)
+
+The runtime part fixes the CPU pitfalls of docs/training-notes.md in one place (bf16 default, activation
+checkpointing, pin_memory, report_to, threads, float32 loading) and resolves `--device auto|cpu|cuda`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
+
+from trainers.runtime.errors import TrainerInputError
+from trainers.runtime.reporting import REPORT_TO_HELP, check_report_to
+from trainers.runtime.device import check_device
+from trainers.runtime.model_folder import trained_from_scratch
+from trainers.runtime.runfolder import RunFolder
+from trainers.runtime.options import DEFAULT_SEED, GRADIENT_CHECKPOINTING_HELP, at_least, helped
+
+
+@dataclass(kw_only=True)
+class TrainConfig:
+    """What every training command takes: the model, the data, the optimisation, adapters, where it records itself."""
+
+    model: str = field(default="tiny", **helped("tiny | smollm2 | hermes-3 | a local model folder | a hub id"))
+    data: str = field(**helped("an export folder (parquet/jsonl + manifest.json), a .jsonl/.parquet file, "
+                              "or a lake view name such as sft"))
+    output: str | None = field(default=None, **helped("run folder, new or empty (default runs/<run_id>)"))
+    epochs: float = field(default=3.0, **helped("passes over the data (--max-steps overrides)"))
+    max_steps: int | None = field(default=None, **helped("train exactly this many optimizer steps"))
+    lr: float | None = field(default=None, **helped("peak learning rate (default 1e-3 full fine-tuning, 2e-4 LoRA)"))
+    batch_size: int = field(default=16, **helped("conversations per micro-batch"))
+    grad_accum: int = field(default=1, **helped("micro-batches per optimizer step"))
+    max_length: int = field(default=1024, **helped("truncate conversations to this many tokens"))
+    full: bool | None = field(default=None, **helped(
+        "full fine-tuning (--full) or LoRA (--lora); default: full for a model trained from scratch (tiny), "
+        "LoRA for a pretrained one"))
+    gradient_checkpointing: bool = field(default=False, **helped(GRADIENT_CHECKPOINTING_HELP))
+    lora_r: int = field(default=16, **helped("LoRA rank"))
+    lora_alpha: int = field(default=32, **helped("LoRA alpha (scale = alpha / r)"))
+    lora_dropout: float = field(default=0.0, **helped("dropout on the LoRA path"))
+    target_modules: str = field(default="all-linear", **helped("LoRA targets: all-linear or a comma list, e.g. q_proj,v_proj"))
+    warmup_steps: int = field(default=30, **helped("linear warm-up steps, at most 10% of the run"))
+    seed: int = field(default=DEFAULT_SEED, **helped("seed of the initialisation, the batch order and dropout"))
+    split: str = field(default="train", **helped("train only on rows of this split (rows without one are kept; all = every row)"))
+    lake_root: str | None = field(default=None, **helped(
+        "an existing lake, for view names and the runs event (default $LAKE_ROOT or ./data/lake)"))
+    record_in_lake: bool = field(default=True, **helped("record the run as a `runs` event in the lake"))
+    threads: int | None = field(default=None, **helped("torch threads (default 1 or $LACHESIS_THREADS)"))
+    device: str = field(default="auto", **helped("auto (cuda when available) | cpu | cuda | cuda:N; bf16 only on a GPU"))
+    chat_template: str | None = field(default=None, **helped("chatml (ours, Hermes-style) or a .jinja file"))
+    progress: bool = field(default=True, **helped("show a progress bar"))
+    plot: bool = field(default=True, **helped("draw loss.png in the run folder"))
+    report_to: str = field(default="none", **helped(REPORT_TO_HELP))
+
+    COMMAND: ClassVar[str] = "train"  # the console script, recorded with the run
+
+    def __post_init__(self):
+        if not str(self.data or "").strip():
+            raise TrainerInputError("no dataset given: pass --data FOLDER (an export), FILE.jsonl or a lake view name such as sft")
+        if not str(self.model or "").strip():
+            raise TrainerInputError("no model given: pass --model tiny, --model hermes-3, a local folder or a hub id")
+        if self.epochs <= 0:
+            raise TrainerInputError(f"--epochs must be positive, got {self.epochs}")
+        if self.lr is not None and self.lr <= 0:
+            raise TrainerInputError(f"--lr must be positive, got {self.lr}")
+        at_least(self, 1, "max_steps", "batch_size", "grad_accum", "max_length", "lora_r", "lora_alpha", "threads")
+        at_least(self, 0, "warmup_steps")
+        if not 0 <= self.lora_dropout < 1:
+            raise TrainerInputError(f"--lora-dropout must be in [0, 1), got {self.lora_dropout}")
+        if not self.lora_targets():
+            raise TrainerInputError("--target-modules is empty: use all-linear or names such as q_proj,v_proj")
+        if not self.split.strip():
+            raise TrainerInputError("--split is empty: use train, test or all")
+        self.device = check_device(self.device)
+        self.report_to = check_report_to(self.report_to)
+
+    def lora_targets(self) -> str | list[str]:
+        """peft's target_modules: "all-linear" as is, else the comma-separated module names."""
+        t = self.target_modules
+        return t if t == "all-linear" else [m.strip() for m in t.split(",") if m.strip()]
+
+    def default_lr(self) -> float:
+        return 1e-3 if self.full else 2e-4
+
+    def settle(self, from_scratch: bool):
+        """This config with the model-dependent defaults decided: full fine-tuning for a model trained from scratch
+        (LoRA freezes a random base, so it cannot learn: the guide's command went 7.00 -> 6.95), LoRA for a
+        pretrained one, then the learning rate for that mode. The run folder records the settled config."""
+        settled = replace(self, full=from_scratch if self.full is None else self.full)
+        return replace(settled, lr=settled.default_lr() if settled.lr is None else settled.lr)
+
+    def plan(self, examples: int, processes: int = 1) -> "StepPlan":
+        """Optimizer steps of this run over `examples` rows, and the warm-up bounded by the run's length. Several
+        processes each take --batch-size rows per micro-batch (trainers/sft/distributed.py)."""
+        per_epoch = max(1, math.ceil(examples / (self.batch_size * processes)) // self.grad_accum)
+        total = self.max_steps or max(1, math.ceil(self.epochs * per_epoch))
+        return StepPlan(total=total, per_epoch=per_epoch, warmup=min(self.warmup_steps, total // 10))
+
+
+@dataclass(kw_only=True)
+class SFTConfig(TrainConfig):
+    """rl_finetune_supervised: supervised fine-tuning on chats, assistant-only loss, our own loop (trainers/sft/sft.py)."""
+
+    min_lr_ratio: float = field(default=0.1, **helped("the cosine schedule ends at this fraction of the peak lr"))
+    weight_decay: float = field(default=0.01, **helped("AdamW weight decay (matrices only)"))
+    grad_clip: float = field(default=1.0, **helped("clip the gradient norm to this (0 = off)"))
+    share_prefix: bool = field(default=True, **helped("compute a batch's common prompt prefix (system prompt + tools) "
+                                                      "once (not with gradient_checkpointing: it needs the KV cache)"))
+    bucket_by_length: bool = field(default=False, **helped("sort batches by length (less padding, measured worse learning)"))
+    log_every: int | None = field(default=None, **helped(
+        "log the loss every this many optimizer steps (default: about 50 points a run, at most every 10th step: "
+        "every step of a 12-step run)"))
+
+    COMMAND: ClassVar[str] = "rl_finetune_supervised"
+
+    def log_interval(self, total_steps: int) -> int:
+        """--log-every, else ~50 points over the run, no sparser than every 10th step (a fixed 10 showed only
+        step 1 and the last of a 12-step run, in the log, the loss plot and the progress line)."""
+        return self.log_every or min(10, max(1, total_steps // 50))
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.log_every is not None:
+            at_least(self, 1, "log_every")
+        at_least(self, 0, "weight_decay", "grad_clip")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise TrainerInputError(f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}")
+
+
+METHODS = ("sft", "dpo")
+MIN_SCRATCH_STEPS = 200  # a from-scratch tiny model's loss only starts to fall in earnest after a few hundred steps
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    total: int  # optimizer steps
+    per_epoch: int
+    warmup: int
+
+    def warning(self, from_scratch: bool) -> str | None:
+        """Why this run will probably learn nothing, or None."""
+        if from_scratch and self.total < MIN_SCRATCH_STEPS:
+            return (f"only {self.total} optimizer steps: a model trained from scratch needs at least {MIN_SCRATCH_STEPS} "
+                    "to learn; raise --epochs or --max-steps, or give more data")
+        return None
+
+
+@dataclass(kw_only=True)
+class InstructConfig(SFTConfig):
+    """llm_finetune: instruction tuning, by SFT on chats / instruction pairs or by DPO on preference rows."""
+
+    method: str = field(default="sft", **helped("sft (messages or prompt/completion rows) | dpo (prompt/chosen/rejected)"))
+    beta: float = field(default=0.1, **helped("DPO beta: how far the policy may move from the reference model"))
+
+    COMMAND: ClassVar[str] = "llm_finetune"
+
+    def default_lr(self) -> float:
+        if self.method == "dpo":  # DPO moves away from a reference: smaller steps than SFT
+            return 5e-4 if self.full else 1e-4
+        return super().default_lr()
+
+    def __post_init__(self):
+        self.method = str(self.method).lower()
+        if self.method not in METHODS:
+            raise TrainerInputError(f"unknown --method {self.method!r}: use sft or dpo")
+        super().__post_init__()
+        if self.beta <= 0:
+            raise TrainerInputError(f"--beta must be positive, got {self.beta}")
+
+
+# ----------------------------------------------------------------------------------------------- runtime defaults
+
+
+
+
+def start_run(run: RunFolder, config: TrainConfig, model_path: str, examples: int, manifest: dict, console=None,
+              processes: int = 1) -> tuple[TrainConfig, StepPlan]:
+    """Once data and model are known: settle the model-dependent defaults (full fine-tuning from scratch, LoRA
+    for pretrained; the lr), plan the steps (of `processes` training together), warn when they are too few to
+    learn, write config.json and manifest.json into the run folder. Returns (the settled config, the step plan)."""
+    scratch = trained_from_scratch(model_path)
+    config = config.settle(scratch)
+    plan = config.plan(examples, processes)
+    warning = plan.warning(scratch)
+    if warning:
+        run.warn(warning, console)
+    run.write_manifest(manifest)
+    run.write_config(config, model_path)
+    run.start_reporting(config.report_to)
+    return config, plan

@@ -1,0 +1,367 @@
+"""The streaming trainer (`lake train watch`): a resident process that trains one increment per batch of new lake
+rows, exactly once across crashes.
+
+Why resident: imports and model loading cost seconds per process (docs/training-notes.md pitfall 13), an
+increment of a few rows a fraction of one. Why not resume_from_checkpoint: on new data it trains 0 steps
+silently (pitfall 11); each increment continues the previous weights (a LoRA adapter loaded trainable) and the
+same AdamW state with a fresh, seeded step plan, through trainers/sft/sft.py's one training loop.
+
+Exactly once: an increment is one atomic checkpoint (trainers/runtime/checkpoint.py: temp folder, fsync, os.replace)
+holding the weights (the versioned adapter, or the model for full fine-tuning), the optimizer and RNG state and
+the consumed table versions. Only after it is in place is the offset registered with the lake (so vacuum spares
+what is not consumed, and the registry never runs ahead) and the `runs` event appended; a watcher killed between
+the two appends the missing events when it restarts (`reconcile`). A watcher killed while training loses only
+that increment's work: it restarts from the last checkpoint and reads the same rows again.
+
+    runs/<name>/
+      watch.json                 name, serial, recipe, model, lake, followed tables (read by `lake train status`)
+      heartbeat.json             pid, phase, time; rewritten every HEARTBEAT_S while the watcher lives
+      lock                       flock: one watcher per folder
+      checkpoints/step-<N>/      increment N: weights/ (+ tokenizer), state.pt, state.json (offsets, the runs event)
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import socket
+import threading
+import time
+import uuid
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Callable
+
+from lake import Lake, LakeError, resolve_root
+from lake.store import redact
+from lake.atomic import read_json, write_json_atomic
+
+from trainers.runtime import checkpoint
+from trainers.runtime.device import device as pick_device, set_threads, setup_env
+from trainers.sft.data import conversations
+from trainers.runtime.errors import TrainerInputError
+from trainers.eval.evaluate import EvalSettings, run_eval
+from trainers.runtime.model_folder import TINY_MARKER, trained_from_scratch
+from trainers.modeling.models import load_model, load_tokenizer, model_label, resolve_model
+from trainers.runtime.runfolder import KIND
+from trainers.modeling.batches import encode_all
+from trainers.sft.loop import make_optimizer, prepare_model, train_loop
+from trainers.watch.config import HEARTBEAT_FILE, LOCK_FILE, META_KEYS, WATCH_FILE, WatchConfig, offsets_of
+from trainers.watch.feed import Increment, read_increment
+from trainers.watch.wake import Waker
+
+TRAINER = "lachesis.watch"
+HEARTBEAT_S = 2.0
+
+
+class IncrementCounter:
+    """The increment count, saved and restored with the optimizer (checkpoint.save's scheduler slot)."""
+
+    def __init__(self, n: int = 0):
+        self.n = n
+
+    def state_dict(self) -> dict:
+        return {"increment": self.n}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.n = int(state["increment"])
+
+
+def run_id_of(serial: str, increment: int) -> str:
+    return f"{serial}-inc-{increment:06d}"
+
+
+class StreamTrainer:
+    """One watcher: its folder, model, optimizer and offsets. `run()` follows the lake; `step()` trains at most one
+    increment (what `--once` and tests call)."""
+
+    def __init__(self, cfg: WatchConfig, emit: Callable[[dict], None] | None = None):
+        setup_env()
+        self.emit = emit or (lambda _rec: None)
+        self.dev = pick_device(cfg.device)
+        root = resolve_root(cfg.lake_root)
+        try:
+            self.lake = Lake.open(root)
+        except LakeError:
+            raise TrainerInputError(f"no lake at {redact(root)}: the streaming trainer follows an existing lake; pass "
+                                    f"--lake, or create one with `lake init --lake {redact(root)}`") from None
+        self.folder = cfg.folder()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = _lock(self.folder / LOCK_FILE)
+        self.phase = "loading"
+        self.counter = IncrementCounter()
+        self.heartbeat = _Heartbeat(self)
+        try:
+            self._load(cfg)
+        except BaseException:
+            self.close()  # a watcher that failed to start holds no lock and is not reported alive
+            raise
+        self.emit({"event": "ready", "name": self.cfg.name, "increment": self.counter.n, "offsets": self.offsets,
+                   "reconciled": self.reconciled, "trainable": self.trainable, **self.recovery})
+
+    def warn(self, line: str) -> None:
+        """One line about something found broken or redone at start; it also goes into the next runs event."""
+        self.recovery.setdefault("warnings", []).append(line)
+        self.emit({"event": "warning", "message": line})
+
+    def _load(self, cfg: WatchConfig) -> None:
+        """The model, its optimizer and the offsets: from the last increment whose files all read (newer broken
+        ones reported and set aside), or new; then the lake's registry, where a rewind is said, never silent."""
+        self.model_path = resolve_model(cfg.model)
+        self.tok = load_tokenizer(self.model_path, cfg.chat_template)
+        self.cfg = cfg.settle(trained_from_scratch(self.model_path))
+        self.recovery: dict = {}  # broken files met and offsets rewound: said at start and in the next runs event
+        last = checkpoint.usable(self.folder, ("offsets", "event"), report=self.warn, set_aside=True,
+                                 validate=offsets_of)
+        self.meta = self._write_meta(last)
+        set_threads(self.cfg.threads)
+        import torch
+
+        torch.manual_seed(self.cfg.seed)
+        if last is None:
+            self.model, self.trainable = prepare_model(load_model(self.model_path, device=self.dev), self.cfg)
+            self.offsets = {t: 0 for t in self.cfg.follow}
+            self.optimizer = make_optimizer(self.model, self.cfg)
+        else:
+            weights = str(checkpoint.weights(last))
+            if self.cfg.full:
+                self.model = load_model(weights, device=self.dev)
+            else:  # is_trainable: peft loads an adapter frozen by default (pitfall 11)
+                self.model = load_model(self.model_path, weights, trainable=True, device=self.dev)
+            self.trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+            self.optimizer = make_optimizer(self.model, self.cfg)
+            checkpoint.load_into(last, self.optimizer, self.counter)
+            self.offsets = offsets_of(checkpoint.read_state(last))
+        self._say_rewind(last)
+        self.lake.register_consumer(self.cfg.name, self.offsets)  # before the first read: vacuum spares the rest
+        self.reconciled = self.reconcile()
+        self.phase = "idle"
+
+    # ------------------------------------------------------------------------------------------- bookkeeping
+    def _say_rewind(self, last: Path | None) -> None:
+        """Offsets behind those registered in the lake (a newer checkpoint broken or removed) rewind the watcher:
+        the rows between are trained again. Said in one line and recorded in the next runs event."""
+        registered = self.lake.consumers().get(self.cfg.name) or {}
+        behind = {t: {"registered": int(registered[t]), "to": v} for t, v in self.offsets.items()
+                  if isinstance(registered.get(t), int) and registered[t] > v}
+        if behind:
+            self.recovery["rewound"] = behind
+            where = f"checkpoint {last.name}" if last else "no checkpoint"
+            self.warn(f"rewinding {self.cfg.name} to {where}: " + ", ".join(
+                f"{t} from version {b['registered']} (registered in the lake) to {b['to']}" for t, b in behind.items())
+                + "; the rows of those versions are trained again")
+
+    def _write_meta(self, last: Path | None) -> dict:
+        path = self.folder / WATCH_FILE
+        old = {}
+        if path.exists():
+            try:
+                old = read_json(path)
+                if not isinstance(old, dict) or not all(isinstance(old.get(k), str) for k in META_KEYS):
+                    raise ValueError(f"not an object with {', '.join(META_KEYS)}")
+            except (OSError, ValueError) as exc:
+                old = {}
+                self.warn(f"{path} is unreadable, rewritten ({str(exc).splitlines()[0][:100]})")
+        if old and (old["recipe"], old["view"], old["model_path"]) != (self.cfg.recipe, self.cfg.view, self.model_path):
+            raise TrainerInputError(f"{self.folder} is the folder of a watcher of view {old['view']!r} training "
+                                    f"{old['model']!r}: pass another --name or --output")
+        # the serial names the runs events: a rewritten watch.json takes it from the last increment
+        serial = old.get("serial") or (checkpoint.read_state(last)["event"]["metadata"]["serial"] if last else None)
+        meta = {"name": self.cfg.name, "serial": serial or f"{self.cfg.name}-{uuid.uuid4().hex[:8]}",
+                "recipe": self.cfg.recipe, "view": self.cfg.view, "follow": self.cfg.follow,
+                "model": self.cfg.model, "model_path": self.model_path, "lake_root": self._lake_root(),
+                "folder": str(self.folder.resolve()), "config": asdict(self.cfg)}
+        write_json_atomic(path, meta)
+        return meta
+
+    def _lake_root(self) -> str:
+        """The followed lake as `lake train status` reopens it: an absolute folder, or the object-store URL."""
+        root = self.lake.root
+        return str(Path(root).resolve()) if self.lake.table_set.store.local else str(root)
+
+    def reconcile(self) -> int:
+        """Append the runs events of increments whose checkpoint is in place but whose event is not in the lake (a
+        watcher killed between the two). Returns how many were appended."""
+        prefix = f"{self.meta['serial']}-inc-"
+        with self.lake.snapshot(for_query="SELECT run_id FROM runs") as snap:
+            have = {r["run_id"] for r in snap.arrow(
+                "SELECT run_id FROM runs WHERE starts_with(run_id, ?)", [prefix]).to_pylist()}
+        missing = []
+        for c in checkpoint.complete(self.folder):
+            try:
+                event = checkpoint.read_state(c, ("event",))["event"]
+            except checkpoint.CheckpointError as exc:  # an older increment's broken state: its event is lost
+                self.warn(f"checkpoint {c.name}'s runs event cannot be recovered: {exc}")
+                continue
+            if event["run_id"] not in have:
+                missing.append(event)
+        if missing:
+            self.lake.append("runs", missing)
+        return len(missing)
+
+    def set_phase(self, phase: str) -> None:
+        self.phase = phase
+        self.heartbeat.beat()
+
+    # ------------------------------------------------------------------------------------------- one increment
+    def step(self) -> dict | None:
+        """Train one increment on what is new, if at least --min-rows of it are of the trained split. Returns its
+        runs event. New rows of other splits wait with the rest: an evaluation's episodes (test split) alone never
+        make an increment, so --eval-every cannot feed itself."""
+        inc = read_increment(self.lake, self.cfg, self.offsets)
+        if inc is None or len(self._of_split(inc.new)) < self.cfg.min_rows:
+            return None
+        return self.train(inc)
+
+    def _of_split(self, rows: list[dict]) -> list[dict]:
+        keep = None if self.cfg.split == "all" else self.cfg.split
+        return [r for r in rows if keep is None or r.get("split") in (None, keep)]
+
+    def _examples(self, rows: list[dict], counts: dict) -> list:
+        """The rows' training examples; rows cut or skipped by the per-row bound (data.bounded) add to `counts`."""
+        rows = self._of_split(rows)
+        if not rows:
+            return []
+        convs, stats = conversations(rows, self.cfg.view, "all", self.cfg.max_length, may_be_empty=True)
+        for key in ("truncated_rows", "skipped_rows"):
+            counts[key] = counts.get(key, 0) + stats[key]
+        return encode_all(self.tok, convs, self.cfg.max_length)[0] if convs else []
+
+    def train(self, inc: Increment) -> dict:
+        n = self.counter.n + 1
+        t0 = time.perf_counter()
+        self.set_phase(f"training increment {n}")
+        bounded: dict = {}
+        new, replayed = self._examples(inc.new, bounded), self._examples(inc.replay, bounded)
+        examples = new + replayed
+        self.emit({"event": "training", "increment": n, "rows": inc.rows, "examples": len(examples)})
+        s = replace(self.cfg, seed=self.cfg.seed + n)  # a fresh, seeded plan and batch order per increment
+        first_step: dict = {}
+
+        def on_log(rec: dict) -> None:
+            if rec.get("step") == 1:
+                first_step["at"] = time.time()
+
+        metrics: dict = {"steps": 0}
+        if examples:  # rows the split or max_length left out are consumed all the same
+            metrics = train_loop(self.model, examples, s, self.tok.pad_token_id, on_log, optimizer=self.optimizer)
+        self.counter.n = n
+        run_id = run_id_of(self.meta["serial"], n)
+        elapsed = round(time.perf_counter() - t0, 4)  # reading the view's rows is before t0: in read_increment
+        weights = checkpoint.weights(Path(self.folder) / checkpoint.DIR / f"{checkpoint.PREFIX}{n:08d}")
+        event = {
+            "run_id": run_id, "kind": KIND, "status": "completed", "model": model_label(self.cfg.model),
+            "adapter_path": str(weights.resolve()), "config": asdict(s),
+            "metrics": {**metrics, "increment": n, "rows_consumed": inc.consumed, "rows": inc.rows,
+                        "new_examples": len(new), "replayed_examples": len(replayed),
+                        "view_rows": len(inc.new), "first_step_at": first_step.get("at"),
+                        "increment_s": elapsed, **bounded, **self.recovery},
+            "manifest": {"view": self.cfg.view, "after": inc.after, "upto": inc.upto,
+                         "events_sha256": inc.events_sha256, "lake_root": self.meta["lake_root"]},
+            "metadata": {"trainer": TRAINER, "watcher": self.cfg.name, "serial": self.meta["serial"],
+                         "method": self.cfg.recipe, "increment": n, "run_dir": self.meta["folder"],
+                         "full": self.cfg.full, "command": self.cfg.COMMAND},
+        }
+        self.set_phase(f"saving increment {n}")
+        checkpoint.save(self.folder, n, self._save_weights, self.optimizer, self.counter,
+                        {"offsets": inc.upto, "event": event}, keep=self.cfg.keep or 1 << 62)
+        self.offsets, self.recovery = dict(inc.upto), {}
+        self.lake.register_consumer(self.cfg.name, self.offsets)
+        self.lake.append("runs", [event])
+        self.emit({"event": "increment", **{k: event["metrics"][k] for k in (
+            "increment", "rows_consumed", "rows", "new_examples", "replayed_examples", "steps", "increment_s",
+            "first_step_at")}, "final_loss": metrics.get("final_loss"), "upto": inc.upto, "adapter": str(weights)})
+        if self.cfg.eval_every and n % self.cfg.eval_every == 0:
+            self.evaluate(weights)
+        self.set_phase("idle")
+        return event
+
+    def _save_weights(self, folder: str) -> None:
+        self.model.save_pretrained(folder)
+        self.tok.save_pretrained(folder)
+        marker = Path(self.model_path) / TINY_MARKER
+        if self.cfg.full and marker.is_file():  # a fine-tuned tiny model is still one (full fine-tuning by default)
+            shutil.copy2(marker, Path(folder) / TINY_MARKER)
+
+    def evaluate(self, weights: Path) -> dict:
+        """hermes_eval of this increment's weights on held-out tasks, recorded in the lake (episodes + runs event)."""
+        self.set_phase(f"evaluating increment {self.counter.n}")
+        summary = run_eval(EvalSettings(model=self.cfg.model, adapter=str(weights), task=self.cfg.eval_task,
+                                        split="test", limit=self.cfg.eval_limit, lake_root=str(self.lake.root),
+                                        threads=self.cfg.threads, device=self.cfg.device, progress=False,
+                                        chat_template=self.cfg.chat_template))
+        self.emit({"event": "eval", "increment": self.counter.n, "run_id": summary["run_id"],
+                   "success_rate": summary["success_rate"], "mean_reward": summary["mean_reward"]})
+        return summary
+
+    # ------------------------------------------------------------------------------------------- the loop
+    def run(self, stop: threading.Event | None = None) -> int:
+        """Follow the lake until `stop` is set (or --once / --max-increments). Returns the increments trained."""
+        stop = stop or threading.Event()
+        # a local lake's commits are file events; an object store has no folder to watch: the poll alone wakes it
+        local = self.lake.table_set.store.local
+        logs = [Path(self.lake.table_path(t)) / "_delta_log" for t in self.cfg.follow] if local else []
+        waker = Waker(logs, self.cfg.poll_interval)
+        trained = 0
+        try:
+            while not stop.is_set():
+                event = self.step()
+                if event is not None:
+                    trained += 1
+                    if self.cfg.max_increments and trained >= self.cfg.max_increments:
+                        break
+                    continue  # more may be waiting (--max-versions)
+                if self.cfg.once:
+                    break
+                self.set_phase("idle")
+                if waker.wait() and not stop.is_set():
+                    stop.wait(self.cfg.debounce)  # a burst of commits becomes one increment
+        finally:
+            waker.stop()
+        return trained
+
+    def close(self) -> None:
+        self.heartbeat.stop()
+        self.set_phase("stopped")
+        os.close(self._lock_fd)
+
+
+def _lock(path: Path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        hb = path.parent / HEARTBEAT_FILE
+        try:
+            pid = read_json(hb).get("pid", "?")
+        except (OSError, ValueError, AttributeError):  # garbage or missing: the lock alone says it runs
+            pid = "?"
+        raise TrainerInputError(f"a watcher already runs in {path.parent} (pid {pid}): stop it, or pass another "
+                                "--name") from None
+    return fd
+
+
+class _Heartbeat:
+    """heartbeat.json rewritten every HEARTBEAT_S by a daemon thread, and at each phase change."""
+
+    def __init__(self, trainer: StreamTrainer):
+        self.trainer = trainer
+        self.path = trainer.folder / HEARTBEAT_FILE
+        self._stop = threading.Event()
+        self.beat()
+        self.thread = threading.Thread(target=self._loop, name="watch-heartbeat", daemon=True)
+        self.thread.start()
+
+    def beat(self) -> None:
+        t = self.trainer
+        write_json_atomic(self.path, {"pid": os.getpid(), "host": socket.gethostname(), "at": time.time(),
+                                      "phase": t.phase, "increment": t.counter.n,
+                                      "interval_s": HEARTBEAT_S})
+
+    def _loop(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            self.beat()
+
+    def stop(self) -> None:
+        self._stop.set()
