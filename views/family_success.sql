@@ -1,6 +1,6 @@
 -- Success per environment and task family (the template a built-in task came from; a file task's own id when it
 -- has none) over the current train-split trajectories of models, scripted policies (model 'policy:...') left
--- out: what online RL's curriculum (trainers/curriculum.py) starts from, to pick the tasks a policy solves
+-- out: what online RL's curriculum (trainers/rl/curriculum.py) starts from, to pick the tasks a policy solves
 -- sometimes. `SET VARIABLE family_success_model = '<model label>'` keeps one model's rows.
 -- order: env, family
 SELECT
