@@ -6,9 +6,15 @@ infers splits from (`train-00000-of-00001.parquet`, `test-...`; all rows are `tr
 uses), the row count, and the hash of the event ids behind the rows. The same lake version gives
 byte-identical files and the same manifest: rows are sorted by the view's declared order, the writer
 settings are fixed, and the manifest holds no clock time and no absolute path.
+
+This is the export core: the snapshot, the view's rows in order, the parquet and jsonl files and the manifest.
+The Hugging Face `datasets` format is a front above it (export_hf.py: `export_view_hf`, which stages the rows
+through this module as parquet); nothing here imports it, so `lake export` in parquet or jsonl never loads
+`datasets`.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -31,7 +37,8 @@ from views import list_views, view_order
 from views.registry import view_sql_hash
 
 MANIFEST_VERSION = 1
-FORMATS = ("parquet", "jsonl", "hf")  # hf: views/export_hf.py
+FILE_FORMATS = ("parquet", "jsonl")  # written here
+FORMATS = FILE_FORMATS + ("hf",)  # what `lake export --format` takes; hf: export_hf.export_view_hf
 
 # Fixed writer settings: part of the manifest, so a change shows up as a different dataset.
 PARQUET_SETTINGS = {
@@ -101,9 +108,19 @@ class EmptyExportError(ExportError):
 
 def export_view(lake: Lake, view: str, output: str | os.PathLike, *, format: str = "parquet", as_of: AsOf = None,
                 where: str | None = None, overwrite: bool = False, variables: Mapping[str, Any] | None = None,
-                rows_per_file: int = ROWS_PER_FILE, allow_empty: bool = True, license: str | None = None) -> dict:
-    """Export `view` of a snapshot of `lake` at `as_of` (any spelling of lake.as_of) into the folder `output`;
-    returns the manifest (also written as manifest.json). Raises ExportError, or LakeError for a bad as-of."""
+                rows_per_file: int = ROWS_PER_FILE, allow_empty: bool = True) -> dict:
+    """Export `view` of a snapshot of `lake` at `as_of` (any spelling of lake.as_of) into the folder `output` as
+    parquet or jsonl; returns the manifest (also written as manifest.json). Raises ExportError, or LakeError for a
+    bad as-of."""
+    with view_snapshot(lake, view, as_of, where) as snap:
+        return export_snapshot(snap, view, output, format=format, where=where, overwrite=overwrite,
+                               variables=variables, rows_per_file=rows_per_file, allow_empty=allow_empty)
+
+
+@contextlib.contextmanager
+def view_snapshot(lake: Lake, view: str, as_of: AsOf = None, where: str | None = None):
+    """A read-only snapshot of `lake` at `as_of` on which `view` binds (an export's); ExportError when the view is
+    unknown, does not bind, or `where` is not one expression."""
     known = sorted(set(list_views(lake.views_dir)) | set(lake.tables()))
     if view not in known:
         raise UnknownViewError(view, known)
@@ -115,9 +132,7 @@ def export_view(lake: Lake, view: str, output: str | os.PathLike, *, format: str
         err = snap.view_errors.get(view)
         if err and view not in available_views(snap.con):
             raise ExportError(f"view {view!r} does not bind on this lake: {err.splitlines()[0]}")
-        return export_snapshot(snap, view, output, format=format, where=where, overwrite=overwrite,
-                               variables=variables, rows_per_file=rows_per_file, allow_empty=allow_empty,
-                               license=license)
+        yield snap
 
 
 def query_view(con: duckdb.DuckDBPyConnection, view: str, where: str | None = None,
@@ -173,17 +188,12 @@ def _order_columns(view: str, cols: list[str], views_dir: str | os.PathLike | No
 
 def export_snapshot(snap: Snapshot, view: str, output: str | os.PathLike, *, format: str = "parquet",
                     where: str | None = None, overwrite: bool = False, variables: Mapping[str, Any] | None = None,
-                    rows_per_file: int = ROWS_PER_FILE, allow_empty: bool = True, license: str | None = None) -> dict:
-    """Export `view` of an open snapshot (see export_view); nothing is written when it raises. `license` is the
-    dataset card's, for format hf."""
-    if snap.table_set.store.local:  # a lake on object storage holds no local folder
-        check_outside_lake(Path(output), snap.table_set.root)
-    if format == "hf":  # datasets is an optional, slow import: only this format loads it
-        from views.export_hf import export_snapshot_hf
-        return export_snapshot_hf(snap, view, output, where=where, overwrite=overwrite, variables=variables,
-                                  allow_empty=allow_empty, license=license)
-    if format not in FORMATS:
-        raise ExportError(f"unknown format {format!r}; use one of: {', '.join(FORMATS)}")
+                    rows_per_file: int = ROWS_PER_FILE, allow_empty: bool = True) -> dict:
+    """Export `view` of an open snapshot (see export_view); nothing is written when it raises."""
+    check_outside_lake(snap, Path(output))
+    if format not in FILE_FORMATS:
+        hint = " (hf: views.export_hf.export_view_hf)" if format == "hf" else ""
+        raise ExportError(f"unknown format {format!r}; use one of: {', '.join(FILE_FORMATS)}{hint}")
     con, versions, views_dir = snap.con, snap.versions, snap.views_dir
     out = Path(output)
     replaced = _check_output(out, overwrite)
@@ -230,8 +240,12 @@ def export_snapshot(snap: Snapshot, view: str, output: str | os.PathLike, *, for
     return manifest
 
 
-def check_outside_lake(out: Path, lake_root: Path) -> None:
-    """An export folder never lies inside the lake: --overwrite there could delete the lake's data files."""
+def check_outside_lake(snap: Snapshot, out: Path) -> None:
+    """An export folder never lies inside the lake of `snap`: --overwrite there could delete the lake's data files
+    (a lake on object storage holds no local folder)."""
+    if not snap.table_set.store.local:
+        return
+    lake_root = snap.table_set.root
     target, root = out.resolve(), lake_root.resolve()
     if target == root or root in target.parents:
         raise ExportError(f"refusing to export into {out}: it is inside the lake at {lake_root}; "

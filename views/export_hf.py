@@ -8,8 +8,9 @@ holds `dataset_dict.json`, one folder per split (train/validation/test from the 
 rows in train), `manifest.json` and `README.md`: a card whose YAML header carries the license, the features and
 splits (row counts) as the Hub writes them, and the lake versions and view SQL hash.
 
-This is the one module that imports `datasets` (an optional dependency and a slow import): export.py imports it
-only for --format hf, so `lake export` in parquet or jsonl and `lake sql` do not pay for it.
+This is the one module that imports `datasets` (an optional dependency and a slow import), a front above the export
+core (export.py, which never imports this module): only --format hf loads it, so `lake export` in parquet or jsonl
+and `lake sql` do not pay for it.
 """
 from __future__ import annotations
 
@@ -28,14 +29,24 @@ from datasets.info import DatasetInfosDict
 from huggingface_hub import DatasetCard, DatasetCardData
 from huggingface_hub.errors import HFValidationError, HfHubHTTPError, LocalTokenNotFoundError, OfflineModeIsEnabled
 
-from lake.as_of import MANIFEST_NAME
+from lake import Lake
+from lake.as_of import MANIFEST_NAME, AsOf
 from lake.snapshot import Snapshot
-from views.export import ExportError, export_snapshot, file_sha256
+from views.export import ExportError, check_outside_lake, export_snapshot, file_sha256, view_snapshot
 
 CARD_NAME = "README.md"
 DEFAULT_LICENSE = "unknown"
 SPLIT_ORDER = ("train", "validation", "test")
 _HF_TOP = {"dataset_dict.json", "dataset_info.json", "state.json", MANIFEST_NAME, CARD_NAME}
+
+
+def export_view_hf(lake: Lake, view: str, output: str | os.PathLike, *, as_of: AsOf = None, where: str | None = None,
+                   overwrite: bool = False, variables: Mapping[str, Any] | None = None, allow_empty: bool = True,
+                   license: str | None = None) -> dict:
+    """export.export_view in the hf format: `license` is the dataset card's (default "unknown")."""
+    with view_snapshot(lake, view, as_of, where) as snap:
+        return export_snapshot_hf(snap, view, output, where=where, overwrite=overwrite, variables=variables,
+                                  allow_empty=allow_empty, license=license)
 
 
 def export_snapshot_hf(snap: Snapshot, view: str, output: str | os.PathLike, *, where: str | None = None,
@@ -44,6 +55,7 @@ def export_snapshot_hf(snap: Snapshot, view: str, output: str | os.PathLike, *, 
     """Export `view` of an open snapshot as a save_to_disk folder with manifest.json and README.md; returns the
     manifest. Nothing is written when it raises."""
     out = Path(output)
+    check_outside_lake(snap, out)
     _check_output(out, overwrite)
     parent = out.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
