@@ -24,74 +24,29 @@ their sha256 on its own thread, and the engine thread only copies them in (`_pre
 
 The engine interface the HTTP layer uses (a second engine, e.g. vLLM, provides the same): `tokenizer`, `context`,
 `label`, `versions()`, `resolve(name)`, `await generate(prompt, sampling, version, seed, on_token)`,
-`add_version(...)`, `start()`, `close()`.
+`add_version(...)`, `start()`, `close()`. The table of served versions, their names and the interface's errors
+are versions.py's, shared with the vLLM engine.
 """
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import queue
 import sys
 import threading
 import time
 from collections import OrderedDict
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from trainers.runtime import checkpoint
 from trainers.runtime.device import device as pick_device, set_threads, setup_env
 from trainers.runtime.errors import TrainerInputError
 from trainers.generation.generate import Generation, Sampling, TurnCache, generate
-from trainers.modeling.models import (is_model_folder, load_model, load_tokenizer, model_label, resolve_adapter, resolve_model)
+from trainers.modeling.models import is_model_folder, load_model, load_tokenizer, resolve_adapter, resolve_model
 
 from .config import ServeModelConfig
-
-WEIGHT_SUFFIXES = (".safetensors", ".bin")
-
-
-class UnknownModel(LookupError):
-    """A request named a model this server does not serve (404)."""
-
-
-class GenerationFailed(RuntimeError):
-    """The model failed on a batch (its requests get a 500; the engine thread serves on)."""
-
-
-class VersionGone(RuntimeError):
-    """The version a queued request was resolved to was unloaded before it ran (--keep-versions)."""
-
-
-@dataclass
-class Version:
-    """One servable version of the policy."""
-
-    name: str  # <label>@<step>
-    step: str  # the increment number, a run's name, or "base"
-    kind: str  # base | lora | full
-    path: str | None  # the adapter or model folder (None for the base)
-    sha256: str | None  # of its weight files (None for the base)
-    created: int = field(default_factory=lambda: int(time.time()))
-    model: object = None  # full / base: the model to generate with
-    adapter: str | None = None  # lora: the peft adapter name
-    gone: bool = False
-
-    def info(self) -> dict:
-        return {"name": self.name, "step": self.step, "kind": self.kind, "path": self.path, "sha256": self.sha256,
-                "created": self.created}
-
-
-def weights_sha256(folder: str | Path) -> str:
-    """sha256 over a weight folder's weight files (name and bytes, in name order): what a recorded call names."""
-    h = hashlib.sha256()
-    files = sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
-    for p in files:
-        h.update(str(p.relative_to(folder)).encode() + b"\0")
-        with open(p, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
+from .versions import GenerationFailed, ServedVersions, Version, VersionGone, label_of, run_name, weights_sha256
 
 
 @dataclass
@@ -137,38 +92,6 @@ class _Job:
     future: asyncio.Future
     on_token: Callable[[int, float], None] | None  # called on the event loop, in order
     key: str | None  # the conversation (its KV is kept for its next call), None: not kept
-
-
-class ServedVersions:
-    """The table of served versions every engine keeps (`label`, `_versions`): listing, resolving a request's
-    `model`, installing a new newest. Replaced whole on change (copy on write), so request handlers read it without
-    a lock while the engine thread installs."""
-
-    label: str
-    _versions: OrderedDict[str, Version]
-
-    def versions(self) -> list[Version]:
-        """Served versions, oldest first (the last is what a request for the bare name gets)."""
-        return list(self._versions.values())
-
-    def resolve(self, name: str | None) -> Version:
-        """The version a request's `model` names: a version name, or the bare served name (or none) for the newest."""
-        versions = self._versions
-        if not versions:
-            raise UnknownModel("no version is loaded yet")
-        if not name or name == self.label:
-            return next(reversed(versions.values()))
-        if name in versions:
-            return versions[name]
-        raise UnknownModel(f"model {name!r} is not served here: use {self.label!r} (the newest version) or one of "
-                           f"{', '.join(versions)}")
-
-    def _install(self, v: Version) -> Version:
-        versions = OrderedDict(self._versions)
-        versions[v.name] = v
-        versions.move_to_end(v.name)
-        self._versions = versions
-        return v
 
 
 class EmbeddedEngine(ServedVersions):
@@ -458,20 +381,3 @@ def _settle(job: _Job, result: Generation | None = None, exc: BaseException | No
             job.future.set_result(result)
 
     job.loop.call_soon_threadsafe(put)
-
-
-def label_of(model: str) -> str:
-    """The served name of --model: its alias (tiny, smollm2), a hub id's last part, or a folder's name."""
-    label = model_label(model)
-    return Path(label).name if ("/" in label or label.startswith(".")) else label
-
-
-def run_name(path: str) -> str:
-    """The step part of an --adapter version: a checkpoint's step number, else the run folder's name."""
-    p = Path(path)
-    if p.name in ("adapter", "model", "weights"):  # a run's adapter/ or model/, a checkpoint's weights/
-        p = p.parent
-    if p.name.startswith(checkpoint.PREFIX) and p.name[len(checkpoint.PREFIX):].isdigit():
-        return str(int(p.name[len(checkpoint.PREFIX):]))
-    return p.name
-

@@ -18,10 +18,11 @@ from ingest.http import body_bytes, check_host, json_content_type, parse_json, r
 from lake import Lake, LakeError
 
 from .config import ServeModelConfig
-from .engine import EmbeddedEngine, GenerationFailed, UnknownModel, VersionGone
+from .engine import EmbeddedEngine
 from .follow import Follower
 from .protocol import ApiError
 from .record import Conversations, Recorder
+from .versions import GenerationFailed, UnknownModel, VersionGone
 
 
 @dataclass

@@ -25,9 +25,9 @@ from trainers.modeling.chat import prompt_ids
 from trainers.generation.generate import Generation
 
 from . import protocol as P
-from .engine import GenerationFailed, Version, VersionGone
 from .http import ServingState, get_serving, guard, json_request
 from .record import call_record
+from .versions import GenerationFailed, Version, VersionGone
 
 router = APIRouter(dependencies=[Depends(guard)])
 SESSION_HEADER = "x-lachesis-session"

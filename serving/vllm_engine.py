@@ -43,8 +43,7 @@ from trainers.runtime.errors import TrainerInputError
 from trainers.generation.generate import END_OF_TURN, Generation, Sampling
 from trainers.modeling.models import is_model_folder, load_tokenizer, resolve_adapter, resolve_model
 
-from .engine import (GenerationFailed, ServedVersions, Version, VersionGone, label_of, run_name,
-                     weights_sha256)
+from .versions import GenerationFailed, ServedVersions, Version, VersionGone, label_of, run_name, weights_sha256
 
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the --max-lora-rank values vLLM accepts
 START_TIMEOUT_S = 600.0  # vLLM's start: imports, weights, KV-cache allocation, CPU kernels warm-up
