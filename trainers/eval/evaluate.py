@@ -18,13 +18,23 @@ from pathlib import Path
 
 import envs
 from lake import Lake, LakeError
-
-from trainers.runtime.options import DEFAULT_SEED, at_least, helped as _help
-from trainers.runtime.device import check_device, device as pick_device, set_threads, setup_env
-from trainers.runtime.errors import TrainerInputError
-from trainers.runtime.progress import Progress
-from trainers.generation.generate import (BF16_HELP, Sampling, Turns, check_bf16, check_stop_repetition, STOP_REPETITION, rollout_model, use_bf16)
 from trainers.generation.episodes import Episode, play
+from trainers.generation.generate import (
+    BF16_HELP,
+    STOP_REPETITION,
+    Sampling,
+    Turns,
+    check_bf16,
+    check_stop_repetition,
+    rollout_model,
+    use_bf16,
+)
+from trainers.runtime.device import check_device, set_threads, setup_env
+from trainers.runtime.device import device as pick_device
+from trainers.runtime.errors import TrainerInputError
+from trainers.runtime.options import DEFAULT_SEED, at_least
+from trainers.runtime.options import helped as _help
+from trainers.runtime.progress import Progress
 
 SOURCE = "hermes_eval"
 
@@ -108,7 +118,14 @@ def _open_lake(s: EvalSettings) -> Lake | None:
 
 def run_eval(s: EvalSettings, console=None) -> dict:
     setup_env()
-    from trainers.modeling.models import (load_model, load_tokenizer, model_label, resolve_adapter, resolve_model, untrained_note)
+    from trainers.modeling.models import (
+        load_model,
+        load_tokenizer,
+        model_label,
+        resolve_adapter,
+        resolve_model,
+        untrained_note,
+    )
 
     dev = pick_device(s.device)  # before any model work: --device cuda without CUDA is the one-line error
     env_name = s.task  # resolved by EvalSettings

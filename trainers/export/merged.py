@@ -22,13 +22,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from trainers.export.gguf import GGUF_NAME, write_gguf
+from trainers.modeling.models import load_model, load_tokenizer, resolve_adapter, resolve_model
 from trainers.runtime import checkpoint
-from trainers.runtime.options import helped
 from trainers.runtime.device import quiet_transformers, setup_env
 from trainers.runtime.errors import TrainerInputError
-from trainers.export.gguf import GGUF_NAME, write_gguf
 from trainers.runtime.model_folder import TINY_MARKER
-from trainers.modeling.models import load_model, load_tokenizer, resolve_adapter, resolve_model
+from trainers.runtime.options import helped
 
 FORMATS = ("merged", "gguf")
 DTYPES = ("float32", "bfloat16", "float16")

@@ -6,9 +6,8 @@ from __future__ import annotations
 import time
 
 import envs
-
+from trainers.generation.generate import END_OF_TURN, STOP_REPETITION, Generation, looping
 from trainers.modeling.chat import normalize_tools, prompt_ids, turn_continuation
-from trainers.generation.generate import (END_OF_TURN, Generation, STOP_REPETITION, looping)
 
 
 class Episode:

@@ -172,7 +172,6 @@ def _shared_len(prompts: list[list[int]]) -> int:
 
 def _prefix_kv(model, ids: list[int], dev) -> _Prefix:
     import torch
-
     from transformers import DynamicCache
 
     from trainers.modeling.forward import decoder
@@ -215,7 +214,6 @@ def _plan(model, prompts, rows, share_prefix: bool, dev):
 def _batch_cache(prefix: _Prefix | None, rows: list[_Row], B: int):
     """The DynamicCache of the batch's past: [prefix][left pad | each row's cached own part], and its mask."""
     import torch
-
     from transformers import DynamicCache
 
     C = max(r.own for r in rows)

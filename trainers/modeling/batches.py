@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 import torch
-from trainers.modeling.forward import IGNORE
 
+from trainers.modeling.forward import IGNORE
 
 
 def encode_conversation(tok, conv: dict, max_length: int | None = None) -> tuple[list[int], list[int]]:

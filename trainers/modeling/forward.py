@@ -4,11 +4,8 @@ them; each equals the model's own full forward (tested).
 """
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
-
-
 
 IGNORE = -100
 

@@ -21,11 +21,11 @@ from safetensors import SafetensorError
 import envs
 from envs.base import ToolEnv
 from envs.tasks import Task
-
 from trainers.modeling.chat import CHATML_TEMPLATE, SPECIAL_TOKENS, TINY_TEMPLATE, TOOL_TOKENS, has_generation_markers
-from trainers.runtime.device import cache_dir, device as pick_device, load_dtype, quiet_transformers, setup_env
-from trainers.runtime.errors import TrainerInputError
 from trainers.modeling.pretrained import SMOLLM2_NAMES, smollm2_path
+from trainers.runtime.device import cache_dir, load_dtype, quiet_transformers, setup_env
+from trainers.runtime.device import device as pick_device
+from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import TINY_MARKER
 
 ALIASES = {"hermes-3": "NousResearch/Hermes-3-Llama-3.1-8B", "hermes3": "NousResearch/Hermes-3-Llama-3.1-8B"}

@@ -19,9 +19,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainers.runtime.errors import TrainerInputError
 from trainers.modeling.freeze import check_layers, freeze_full, layer_of, lora_layers, model_depth
 from trainers.modeling.models import is_model_folder, load_model, load_tokenizer, resolve_adapter, resolve_model
+from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import trained_from_scratch
 
 

@@ -26,16 +26,17 @@ import time
 import uuid
 from pathlib import Path
 
-from trainers.runtime import checkpoint
-from trainers.runtime.device import device as pick_device, set_threads, setup_env
-from trainers.rl.curriculum import CurriculumStream
-from trainers.runtime.errors import TrainerInputError
 from trainers.eval.evaluate import load_eval_tasks
 from trainers.generation.generate import rollout_model, use_bf16
 from trainers.modeling.models import model_label
-from trainers.rl.online import TaskStream, play_groups, read_run_config, rollout_rows
 from trainers.modeling.policy import PolicySpec, build_policy, tokenizer_for
+from trainers.rl.curriculum import CurriculumStream
+from trainers.rl.online import TaskStream, play_groups, read_run_config, rollout_rows
 from trainers.rl.project_config import ProjectConfig
+from trainers.runtime import checkpoint
+from trainers.runtime.device import device as pick_device
+from trainers.runtime.device import set_threads, setup_env
+from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.runfolder import open_lake
 
 SOURCE = "rl_actor"

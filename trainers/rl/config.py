@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from trainers.runtime.options import GRADIENT_CHECKPOINTING_HELP, at_least, helped
-from trainers.sft.config import SFTConfig
-from trainers.runtime.device import check_device
-from trainers.runtime.errors import TrainerInputError
 from trainers.eval.evaluate import resolve_env_name
 from trainers.generation.generate import BF16_HELP, check_bf16
+from trainers.runtime.device import check_device
+from trainers.runtime.errors import TrainerInputError
+from trainers.runtime.options import GRADIENT_CHECKPOINTING_HELP, at_least, helped
 from trainers.runtime.reporting import REPORT_TO_HELP, check_report_to
+from trainers.sft.config import SFTConfig
 
 METHODS = ("online", "sft")
 

@@ -27,7 +27,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import envs
-
 from trainers.runtime.errors import TrainerInputError
 
 

@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 
 from lake.consumer import Checkpoint, Consumer
-
-from trainers.runtime import checkpoint
-from trainers.rl.actors import POLL_S, SOURCE as ACTOR_SOURCE, ActorPool
+from trainers.rl.actors import POLL_S, ActorPool
+from trainers.rl.actors import SOURCE as ACTOR_SOURCE
 from trainers.rl.curriculum import signal_by_key
 from trainers.rl.grpo import SampledSequence, group_advantages
 from trainers.rl.online import METHOD, OnlineTrainer, run_online
+from trainers.runtime import checkpoint
 
 TABLE = "trajectories"
 COLUMNS = ["trajectory_id", "task_id", "group_id", "policy_version", "split", "reward", "success", "tokens", "masks",

@@ -40,22 +40,22 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import envs
-
-from trainers.runtime import checkpoint
-from trainers.runtime.device import device as pick_device, set_threads, setup_env
-from trainers.rl.curriculum import curriculum_stream, signal_groups
-from trainers.runtime.errors import TrainerInputError
 from trainers.eval.evaluate import EvalSettings, evaluate_model, load_eval_tasks
 from trainers.generation.episodes import play
 from trainers.generation.generate import Sampling, Turns, rollout_model, use_bf16
 from trainers.modeling.freeze import checksums, freeze_report, model_depth, trainable_names
-from trainers.rl.grpo import Rollout, group_advantages, policy_update
-from trainers.runtime.interrupt import TrainingInterrupted, resume_hint, stop_on_interrupt
 from trainers.modeling.models import checkpoint_activations, model_label, untrained_note
-from trainers.runtime.plots import write_eval_curve
 from trainers.modeling.policy import PolicySpec, build_policy, resolve_spec, tokenizer_for
-from trainers.rl.project_config import ProjectConfig, load_config, reward_weights
 from trainers.rl.config import OnlineConfig, TransferOnlineConfig
+from trainers.rl.curriculum import curriculum_stream, signal_groups
+from trainers.rl.grpo import Rollout, group_advantages, policy_update
+from trainers.rl.project_config import ProjectConfig, load_config, reward_weights
+from trainers.runtime import checkpoint
+from trainers.runtime.device import device as pick_device
+from trainers.runtime.device import set_threads, setup_env
+from trainers.runtime.errors import TrainerInputError
+from trainers.runtime.interrupt import TrainingInterrupted, resume_hint, stop_on_interrupt
+from trainers.runtime.plots import write_eval_curve
 from trainers.runtime.runfolder import RunFolder
 
 SOURCE = "rl_train_online"

@@ -30,11 +30,10 @@ from pathlib import Path
 
 from envs import RewardWeights
 from lake.folder_files import Refusal, read_named
-
-from trainers.runtime.options import helped
-from trainers.runtime.errors import TrainerInputError
 from trainers.generation.generate import STOP_REPETITION, check_stop_repetition
 from trainers.rl.grpo import LOSS_TYPES
+from trainers.runtime.errors import TrainerInputError
+from trainers.runtime.options import helped
 
 FILENAME = "lachesis.toml"
 

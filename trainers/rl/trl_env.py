@@ -31,7 +31,6 @@ from typing import Any, Callable, ClassVar
 
 import envs
 from envs.base import ToolEnv
-
 from trainers.runtime.errors import TrainerInputError
 
 EpisodeHook = Callable[[dict], None]

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
-
-
-
 TINY_MARKER = "lachesis_tiny.json"  # written beside a tiny model: how trained_from_scratch knows one
 
 

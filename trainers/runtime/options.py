@@ -1,7 +1,6 @@
 """What every command's typed config shares: the help-text helper, bound checks and the default seed."""
 from __future__ import annotations
 
-
 from trainers.runtime.errors import TrainerInputError
 
 

@@ -43,8 +43,7 @@ class Progress:
 
     def __enter__(self) -> "Progress":
         if self.live:
-            from rich.progress import (BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
             from rich.progress import Progress as Bar
 
             self._bar = Bar(TextColumn(f"[{self.style}]{self.label}"), BarColumn(), MofNCompleteColumn(),

@@ -31,11 +31,11 @@ from rich.markup import escape
 
 from lake import Lake, LakeError, resolve_root
 from lake.store import redact
-
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import TINY_MARKER
 from trainers.runtime.plots import write_loss_plot
 from trainers.runtime.reporting import NoReporter, Reporter, make_reporter
+
 
 class RunConfig(Protocol):
     """What a run folder reads of a command's config (SFTConfig, InstructConfig, OnlineConfig, ...)."""

@@ -1,15 +1,15 @@
-"""Configuration of the training commands, and the runtime defaults every trainer shares.
+"""Configuration of the supervised training commands, and the step plan a run settles on.
 
 One typed dataclass per command, in TRL's `*_config.py` style: a help text per field (`metadata={"help": ...}`)
 and validation in `__post_init__` that raises the one-line `TrainerInputError` the CLI prints. The CLI takes
 every default and help text from these fields (`lachesis.console.option`), so the command line, the Python API
-and the `config.json` a run folder records cannot disagree (they did: epochs 1 vs 3, batch 8 vs 16).
+and the `config.json` a run folder records cannot disagree.
 
     rl_finetune_supervised  -> SFTConfig
     llm_finetune            -> InstructConfig (--method sft | dpo)
 
-The runtime part fixes the CPU pitfalls of docs/training-notes.md in one place (bf16 default, activation
-checkpointing, pin_memory, report_to, threads, float32 loading) and resolves `--device auto|cpu|cuda`.
+`start_run` settles the model-dependent defaults once data and model are known and writes them into the run
+folder. The runtime defaults every trainer shares (device, threads, dtype) are in trainers/runtime/device.py.
 """
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
-from trainers.runtime.errors import TrainerInputError
-from trainers.runtime.reporting import REPORT_TO_HELP, check_report_to
 from trainers.runtime.device import check_device
+from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import trained_from_scratch
-from trainers.runtime.runfolder import RunFolder
 from trainers.runtime.options import DEFAULT_SEED, GRADIENT_CHECKPOINTING_HELP, at_least, helped
+from trainers.runtime.reporting import REPORT_TO_HELP, check_report_to
+from trainers.runtime.runfolder import RunFolder
 
 
 @dataclass(kw_only=True)

@@ -16,10 +16,9 @@ from typing import Any
 
 from lake import Lake, LakeError, resolve_root
 from lake.store import redact
-from views.export import ExportError, export_view, file_sha256
-
 from trainers.modeling.chat import normalize_messages, normalize_tools
 from trainers.runtime.errors import TrainerInputError
+from views.export import ExportError, export_view, file_sha256
 
 
 def _read_jsonl(path: Path) -> list[dict]:

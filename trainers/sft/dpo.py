@@ -12,15 +12,15 @@ import shutil
 import time
 
 from trainers.modeling.chat import normalize_messages, normalize_tools
-from trainers.sft.config import InstructConfig
-from trainers.runtime.device import cpu_defaults, device as pick_device, set_threads, setup_env
-from trainers.sft.data import load_rows
-from trainers.runtime.errors import TrainerInputError
 from trainers.modeling.models import load_model, load_tokenizer, model_label, resolve_model
+from trainers.runtime.device import cpu_defaults, set_threads, setup_env
+from trainers.runtime.device import device as pick_device
+from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.plots import loss_points
 from trainers.runtime.progress import Progress
 from trainers.runtime.runfolder import RunFolder
-from trainers.sft.config import start_run
+from trainers.sft.config import InstructConfig, start_run
+from trainers.sft.data import load_rows
 
 
 def _side(v, name: str, i: int):

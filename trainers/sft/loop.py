@@ -11,11 +11,17 @@ from typing import Callable, Iterator
 
 import torch
 
+from trainers.modeling.batches import (
+    collate,
+    collate_suffix,
+    first_label_pos,
+    length_bucketed_batches,
+    shared_prefix_len,
+)
+from trainers.modeling.forward import IGNORE, SFTLoss
+from trainers.runtime.errors import TrainerInputError
 from trainers.sft.config import SFTConfig, StepPlan, TrainConfig
 from trainers.sft.distributed import Processes
-from trainers.runtime.errors import TrainerInputError
-from trainers.modeling.batches import collate, collate_suffix, first_label_pos, length_bucketed_batches, shared_prefix_len
-from trainers.modeling.forward import IGNORE, SFTLoss
 
 
 def prepare_model(model, s: TrainConfig):

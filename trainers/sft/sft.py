@@ -19,18 +19,16 @@ from typing import Callable
 
 import torch
 
-from trainers.sft.config import SFTConfig
-from trainers.runtime.device import set_threads, setup_env
-from trainers.sft.data import conversations, load_rows
-from trainers.sft.distributed import Processes
-from trainers.runtime.errors import TrainerInputError
+from trainers.modeling.batches import encode_all
 from trainers.modeling.models import checkpoint_activations, load_model, load_tokenizer, model_label, resolve_model
+from trainers.runtime.device import set_threads, setup_env
+from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import trained_from_scratch
 from trainers.runtime.runfolder import RunFolder
-from trainers.modeling.batches import encode_all
+from trainers.sft.config import SFTConfig, start_run
+from trainers.sft.data import conversations, load_rows
+from trainers.sft.distributed import Processes
 from trainers.sft.loop import prepare_model, train_loop
-from trainers.sft.config import start_run
-
 
 # ----------------------------------------------------------------------------------------------- tokenisation
 

@@ -30,16 +30,16 @@ from dataclasses import asdict
 from pathlib import Path
 
 from lake import Lake
-
-from trainers.runtime.device import device as pick_device, setup_env
-from trainers.runtime.errors import TrainerInputError
 from trainers.eval.evaluate import resolve_env_name
 from trainers.modeling.freeze import check_layers, checksums, freeze_report, model_depth, trainable_names
+from trainers.modeling.policy import build_policy, resolve_spec, spec_depth
+from trainers.rl.config import TransferInitConfig, TransferOnlineConfig, TransferSFTConfig, TransferTrainConfig
 from trainers.rl.learner import train_online
 from trainers.rl.online import find_run_folder
-from trainers.modeling.policy import build_policy, resolve_spec, spec_depth
 from trainers.rl.project_config import MAX_LAYER, load_config, parse_layer_spec, read_text
-from trainers.rl.config import TransferInitConfig, TransferOnlineConfig, TransferSFTConfig, TransferTrainConfig
+from trainers.runtime.device import device as pick_device
+from trainers.runtime.device import setup_env
+from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.runfolder import open_lake
 
 SPEC_KIND = "transfer_spec"

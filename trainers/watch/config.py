@@ -17,10 +17,10 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar
 
-from trainers.sft.config import SFTConfig
-from trainers.runtime.options import at_least, helped
-from trainers.runtime.errors import TrainerInputError
 from trainers.rl.config import OnlineConfig
+from trainers.runtime.errors import TrainerInputError
+from trainers.runtime.options import at_least, helped
+from trainers.sft.config import SFTConfig
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ import pyarrow as pa
 
 from lake import Lake
 from lake.query import ident
-
 from trainers.watch.config import WatchConfig
 
 NEW_IDS = "__watch_new_ids"

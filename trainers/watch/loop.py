@@ -33,18 +33,18 @@ from pathlib import Path
 from typing import Callable
 
 from lake import Lake, LakeError, resolve_root
-from lake.store import redact
 from lake.atomic import read_json, write_json_atomic
-
-from trainers.runtime import checkpoint
-from trainers.runtime.device import device as pick_device, set_threads, setup_env
-from trainers.sft.data import conversations
-from trainers.runtime.errors import TrainerInputError
+from lake.store import redact
 from trainers.eval.evaluate import EvalSettings, run_eval
-from trainers.runtime.model_folder import TINY_MARKER, trained_from_scratch
-from trainers.modeling.models import load_model, load_tokenizer, model_label, resolve_model
-from trainers.runtime.runfolder import KIND
 from trainers.modeling.batches import encode_all
+from trainers.modeling.models import load_model, load_tokenizer, model_label, resolve_model
+from trainers.runtime import checkpoint
+from trainers.runtime.device import device as pick_device
+from trainers.runtime.device import set_threads, setup_env
+from trainers.runtime.errors import TrainerInputError
+from trainers.runtime.model_folder import TINY_MARKER, trained_from_scratch
+from trainers.runtime.runfolder import KIND
+from trainers.sft.data import conversations
 from trainers.sft.loop import make_optimizer, prepare_model, train_loop
 from trainers.watch.config import HEARTBEAT_FILE, LOCK_FILE, META_KEYS, WATCH_FILE, WatchConfig, offsets_of
 from trainers.watch.feed import Increment, read_increment

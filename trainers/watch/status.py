@@ -15,7 +15,6 @@ from pathlib import Path
 
 from lake import Lake, LakeError
 from lake.atomic import read_json
-
 from trainers.runtime import checkpoint
 from trainers.watch.config import HEARTBEAT_FILE, META_KEYS, WATCH_FILE, offsets_of
 
