@@ -55,6 +55,9 @@ def test_export_merged_loads_with_from_pretrained_and_matches_the_run(tiny_dir, 
     assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()
     assert not (out / "adapter_config.json").exists()  # a plain model, no peft needed
     assert (out / "chat_template.jinja").is_file() and json.loads((out / "lachesis_export.json").read_text())["run"]
+    # readable like the rest (issue 37, item 9): save_pretrained alone leaves model.safetensors 0600
+    modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir()}
+    assert len(set(modes.values())) == 1 and modes["model.safetensors"] & 0o044, modes
 
     merged = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
     trained = load_model(str(tiny_dir), str(run), device=torch.device("cpu")).eval()

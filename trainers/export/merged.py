@@ -27,7 +27,7 @@ from trainers.modeling.models import load_model, load_tokenizer, resolve_adapter
 from trainers.runtime import checkpoint
 from trainers.runtime.device import quiet_transformers, setup_env
 from trainers.runtime.errors import TrainerInputError
-from trainers.runtime.model_folder import TINY_MARKER
+from trainers.runtime.model_folder import TINY_MARKER, readable_like_created
 from trainers.runtime.options import helped
 
 FORMATS = ("merged", "gguf")
@@ -137,6 +137,7 @@ def export_model(cfg: ExportModelConfig, console=None) -> dict:
                 "output": str(out.resolve()), "gguf": str(out.resolve() / GGUF_NAME) if cfg.format == "gguf" else None,
                 "parameters": sum(p.numel() for p in model.parameters()), "config": asdict(cfg)}
         (tmp / PROVENANCE).write_text(json.dumps(info, indent=2))
+        readable_like_created(tmp)  # save_pretrained leaves model.safetensors 0600
         if out.exists():  # the empty folder the user made: replaced by the complete one
             out.rmdir()
         os.replace(tmp, out)

@@ -2,6 +2,7 @@
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 TINY_MARKER = "lachesis_tiny.json"  # written beside a tiny model: how trained_from_scratch knows one
@@ -11,3 +12,21 @@ def trained_from_scratch(model_path: str) -> bool:
     """A model we initialised randomly (the tiny model, or a full fine-tune of it), not a pretrained one: it gets
     full fine-tuning by default, since LoRA on a random base cannot learn."""
     return (Path(model_path) / TINY_MARKER).is_file()
+
+
+def readable_like_created(folder: str | Path) -> None:
+    """Give every file of `folder` the mode a newly created file gets under the process umask (0644 under 022).
+    Why: transformers writes model.safetensors through a private temporary file (0600) and renames it, so an
+    exported or checkpointed model would be the one file of its folder that others cannot read. The mode comes
+    from a probe file created the ordinary way: reading the umask itself means setting it, a race with threads."""
+    folder = Path(folder)
+    probe = folder / ".mode-probe"
+    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        mode = os.fstat(fd).st_mode & 0o777
+    finally:
+        os.close(fd)
+        probe.unlink()
+    for p in folder.rglob("*"):
+        if p.is_file() and not p.is_symlink() and p.stat().st_mode & 0o777 != mode:
+            p.chmod(mode)
