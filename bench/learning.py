@@ -23,7 +23,9 @@ encoding and loss, on the saved run folders.
 A curve point at step k is a run of exactly k steps (its own warm-up and decay), so each point is a finished
 model, as a user would get it. Figures are means over seeds with a 95% t-interval; the table, the raw records
 and one PNG per strategy (held-out success against steps, the seeds' band; held-out loss for strategy 4) go to
---out.
+--out. The commands and the statistics over seeds are harness.py's, the strategies' runs and sizes strategies.py's
+(shared with the arm benches: online_arms.py, transfer_arms.py, reference_mix.py); this file is the bench itself:
+the setup, the held-out measures, the whole run, its table and plots.
 
     python bench/learning.py                 # the full run (tiny model, 3 seeds, about 60 min on 2 quiet cores)
     python bench/learning.py --quick         # 2 seeds, a few steps: checks that everything runs (minutes)
@@ -35,169 +37,25 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import random
 import re
 import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from bench_json import machine
+from harness import (BASH, GIT, ROOT, Commands, band, by, first_step_at, fmt_ci, pool, time_spent, work_folder,
+                     work_options)
+from strategies import (PRETRAINED, SIZES, Size, strategy_instruct, strategy_no_transfer, strategy_online,
+                        strategy_sft, strategy_transfer)
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-BIN = Path(sys.executable).parent
-BASH, GIT = "bash_exec_env", "git_repo_env"
 SUCCESS_LEVEL = 0.05  # "steps to reach a success level" in strategy 3: 5 of 100 held-out tasks
-
-
-@dataclass(frozen=True)
-class Size:
-    seeds: int
-    bash_expert: int        # train-split expert rollouts of bash_exec_env (strategies 1 and 2)
-    git_expert: int         # ... of git_repo_env (strategy 3's target rows)
-    heldout: int            # test-split expert chats per env for the held-out loss
-    eval_limit: int         # test tasks per hermes_eval / online evaluation
-    sft_steps: tuple        # strategy 1 curve points (the last one is the model strategies 2 and 3 start from)
-    online_steps: int
-    online_eval_every: int
-    online_lr: float
-    transfer_steps: tuple
-    transfer_lr: float
-    instruct_steps: tuple
-    freeze: str             # strategy 3's frozen decoder layers (with the embeddings)
-    jobs: int               # commands run side by side, one torch thread each
-    sft_lr: float | None = None           # strategy 1's lr and batch (None: rl_finetune_supervised's defaults)
-    sft_batch: int | None = None
-    transfer_batch: int = 16              # strategy 3's batch, both arms
-    online_micro_batch: int | None = None  # episodes per forward/backward in rl_train_online (memory: 2 SmolLM2
-    # episodes of ~2,000 tokens took 22 GB, the attention weights of a padded batch kept for the backward pass)
-    instruct_batch: int | None = None      # strategy 4's micro-batch and accumulation (None, 1: llm_finetune's
-    instruct_accum: int = 1                # 16 at once; skill pairs run to 1,024 tokens: ~20 GB with SmolLM2, 13 at 4)
-    score_pairs: int | None = None  # strategy 4's losses on at most this many pairs per part (a seeded sample)
-    score_questions: int = 40       # ... and its answers to this many skills' questions per part
-    families: bool = False          # strategy 1 also on bash_exec_env's test_families split (families never trained)
-    online_curriculum: bool = False  # rl_train_online --curriculum (tasks the policy solves sometimes)
-
-
-SIZES = {
-    "full": Size(seeds=3, bash_expert=1500, git_expert=800, heldout=100, eval_limit=100, sft_steps=(400, 1200),
-                 online_steps=40, online_eval_every=20, online_lr=1e-4, transfer_steps=(100, 300), transfer_lr=1e-3,
-                 instruct_steps=(100, 300), freeze="0", jobs=2),
-    "quick": Size(seeds=2, bash_expert=120, git_expert=60, heldout=20, eval_limit=10, sft_steps=(20, 40),
-                  online_steps=4, online_eval_every=2, online_lr=1e-4, transfer_steps=(10, 20), transfer_lr=1e-3,
-                  instruct_steps=(10, 20), freeze="0", jobs=2),
-    # the pretrained model on CPU: a LoRA step of SmolLM2-135M costs ~55-65 CPU-s per 8 conversations or rollouts
-    # and a held-out task ~6-9 CPU-s (trainers/README.md), so the full size is GPU work; this one is ~2 h on 2 cores
-    "short": Size(seeds=2, bash_expert=200, git_expert=200, heldout=20, eval_limit=20, sft_steps=(12,),
-                  online_steps=4, online_eval_every=4, online_lr=1e-4, transfer_steps=(24,), transfer_lr=1e-3,
-                  instruct_steps=(12,), freeze="0", jobs=2, sft_lr=1e-3, sft_batch=8, transfer_batch=4,
-                  online_micro_batch=1, instruct_batch=2, instruct_accum=8, score_pairs=60, score_questions=20),
-    # the pretrained model at a size that can show effects on 2 CPU cores (~2 h with the generation levers): all
-    # 100 test tasks and the 100 held-out-family tasks, 48 SFT steps at the demo's measured lr (24 steps: 0.35 on
-    # 20 tasks, 96 steps: 0.59 on 100), 16 online steps with the curriculum
-    "cpu": Size(seeds=2, bash_expert=600, git_expert=300, heldout=20, eval_limit=100, sft_steps=(48,),
-                online_steps=16, online_eval_every=16, online_lr=2e-4, transfer_steps=(24,), transfer_lr=1e-3,
-                instruct_steps=(12,), freeze="0", jobs=2, sft_lr=2e-3, sft_batch=8, transfer_batch=4,
-                online_micro_batch=1, instruct_batch=2, instruct_accum=8, score_pairs=60, score_questions=20,
-                families=True, online_curriculum=True),
-}
-PRETRAINED = {"freeze": "0-8", "transfer_lr": 1e-3}  # SmolLM2 has 30 layers: the guide's 0-8
-
-# Student's t, two-sided 95%, by degrees of freedom (no scipy in the environment)
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
-
-
-def ci95(values: list[float]) -> tuple[float, float | None]:
-    """(mean, half-width of the 95% t-interval over seeds); None with a single seed."""
-    m = statistics.fmean(values)
-    if len(values) < 2:
-        return m, None
-    return m, T95.get(len(values) - 1, 1.96) * statistics.stdev(values) / math.sqrt(len(values))
-
-
 RATE_KEYS = ("success", "heldout_names_steps")  # fractions of tasks or skills: in [0, 1]
 
 
-def band(values: list[float], rate: bool) -> tuple[float, float, float]:
-    """(mean, low, high) of the plotted 95% band, clipped to what the metric can be: a loss or a count is never
-    below 0 (a t-interval over 2 seeds easily reaches below), a rate never above 1 either."""
-    m, h = ci95(values)
-    lo, hi = m - (h or 0), m + (h or 0)
-    return m, max(0.0, lo), min(1.0, hi) if rate else hi
-
-
-def fmt_ci(values: list[float], digits: int = 3) -> str:
-    m, h = ci95(values)
-    return f"{m:.{digits}f}" if h is None else f"{m:.{digits}f} ± {h:.{digits}f}"
-
-
-# ----------------------------------------------------------------------------------------------- commands
-class Commands:
-    """Runs the console scripts of this environment, one torch thread each, every output kept in a log."""
-
-    def __init__(self, work: Path, model: str, resume: bool = False):
-        self.work, self.model, self.resume = work, model, resume
-        self.logs = work / "logs"
-        self.logs.mkdir(parents=True, exist_ok=True)
-        self.env = {**os.environ, "OMP_NUM_THREADS": "1", "LACHESIS_THREADS": "1", "HF_HUB_OFFLINE": "1",
-                    "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-
-    def run(self, name: str, *args, log: str) -> str:
-        argv = [str(BIN / name), *map(str, args)]
-        header, done = f"$ {' '.join(argv)}\n", self.logs / f"{log}.out"
-        if self.resume and done.exists() and (self.logs / f"{log}.log").read_text().startswith(header):
-            return done.read_text()  # finished by an earlier run with the same arguments
-        if "--output" in argv:  # what a stopped earlier run left half written
-            stale = Path(argv[argv.index("--output") + 1])
-            if stale.is_dir():
-                shutil.rmtree(stale)
-            else:
-                stale.unlink(missing_ok=True)
-        t = time.perf_counter()
-        res = subprocess.run(argv, cwd=self.work, env=self.env, capture_output=True, text=True)
-        (self.logs / f"{log}.log").write_text(f"{header}# {time.perf_counter() - t:.1f} s, exit "
-                                              f"{res.returncode}\n{res.stdout}\n{res.stderr}")
-        if res.returncode == 0:
-            done.write_text(res.stdout)
-        if res.returncode:
-            raise SystemExit(f"{name} failed (exit {res.returncode}): {res.stderr.strip()[-600:]}\n"
-                             f"log: {self.logs / log}.log")
-        return res.stdout
-
-    def evaluate(self, env: str, limit: int, adapter: Path | None, log: str, split: str = "test") -> dict:
-        """hermes_eval's figures; keys prefixed `fam_` for the test_families split."""
-        extra = ["--adapter", adapter] if adapter else []
-        out = json.loads(self.run("hermes_eval", "--model", self.model, "--task", env, "--split", split,
-                                  "--limit", limit, "--json", "--quiet", "--no-lake", *extra, log=log))
-        pre = "" if split == "test" else "fam_"
-        return {f"{pre}{k}": out[key] for k, key in (
-            ("success", "success_rate"), ("reward", "mean_reward"), ("valid", "valid_tool_call_rate"),
-            ("first_valid", "first_call_valid_rate"), ("repetition_stops", "repetition_stops"),
-            ("length_stops", "length_stops"))}
-
-    def project_file(self, name: str, **keys) -> Path:
-        """A project file written by rl_edit_config, as the guide tunes strategies 2 and 3."""
-        path = self.work / f"{name}.toml"
-        for k, v in keys.items():
-            self.run("rl_edit_config", k, v, "--config", path, log=f"config-{name}-{k}")
-        return path
-
-
-def pool(jobs: int, fns: list) -> list:
-    """Run independent jobs side by side (each waits on its own subprocesses); errors surface in order."""
-    with ThreadPoolExecutor(max_workers=jobs) as ex:
-        return [f.result() for f in [ex.submit(fn) for fn in fns]]
-
-
-# ----------------------------------------------------------------------------------------------- setup
 def setup(c: Commands, size: Size) -> dict:
     lakes = {k: c.work / f"lake_{k}" for k in ("bash", "git", "heldout")}
     for k, path in lakes.items():
@@ -233,95 +91,6 @@ def split_skills(ft_prompts: Path, work: Path) -> dict:
         path.write_text("".join(f.read_text() for f in files))  # the guide's `cat ft_prompts/*.jsonl > ...`
         out[part] = {"file": path, "skills": [f.stem for f in files]}
     return out
-
-
-# ----------------------------------------------------------------------------------------------- strategies
-def supervised_curve(c: Commands, size: Size, lake: Path, seed: int, *, strategy: str, arm: str, env: str,
-                     steps: tuple, tag: str, extra: tuple = ()) -> list[dict]:
-    """rl_finetune_supervised on the lake's sft view for each step count, each run evaluated on env's test split."""
-    recs = []
-    for k in steps:
-        run = c.work / tag / f"seed{seed}-steps{k}"
-        c.run("rl_finetune_supervised", "--model", c.model, "--data", "sft", "--lake", lake, "--max-steps", k,
-              *extra, "--seed", seed, "--output", run, "--no-plot", "--quiet", log=f"{tag}-seed{seed}-steps{k}")
-        fam = c.evaluate(env, size.eval_limit, run, log=f"{tag}-fam-seed{seed}-steps{k}", split="test_families") \
-            if size.families and env == BASH else {}
-        recs.append({"strategy": strategy, "arm": arm, "seed": seed, "step": k, "run": str(run),
-                     **c.evaluate(env, size.eval_limit, run, log=f"{tag}-eval-seed{seed}-steps{k}"), **fam})
-    return recs
-
-
-def strategy_sft(c: Commands, size: Size, lake: Path, seed: int) -> list[dict]:
-    extra = (*(("--lr", size.sft_lr) if size.sft_lr else ()), *(("--batch-size", size.sft_batch) if size.sft_batch
-                                                                  else ()))
-    return supervised_curve(c, size, lake, seed, strategy="sft", arm="sft", env=BASH, steps=size.sft_steps, tag="s1",
-                            extra=extra)
-
-
-def online_curve(c: Commands, lake: Path, seed: int, init: Path, *, strategy: str, arm: str, run: Path, cfg: Path,
-                 steps: int, eval_every: int, micro_batch: int | None, curriculum: bool) -> list[dict]:
-    """rl_train_online from `init` with the project file `cfg`; its own test evaluations as records."""
-    c.run("rl_train_online", "--env", BASH, "--steps", steps, "--eval_interval", eval_every,
-          "--model", c.model, "--init", init, "--config", cfg, "--seed", seed, "--lake", lake, "--output", run,
-          *(("--micro-batch", micro_batch) if micro_batch else ()), *(("--curriculum",) if curriculum else ()),
-          "--no-plot", "--quiet", log=f"{run.parent.name}-{run.name}")
-    recs = []
-    for line in (run / "train_log.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        if r.get("eval"):
-            recs.append({"strategy": strategy, "arm": arm, "seed": seed, "step": r["step"], "run": str(run),
-                         "success": r["success_rate"], "reward": r["mean_reward"],
-                         "valid": r["valid_tool_call_rate"], "first_valid": r.get("first_call_valid_rate")})
-    return recs
-
-
-def strategy_online(c: Commands, size: Size, lake: Path, seed: int, init: Path, scale: float) -> list[dict]:
-    cfg = c.project_file(f"online-rs{scale}-seed{seed}", reward_scale=scale, learning_rate=size.online_lr,
-                         eval_episodes=size.eval_limit)
-    return online_curve(c, lake, seed, init, strategy="online", arm=f"reward_scale {scale}",
-                        run=c.work / "s2" / f"rs{scale}-seed{seed}", cfg=cfg, steps=size.online_steps,
-                        eval_every=size.online_eval_every, micro_batch=size.online_micro_batch,
-                        curriculum=size.online_curriculum)
-
-
-def strategy_transfer(c: Commands, size: Size, lake: Path, seed: int, source: Path, freeze: str,
-                      source_eval: dict | None = None) -> list[dict]:
-    """`source_eval`: the source's git figures when already measured (greedy: the same for every seed)."""
-    cfg = c.project_file(f"transfer-seed{seed}", learning_rate=size.transfer_lr, seed=seed)
-    spec = c.work / "s3" / f"spec-seed{seed}.json"
-    c.run("rl_transfer_init", "--source_env", BASH, "--target_env", GIT, "--freeze_layers", freeze, "--from", source,
-          "--config", cfg, "--lake", lake, "--output", spec, "--quiet", log=f"s3-init-seed{seed}")
-    arm = f"transfer, layers {freeze} frozen"
-    # step 0 of the transfer arm is the source model itself (the bash SFT run), on the git tasks
-    recs = [{"strategy": "transfer", "arm": arm, "seed": seed, "step": 0, "run": str(source),
-             **(source_eval or c.evaluate(GIT, size.eval_limit, source, log=f"s3-eval-source-seed{seed}"))}]
-    for k in size.transfer_steps:
-        run = c.work / "s3" / f"transfer-seed{seed}-steps{k}"
-        c.run("rl_train_transfer", "--method", "sft", "--spec", spec, "--data", "sft", "--max_steps", k,
-              "--batch_size", size.transfer_batch, "--config", cfg, "--seed", seed, "--lake", lake, "--output", run, "--no-plot",
-              "--quiet", log=f"s3-transfer-seed{seed}-steps{k}")
-        recs.append({"strategy": "transfer", "arm": arm, "seed": seed, "step": k,
-                     "run": str(run), **c.evaluate(GIT, size.eval_limit, run, log=f"s3-eval-t-seed{seed}-{k}")})
-    return recs
-
-
-def strategy_no_transfer(c: Commands, size: Size, lake: Path, seed: int) -> list[dict]:
-    """The same base trained on the same git rows with the transfer run's lr, batch and steps."""
-    return supervised_curve(c, size, lake, seed, strategy="transfer", arm="same base, no transfer", env=GIT,
-                            steps=size.transfer_steps, tag="s3-base",
-                            extra=("--lr", size.transfer_lr, "--batch-size", size.transfer_batch))
-
-
-def strategy_instruct(c: Commands, size: Size, lake: Path, seed: int, data: Path) -> list[dict]:
-    recs = []
-    for k in size.instruct_steps:
-        run = c.work / "s4" / f"seed{seed}-steps{k}"
-        c.run("llm_finetune", "--model", c.model, "--data", data, "--method", "sft", "--max-steps", k, "--seed", seed,
-              *(("--batch-size", size.instruct_batch, "--grad-accum", size.instruct_accum) if size.instruct_batch
-                else ()), "--split", "all", "--lake", lake, "--output", run, "--no-plot", "--quiet", log=f"s4-seed{seed}-steps{k}")
-        recs.append({"strategy": "instruct", "arm": "skills instruction tuning", "seed": seed, "step": k,
-                     "run": str(run)})
-    return recs
 
 
 # ----------------------------------------------------------------------------------------------- held-out measures
@@ -487,52 +256,7 @@ def run_all(size: Size, model: str, work: Path, resume: bool = False) -> dict:
             "train_eval_s": round(train_s), **time_spent(t0, c.logs)}
 
 
-def time_spent(t0: float, logs: Path) -> dict:
-    """A run's wall time since `t0`, its CPU time and the commands' own times (a resumed run's earlier ones too)."""
-    return {"total_s": round(time.time() - t0), "cpu_s": round(cpu_seconds()), "commands_s": round(command_seconds(logs))}
-
-
-def work_options(ap: argparse.ArgumentParser) -> None:
-    """--work and --resume, for a bench that runs its commands through Commands."""
-    ap.add_argument("--work", type=Path, help="work folder kept for inspection (default: a temp folder, removed)")
-    ap.add_argument("--resume", action="store_true",
-                    help="with --work: reuse the commands an earlier run there finished with the same arguments")
-
-
-def work_folder(args: argparse.Namespace, ap: argparse.ArgumentParser, prefix: str) -> Path:
-    """--work, or a new temp folder (the caller removes it when --work was not given)."""
-    if args.resume and not args.work:
-        ap.error("--resume needs --work: the folder of the run to resume")
-    work = args.work or Path(tempfile.mkdtemp(prefix=prefix))
-    work.mkdir(parents=True, exist_ok=True)
-    return work
-
-
-def cpu_seconds() -> float:
-    """User + system CPU of this process and every command it ran: what the run costs on a machine of any load."""
-    import resource
-
-    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
-                                                   resource.getrusage(resource.RUSAGE_CHILDREN)))
-
-
-def command_seconds(logs: Path) -> float:
-    """The commands' own wall times summed, from their logs (a resumed run's earlier commands included)."""
-    return sum(float(m.group(1)) for f in logs.glob("*.out")
-               if (m := re.match(r"[^\n]*\n# ([\d.]+) s", f.with_suffix(".log").read_text())))
-
-
 # ----------------------------------------------------------------------------------------------- table and plots
-def by(records: list[dict], **match) -> list[dict]:
-    return [r for r in records if all(r.get(k) == v for k, v in match.items())]
-
-
-def first_step_at(records: list[dict], arm: str, seed: int, level: float) -> int | None:
-    hits = [r["step"] for r in sorted(by(records, arm=arm, seed=seed), key=lambda r: r["step"])
-            if r["success"] >= level]
-    return hits[0] if hits else None
-
-
 def table(result: dict, size: Size) -> list[str]:
     recs, base = result["records"], result["base"]
     last = {"sft": size.sft_steps[-1], "online": size.online_steps, "transfer": size.transfer_steps[-1],

@@ -34,7 +34,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench_json import machine
-from learning import BASH, ROOT, Commands, fmt_ci, online_curve, pool, time_spent
+from harness import BASH, ROOT, Commands, fmt_ci, pool, time_spent
+from strategies import online_curve
 
 LEARNING_RUN = {"learning_rate": 2e-4, "batch_size": 2}  # bench/learning.py --size cpu: 2 tasks x 4 rollouts a step
 SUCCESS_ONLY = {"well_formed_call_bonus": 0, "malformed_call_penalty": 0, "command_error_penalty": 0,

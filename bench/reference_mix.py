@@ -34,7 +34,7 @@ from importlib import resources
 from pathlib import Path
 
 from bench_json import machine
-from learning import BASH, GIT, ROOT, Commands, fmt_ci, pool
+from harness import BASH, GIT, ROOT, Commands, fmt_ci, pool
 
 SHELL_PROMPT = "$ "  # a line of an eg session block that is a command (the rest is its output)
 

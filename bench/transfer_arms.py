@@ -3,7 +3,7 @@
 bench/learning.py's strategy 3 scores each arm only at its end (24 steps at --size cpu). There, with transfer the
 success level 0.05 was reached at step 0 in one seed and at step 24 in the other, without transfer at 24 in both,
 so issue 24's "reaches a success level in <= 0.5x the steps of no transfer" could only read as one seed of two.
-Here the same two arms (learning.py's strategy_transfer and strategy_no_transfer: `rl_transfer_init
+Here the same two arms (strategies.py's strategy_transfer and strategy_no_transfer: `rl_transfer_init
 --freeze_layers 0-8` + `rl_train_transfer --method sft`, against `rl_finetune_supervised` of the same base on the
 same git rows with the same lr, batch and steps) are scored at several step counts, each point a finished run of
 that many steps, from one bash SFT model, several seeds. The source and the base are scored once (greedy: the same
@@ -24,8 +24,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from bench_json import machine
-from learning import (BASH, GIT, PRETRAINED, ROOT, SIZES, Commands, band, by, first_step_at, fmt_ci, pool,
-                      strategy_no_transfer, strategy_sft, strategy_transfer, time_spent, work_folder, work_options)
+from harness import (BASH, GIT, ROOT, Commands, band, by, first_step_at, fmt_ci, pool, time_spent, work_folder,
+                     work_options)
+from strategies import PRETRAINED, SIZES, strategy_no_transfer, strategy_sft, strategy_transfer
 
 LEVELS = (0.05, 0.10, 0.15)  # git test success: 5, 10, 15 of 100 tasks
 TRANSFER = "transfer, layers {} frozen"

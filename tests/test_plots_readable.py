@@ -71,13 +71,13 @@ def test_end_labels_of_close_values_do_not_overlap():
 
 def test_learning_bands_stay_within_what_the_metric_can_be():
     sys.path.insert(0, str(ROOT / "bench"))
-    import learning  # noqa: E402  (bench/learning.py)
+    import harness  # noqa: E402  (bench/harness.py)
 
-    m, lo, hi = learning.band([0.05, 0.6], rate=False)  # a loss over 2 seeds: the t-interval reaches far below 0
+    m, lo, hi = harness.band([0.05, 0.6], rate=False)  # a loss over 2 seeds: the t-interval reaches far below 0
     assert lo == 0.0 and hi > m > 0
-    m, lo, hi = learning.band([0.0, 0.95], rate=True)
+    m, lo, hi = harness.band([0.0, 0.95], rate=True)
     assert lo == 0.0 and hi == 1.0
-    assert learning.band([0.3], rate=True) == (0.3, 0.3, 0.3)
+    assert harness.band([0.3], rate=True) == (0.3, 0.3, 0.3)
 
 
 def test_bench_chart_labels_are_the_readme_tables_ratios(tmp_path):
