@@ -1,11 +1,10 @@
 """A commit's data files: one Parquet file per day partition, written in parallel, fsynced, described as
 Delta `add` actions (with the stats delta-rs would write), ready to be committed in one version.
 
-Why not `write_deltalake`: on 1M trajectory rows (bench/bench_lake.py) delta-rs spent 3.6-5.1 s splitting
-rows into day partitions against 2.5 s for the same rows unpartitioned. Profiled with py-spy (2026-12-03,
-1M rows in 8 days, CPU seconds): Parquet encoding 3.05 (the ceiling's own cost plus the envelope columns),
-the split into days 1.43, the content hash 0.72, UUIDv7 ids 0.29, fsync 0.14, stats and the commit < 0.1.
-So the split is a filter of each column by a day mask, run by the thread that then writes that day (pyarrow
+Why not `write_deltalake`: its split of rows into day partitions costs much of a bulk append, and after
+Parquet encoding the split is the largest cost of a bulk write (bench/bench_lake.py; the profile is in
+docs/lake-design.md, "Figures behind the code"). So the split is a filter of each column by a day mask, run
+by the thread that then writes that day (pyarrow
 releases the GIL: both cores encode), the content hash is computed in the same thread (`prepare`), and a
 batch that is all one day, the streaming case, is never copied at all. Files are fsynced before they are
 committed, which delta-rs does not do (lake/durable.py). On object storage (lake/store.py) the files go
@@ -35,8 +34,8 @@ from lake.store import Location
 
 PARTITION = "day"
 ROW_GROUP_ROWS = 128 * 1024  # DuckDB reads row groups in parallel; one 1M-row group would use one core
-# Columns unique per row: dictionary encoding is tried and abandoned on every page, which costs ~8% of a
-# bulk write (measured), and they compress no better with it.
+# Columns unique per row: dictionary encoding is tried and abandoned on every page, a cost on every bulk write
+# (docs/lake-design.md), and they compress no better with it.
 UNIQUE_COLUMNS = ("event_id", "content_hash")
 # zstd level of the hot path: level 1 is Arrow's default and the cheapest positive level; compaction
 # rewrites the files at COMPACT_LEVEL, so the lake's long-lived files are the smaller ones.
@@ -47,8 +46,7 @@ STATS_STRING_LIMIT = 64  # longer min/max strings are left out of the log's stat
 def plain_columns(schema: pa.Schema) -> list[str]:
     """Top-level columns written without a dictionary: the unique ones and floating point ones. DuckDB scans
     a dictionary-encoded double column (pyarrow's and delta-rs's default, abandoned after 1 MB of dictionary)
-    markedly slower than a plain one: an aggregate over 8 files took 38 ms against 30 ms (29 ms on DuckDB's
-    own single file, bench_lake)."""
+    markedly slower than a plain one (docs/lake-design.md, "Figures behind the code")."""
     return [f.name for f in schema if f.name in UNIQUE_COLUMNS or pa.types.is_floating(f.type)]
 
 

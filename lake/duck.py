@@ -18,8 +18,8 @@ one: DuckDB's `enable_external_access` is a per-database setting that cannot be 
 off while a user's SQL runs. There every file, local or on object storage, is read through a registered
 filesystem that answers only reads under the lake root (`_ReadOnlyFS`); that protocol is the one allowed
 directory, everything else is off, and the configuration is locked before the user's statement runs. So a
-COPY, ATTACH or INSTALL that got past lake.query's statement check still writes nothing (measured: reading a
-40-file lake through the read-only bridge, 56 ms against 46 ms for DuckDB's own local reads).
+COPY, ATTACH or INSTALL that got past lake.query's statement check still writes nothing, for a small cost on
+reads (docs/lake-design.md, "Security limits of queries").
 """
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ class _StoreFS(ArrowFSWrapper):
     Subclassed per root (`_store_fs`): fsspec reads `protocol` from the class.
 
     DuckDB asks for a file's existence, size and mtime several times per view it binds, each a HEAD request
-    (a snapshot with the views/*.sql views made ~40 of them per data file: 1.6 s against moto). A lake never
+    (dozens per data file for a snapshot with the views/*.sql views: docs/lake-design.md). A lake never
     rewrites a data file in place, so what it learnt of a file holds for the process: its size and mtime, and
     one open handle that every later open shares (`_handle`)."""
 

@@ -2,8 +2,8 @@
 
 `content_hash` is 32 hex digits from DuckDB's vectorised `hash()` of the payload's content columns and the
 same hash salted (the salted half derives from the first: 64 bits of entropy, see `content_hashes`). Record appends and bulk Arrow appends both pass through here, so the same content
-gets the same hash whichever way it arrived. md5 over a JSON rendering was measured 6x slower (2.6 s against
-0.4 s per 300k trajectory rows) and would cap bulk appends far below the Parquet ceiling. The price: the value
+gets the same hash whichever way it arrived. md5 over a JSON rendering is several times slower and would cap
+bulk appends far below the Parquet ceiling (docs/lake-design.md, "Figures behind the code"). The price: the value
 is tied to DuckDB's hash function, which DuckDB may change in a major release; a lake that upgrades across such
 a change re-hashes with `content_hashes` (the hash is only ever compared within one lake).
 """
@@ -78,7 +78,7 @@ def content_hashes(payload: pa.Table) -> pa.Array:
 
     DuckDB hashes a multi-argument call by combining the per-argument hashes, so the salted half is a function
     of the first (`_combine`, DuckDB's vector_hash combine): DuckDB hashes each row once (the struct of the
-    nested messages is the cost: 0.76 s of CPU per 1M rows for both halves, half that for one) and numpy
+    nested messages is the cost, which a second hash would double) and numpy
     derives the second half and writes the hex. It follows that the value carries 64 bits of entropy, not 128.
     """
     global _hash_con, _salt_hash
@@ -161,7 +161,7 @@ def add_envelope(
         occurred = ingested
     else:
         occurred = pc.if_else(pc.is_null(occurred_at), ingested, occurred_at.cast(TIMESTAMP))
-    # UTC day via date32: 25x faster than strftime on 1M rows
+    # UTC day via date32: vectorised, where strftime formats row by row
     day = occurred.cast(pa.timestamp("us")).cast(pa.date32()).cast(pa.string())
     if isinstance(event_types, str):
         event_types = _repeat(event_types, n)

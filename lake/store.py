@@ -39,8 +39,8 @@ S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "A
 DEFAULT_REGION = "us-east-1"
 Location = str | os.PathLike
 # Seconds to open a connection to the object store (pyarrow, and delta-rs's `connect_timeout`): an endpoint that
-# never answers fails in seconds, not after the SDKs' retries (delta-rs took 89-184 s, pyarrow 13 s: measured
-# against a listening socket that never accepts, tests/test_lake_store_errors.py).
+# never answers fails in seconds, not after the SDKs' retries, which take minutes (docs/lake-design.md;
+# tests/test_lake_store_errors.py).
 CONNECT_TIMEOUT_S = 2
 _USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", re.IGNORECASE)
 
