@@ -51,10 +51,12 @@ transfer source="bash_exec_env" target="git_repo_env" layers="0" *ARGS:
 # One status line each, crashed ones restarted with backoff, Ctrl-C stops all (exit 0: `exec`, and the command takes
 # the terminal's foreground, lachesis/foreground.py), e.g. `just up --model smollm2 --train-args "--min-rows 32"`;
 # --serve-model adds `lake serve-model --follow` on the trainer's folder (port --model-port): agents use each increment.
+# Arguments reach lachesis.up as given ("$@": a quoted --train-args stays one argument); --dry-run prints the commands.
 
 # The lake server, the skills + inbox watcher and the streaming trainer together.
+[positional-arguments]
 up *ARGS:
-    exec {{py}} -m lachesis.up {{ARGS}}
+    exec {{py}} -m lachesis.up "$@"
 
 # Benchmarks print ratios against a baseline measured in the same run.
 

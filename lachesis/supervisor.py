@@ -1,5 +1,7 @@
 """A small process supervisor for `just up`: start each component as its own process, show one live status line
-per component, restart a crashed one with exponential backoff, stop them all on Ctrl-C.
+per component, restart a crashed one with exponential backoff, stop them all on Ctrl-C. A component that exits
+with a usage error (exit code 2: a bad option, a folder it refuses) is not restarted: a restart cannot cure it, so
+the supervisor stops everything and `failed` says which component and its last output line (its error).
 
 Why not a thread per component or a library: each component is a `lake` command a user could run alone
 (serve, watch, train watch), and a crash of one (an out-of-memory trainer) must not take the others down.
@@ -20,6 +22,7 @@ from typing import Callable
 
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 1.0, 30.0
 HEALTHY_S = 30.0  # a component up this long has its backoff reset
+USAGE_ERROR = 2  # the exit code of every `lake` command's one-line user error (lachesis.console.fail)
 
 
 @dataclass
@@ -36,7 +39,7 @@ class Supervised:
     component: Component
     log: Path
     proc: subprocess.Popen | None = None
-    state: str = "stopped"  # starting | running | backoff | stopped
+    state: str = "stopped"  # starting | running | backoff | failed | stopped
     restarts: int = 0
     started_at: float = 0.0
     next_start: float = 0.0
@@ -63,6 +66,7 @@ class Supervisor:
         self.items = [Supervised(c, log_dir / f"{c.name}.log") for c in components]
         self.on_event = on_event or (lambda _msg: None)
         self.stop_timeout = stop_timeout
+        self.failed: str | None = None  # why everything stops: a component's usage error
 
     def _start(self, item: Supervised) -> None:
         env = {**os.environ, **(item.component.env or {})}
@@ -86,6 +90,11 @@ class Supervisor:
                         item.failures = 0
                     continue
                 item.last_rc, item.failures = rc, item.failures + 1
+                if rc == USAGE_ERROR:
+                    item.state = "failed"
+                    self.failed = f"{item.component.name} stopped with a usage error: {item.last_line()} (log {item.log})"
+                    self.on_event(self.failed)
+                    continue
                 item.state, item.next_start = "backoff", now + backoff(item.failures)
                 self.on_event(f"{item.component.name} exited with code {rc}; restart in {backoff(item.failures):.0f} s "
                               f"(log {item.log})")
@@ -108,7 +117,8 @@ class Supervisor:
                 item.proc.wait()
                 self.on_event(f"{item.component.name} did not stop in {self.stop_timeout:.0f} s: killed")
         for item in self.items:
-            item.state = "stopped"
+            if item.state != "failed":
+                item.state = "stopped"
 
     def rows(self) -> list[dict]:
         now = time.monotonic()
@@ -118,6 +128,8 @@ class Supervisor:
                 state = f"running pid {item.proc.pid} up {_duration(now - item.started_at)}"
             elif item.state == "backoff":
                 state = f"exited {item.last_rc}, restart in {max(0.0, item.next_start - now):.0f} s"
+            elif item.state == "failed":
+                state = f"exited {item.last_rc} (usage error)"
             else:
                 state = item.state
             out.append({"name": item.component.name, "state": state, "restarts": item.restarts,
@@ -128,7 +140,7 @@ class Supervisor:
         """Start everything, then poll and render until `stop` is set; stop everything on the way out."""
         self.start()
         try:
-            while not stop.wait(interval):
+            while not self.failed and not stop.wait(interval):
                 self.poll()
                 render(self.rows())
         finally:

@@ -10,6 +10,7 @@ finds it. Each component is the `lake` command a user could run alone, with this
 """
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 import threading
@@ -20,7 +21,7 @@ import typer
 
 from ingest.config import FolderWatchConfig, ServeConfig
 from lachesis.console import config_command, fail, run
-from lachesis.supervisor import Component, Supervisor
+from lachesis.supervisor import USAGE_ERROR, Component, Supervisor
 from trainers.runtime.options import helped
 from serving.config import ServeModelConfig
 from trainers.runtime.errors import TrainerInputError
@@ -54,6 +55,7 @@ class UpConfig:
     model_port: int = like(ServeModelConfig, "port", help="lake serve-model's TCP port (with --serve-model)")
     serve_model_args: str = field(default="", **helped(
         "more options for `lake serve-model`, e.g. '--keep-versions 3 --promote-if-better'"))
+    dry_run: bool = field(default=False, **helped("print each component's command line and exit; nothing starts"))
 
     def __post_init__(self):
         # the components' own checks (a bad port is lake serve's error), before anything starts
@@ -67,11 +69,12 @@ class UpConfig:
             if self.model_port == self.port:
                 raise ValueError(f"--model-port {self.model_port} is the lake server's --port: pick another")
             ServeModelConfig(host=self.host, port=self.model_port)
+        self.train_arg_list(), self.serve_model_arg_list()  # an unclosed quote: one line now
 
     def trainer_folder(self) -> Path:
         """The streaming trainer's folder, as `lake train watch` settles it from --recipe and --train-args' --name or
         --output (WatchConfig.folder)."""
-        args = self.train_args.split()
+        args = self.train_arg_list()
         given = {}
         for i, a in enumerate(args):
             flag, eq, value = a.partition("=")
@@ -82,11 +85,25 @@ class UpConfig:
         except TrainerInputError as exc:
             raise ValueError(str(exc)) from None
 
+    def train_arg_list(self) -> list[str]:
+        """--train-args split as a shell splits it, so a quoted value stays one argument."""
+        return _split("--train-args", self.train_args)
+
+    def serve_model_arg_list(self) -> list[str]:
+        return _split("--serve-model-args", self.serve_model_args)
+
+
+def _split(flag: str, text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError as exc:  # an unclosed quote
+        raise ValueError(f"{flag} {text!r}: {exc}") from None
+
 
 UP_OPTIONS = [("lake_root", "--lake"), ("host", "--host"), ("port", "--port"), ("skills", "--skills"),
               ("inbox", "--inbox"), ("recipe", "--recipe"), ("model", "--model"), ("train_args", "--train-args"),
               ("logs", "--logs"), ("no_train", "--no-train"), ("serve_model", "--serve-model"),
-              ("model_port", "--model-port"), ("serve_model_args", "--serve-model-args")]
+              ("model_port", "--model-port"), ("serve_model_args", "--serve-model-args"), ("dry_run", "--dry-run")]
 
 
 def lake_command(*args: str) -> list[str]:
@@ -102,12 +119,12 @@ def components(cfg: UpConfig, root: Path) -> list[Component]:
            Component("watch", lake_command("watch", *lake, "--skills", cfg.skills, "--inbox", cfg.inbox))]
     if not cfg.no_train:
         out.append(Component("train", lake_command("train", "watch", *lake, "--recipe", cfg.recipe, "--model",
-                                                   cfg.model, *cfg.train_args.split())))
+                                                   cfg.model, *cfg.train_arg_list())))
     if cfg.serve_model:
         folder = cfg.trainer_folder()
         out.append(Component("model", lake_command("serve-model", *lake, "--host", cfg.host, "--port",
                                                    str(cfg.model_port), "--model", cfg.model, "--follow", str(folder),
-                                                   *cfg.serve_model_args.split())))
+                                                   *cfg.serve_model_arg_list())))
     return out
 
 
@@ -127,10 +144,14 @@ def up(values: dict, _as_json: bool, _quiet: bool) -> None:
     from lachesis.console import literal, new_console
     from lachesis.foreground import terminal_foreground
 
-    from lake import Lake
+    from lake import Lake, resolve_root
 
     try:
         cfg = UpConfig(**values)
+        if cfg.dry_run:  # the commands as they would start, one per line: nothing is created
+            for c in components(cfg, resolve_root(cfg.lake_root)):
+                print(f"{c.name}: {shlex.join(c.argv)}")
+            return
     except ValueError as exc:
         fail(str(exc))
     root = Lake.init(cfg.lake_root).root
@@ -143,6 +164,8 @@ def up(values: dict, _as_json: bool, _quiet: bool) -> None:
     # Ctrl-C reaches this process group alone, so `just up` stopped cleanly exits 0 (lachesis/foreground.py)
     with terminal_foreground(), Live(_render([]), console=console, refresh_per_second=2, transient=False) as live:
         sup.run(stop, lambda rows: live.update(_render(rows)))
+    if sup.failed:  # a usage error is not cured by a restart: the component's own line, and its exit code
+        fail(sup.failed, USAGE_ERROR)
     console.print("stopped", highlight=False)
 
 

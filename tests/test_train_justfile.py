@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -38,3 +39,17 @@ def test_train_sft_help_is_the_help():
     r = just("train-sft", "--help", env=env)
     assert r.returncode == 0, r.stderr
     assert "--from-lake" in r.stdout and "--steps" in r.stdout and "--lake" in r.stdout
+
+
+def test_just_up_passes_quoted_arguments_through():
+    """Issue 37, item 3: the Justfile's own example; `{{ARGS}}` split "--min-rows 32" into two arguments of
+    `just up` ("Got unexpected extra argument(s) (32)"). --dry-run prints the commands `up` would start."""
+    r = just("up", "--lake", "lk", "--model", "smollm2", "--train-args", "--min-rows 32", "--serve-model-args", "--keep-versions 3",
+             "--serve-model", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    lines = dict(line.split(": ", 1) for line in r.stdout.splitlines())
+    assert set(lines) == {"serve", "watch", "train", "model"}
+    train, model = shlex.split(lines["train"]), shlex.split(lines["model"])
+    assert train[train.index("watch"):] == ["watch", "--lake", "lk", "--recipe", "sft",
+                                            "--model", "smollm2", "--min-rows", "32"]
+    assert model[-2:] == ["--keep-versions", "3"]

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -83,3 +84,31 @@ def test_up_starts_the_three_components_and_ctrl_c_stops_them_all(tmp_path):
     alive = [p for p in children if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2]]
     assert not alive, f"components still running after Ctrl-C: {alive}"
     assert {p.name for p in (tmp_path / "logs").iterdir()} == {"serve.log", "watch.log", "train.log"}
+
+
+def test_a_usage_error_stops_everything_with_its_message_instead_of_restarts(tmp_path):
+    """Issue 37, item 3: exit code 2 (a bad option, a refused folder) is not cured by a restart."""
+    events: list[str] = []
+    sup = Supervisor([Component("steady", py("import time; print('steady up', flush=True); time.sleep(120)")),
+                      Component("bad", py("import sys; print('error: --min-rows must be at least 1, got 0', "
+                                          "file=sys.stderr, flush=True); raise SystemExit(2)"))],
+                     tmp_path / "logs", on_event=events.append, stop_timeout=5)
+    t0 = time.monotonic()
+    sup.run(threading.Event(), lambda rows: None, interval=0.05)  # returns by itself: no stop was asked for
+    assert time.monotonic() - t0 < 10
+    steady, bad = sup.items
+    assert bad.restarts == 0 and bad.state == "failed" and bad.last_rc == 2
+    assert sup.failed.startswith("bad stopped with a usage error: error: --min-rows must be at least 1, got 0")
+    assert events == [sup.failed]
+    assert steady.proc.returncode == -signal.SIGTERM and steady.state == "stopped"
+
+
+def test_up_stops_with_the_trainers_usage_error(tmp_path):
+    """The same through `python -m lachesis.up`: the trainer refuses its --train-args, `up` exits 2 with its line."""
+    up = subprocess.run([sys.executable, "-m", "lachesis.up", "--lake", str(tmp_path / "lake"), "--port",
+                         str(_free_port()), "--skills", str(tmp_path / "skills"), "--inbox", str(tmp_path / "inbox"),
+                         "--logs", str(tmp_path / "logs"), "--train-args", "--min-rows 0"], cwd=str(REPO),
+                        capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert up.returncode == 2, up.stderr[-2000:]
+    assert "train stopped with a usage error: error: --min-rows must be at least 1, got 0" in up.stderr
+    assert "restarted" not in up.stderr
