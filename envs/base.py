@@ -63,11 +63,11 @@ class StepInfo(TypedDict):
     parse_errors: list[str]
     tool_results: list[ToolResult]  # one per executed call (a submit is not executed)
     reward_terms: dict[str, float]  # the step's reward by term (envs/rewards.py); they sum to the step's reward
-    reward: NotRequired[float]
+    reward: NotRequired[float]  # the final reward (also info["reward_terms"]["final"])
     success: NotRequired[bool]
-    checks: NotRequired[dict]
+    checks: NotRequired[dict]  # CheckReport.as_dict(): passed, total, details
     task_id: NotRequired[str]
-    submitted: NotRequired[bool]
+    submitted: NotRequired[bool]  # False when the episode was truncated
 
 SUBMIT_SCHEMA = {"type": "function", "function": {
     "name": "submit", "description": "Finish the task (optionally with a text answer).",
@@ -168,7 +168,60 @@ class Suite:
 
 
 class ToolEnv(gymnasium.Env):
-    """Subclasses set the class attributes and implement the hooks at the bottom."""
+    """A tool-using text task as a gymnasium environment: the agent reads text and answers with an assistant
+    message whose Hermes tool calls run in the episode's sandbox; a hidden checker scores the end state.
+
+    The main API methods a user of this class needs to know are:
+
+    - :meth:`reset` - picks a task, opens a fresh sandbox holding its files, and returns the task's
+      instruction as the first observation and a :class:`ResetInfo` (the tools, the system prompt, ...).
+    - :meth:`step` - runs the tool calls of one assistant message and returns the tool results as the next
+      observation, the reward, whether the episode terminated or was truncated, and a :class:`StepInfo`.
+    - :meth:`render` - the transcript so far (the instruction, then each step's observation) as text.
+    - :meth:`close` - closes the sandbox (its processes and its workspace); calling it twice is safe.
+
+    And the attributes:
+
+    - :attr:`action_space` and :attr:`observation_space` - :class:`AnyText` up to 1 MiB: any ``str``.
+    - :attr:`suite` - the tasks by split (:class:`Suite`): the built-in ones, or those of a task file.
+    - :attr:`task` and :attr:`box` - the current task and its :class:`~envs.sandbox.Sandbox` (None before
+      :meth:`reset` and after :meth:`close`).
+    - :attr:`split`, :attr:`max_steps`, :attr:`limits`, :attr:`reward_weights` - from the constructor.
+
+    Action contract: the text of one assistant message. Each ``<tool_call>{"name": ..., "arguments": {...}}
+    </tool_call>`` block is one call (envs/toolcalls.py; ``<think>`` blocks are the agent's reasoning and are
+    not run). A block that does not parse is a malformed call, answered with an error line, never an
+    exception. A message with no block at all ends the episode as ``submit`` would. Calls run in order;
+    ``submit`` ends the episode and the calls after it in the same message are not run.
+
+    Observation contract: after :meth:`reset`, the task's instruction (the system prompt and the tool schemas
+    are in the info, not in the text). After :meth:`step`, one line ``error: ...`` per block that did not
+    parse, then each executed call's result, joined by newlines; a final step with nothing to show says
+    ``submitted: reward R``.
+
+    Episode end: ``terminated`` when the agent submits; ``truncated`` when :attr:`max_steps` steps passed
+    without a submit. On either, every process of the sandbox is stopped, :meth:`score` runs, and the step's
+    reward and info carry the final result; :meth:`step` after the end raises ``RuntimeError`` until the next
+    :meth:`reset`.
+
+    Reward: the sum of ``info["reward_terms"]`` (envs/rewards.py): ``well_formed_call``, ``malformed_call`` and
+    ``command_error`` on every step, plus ``final`` on the last one. Under the default weights the per-step
+    terms are 0.0, so the reward is 0.0 until the last step, which gets the checker's reward.
+
+    A subclass sets :attr:`env_name` (the registered name, written into task ids and trajectories),
+    :attr:`tools` (OpenAI function schemas, :func:`tool_schema` and :data:`SUBMIT_SCHEMA`),
+    :attr:`system_prompt`, :attr:`limits` (the sandbox's :class:`~envs.sandbox.Limits`) and
+    :attr:`sandbox_env` (environment variables of every command), and implements the hooks:
+
+    - :meth:`builtin_suite` - the built-in tasks (required).
+    - :meth:`call_tool` - run one call other than ``submit`` and return its observation (required); it raises
+      :class:`ToolArgumentError` for missing or bad arguments and :class:`ToolFailed` for a call that ran and
+      failed, and may pass a command's output to :meth:`remember_output` for the checker.
+    - :meth:`score` - the hidden checker, on the sandbox after its processes stopped (required).
+    - :meth:`validate_task` - whether a task (from a file or ``options["task"]``) carries this
+      environment's checker spec (optional: accepts all).
+    - :meth:`prepare` - workspace setup after the task's files are written (optional: nothing).
+    """
 
     metadata = {"render_modes": ["ansi"]}
     env_name = ""
@@ -218,6 +271,23 @@ class ToolEnv(gymnasium.Env):
     # ------------------------------------------------------------ gymnasium API
 
     def reset(self, *, seed: int | None = None, options: ResetOptions | None = None) -> tuple[str, ResetInfo]:
+        """Start an episode: pick a task, close the previous sandbox, open a fresh one with the task's files.
+
+        Args:
+            seed: seeds :attr:`np_random` (gymnasium's rule: once, then left alone), which picks a random task
+                when ``options`` names none. The same seed picks the same task.
+            options: :class:`ResetOptions`: ``task`` (a :class:`~envs.tasks.Task`, checked by
+                :meth:`validate_task`), ``task_id``, or ``index`` within ``split`` (default: the env's split).
+
+        Returns:
+            observation (str): the task's instruction.
+            info (ResetInfo): ``task_id``, ``split``, ``env``, ``tags``, ``instruction``, ``tools`` (OpenAI
+            function schemas), ``system_prompt``, ``max_steps``, ``template`` ("" for file tasks) and
+            ``isolation`` (the sandbox's isolation mode).
+
+        Raises ValueError for a task without this env's checker spec or a split with no tasks, KeyError for an
+        unknown ``task_id``, IndexError for an ``index`` out of range.
+        """
         super().reset(seed=seed)
         options = options or {}
         split = options.get("split", self.split)
@@ -249,6 +319,20 @@ class ToolEnv(gymnasium.Env):
         return task.instruction, self._info(task)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:
+        """Run the tool calls of one assistant message (the action contract is in the class docstring).
+
+        Returns:
+            observation (str): the error lines of blocks that did not parse, then each executed call's result.
+            reward (float): the sum of ``info["reward_terms"]``.
+            terminated (bool): the agent submitted (a ``submit`` call or a message with no call).
+            truncated (bool): :attr:`max_steps` steps passed without a submit.
+            info (StepInfo): ``step`` (1-based), ``tool_calls`` (``[{id, name, arguments}]`` as parsed),
+            ``parse_errors``, ``tool_results`` (``[{id, name, content}]``, one per executed call: a submit is not
+            executed) and ``reward_terms``; on the last step also ``reward`` (the final reward), ``success``,
+            ``checks`` (``{passed, total, details}``), ``task_id`` and ``submitted``.
+
+        Raises RuntimeError before :meth:`reset` or after the episode ended.
+        """
         if self._done or self.task is None:
             raise RuntimeError("call reset() before step(); the episode is over")
         self._steps += 1
@@ -317,9 +401,11 @@ class ToolEnv(gymnasium.Env):
                 "isolation": self.box.isolation if self.box else ""}
 
     def render(self) -> str | None:
+        """The transcript so far: the instruction, then each step's observation, one per line."""
         return "\n".join(self._transcript)
 
     def close(self) -> None:
+        """Close the sandbox (kill its processes, delete its workspace); the env may be reset again."""
         if self.box is not None:
             self.box.close()
             self.box = None
@@ -327,10 +413,12 @@ class ToolEnv(gymnasium.Env):
     # ------------------------------------------------------------ hooks
 
     def remember_output(self, text: str) -> None:
+        """Keep a command's output for :meth:`score` (``last_output``: `output` checks read the last one)."""
         self._last_output = text
 
     @classmethod
     def builtin_suite(cls) -> Suite:
+        """Hook: the built-in tasks by split (a :class:`Suite` whose ``generate`` builds task i on demand)."""
         raise NotImplementedError
 
     def validate_task(self, task: Task) -> tuple[str, str] | None:
@@ -341,9 +429,15 @@ class ToolEnv(gymnasium.Env):
         """Extra workspace setup after the files are written (git builds its history here)."""
 
     def call_tool(self, box: Sandbox, call: ToolCall) -> str:
+        """Hook: run one call of a tool in :attr:`tools` (never ``submit``) in the sandbox; return the text the
+        agent sees. Raise :class:`ToolArgumentError` for missing or bad arguments (a malformed call) and
+        :class:`ToolFailed` for a call that ran and failed; both become the call's observation."""
         raise NotImplementedError
 
     def score(self, box: Sandbox, task: Task, *, last_output: str, answer: str | None) -> CheckReport:
+        """Hook: the hidden checker, run once at the episode's end after every process of the sandbox stopped.
+        ``last_output`` is what :meth:`remember_output` kept, ``answer`` the submit call's ``answer`` (None when
+        there was none)."""
         raise NotImplementedError
 
 
