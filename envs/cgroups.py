@@ -1,6 +1,6 @@
 """One cgroup per sandbox: a memory cap over all of an episode's processes together.
 
-RLIMIT_AS bounds each process alone: three processes held 2.5 GB under a 1 GB limit (issue 11 item 6).
+RLIMIT_AS bounds each process alone, so several processes together exceed it (issue 11 item 6; envs/README.md).
 A cgroup counts them together, tmpfs pages they write included, and the kernel's OOM killer acts inside
 the group only. The sandbox creates the group, and each command's process joins it before it drops its
 privileges (mountns.setup writes its pid into the group's cgroup.procs files).

@@ -21,8 +21,8 @@ The command's view of the system is system_view.py's, the process helpers are pr
 process left behind is swept by leftovers.py, and the workspace is measured and deleted by tree_walk.py.
 
 Commands are started by a small spawn helper (spawner.py), one per process, so a caller holding a
-model in memory is never forked per command (measured: 50 ms per command from a 400 MB torch
-process when it forks itself, 5 ms through the helper; `python bench/bench_envs.py` measures it again).
+model in memory is never forked per command: copying its page tables would cost tens of milliseconds a
+command (envs/README.md, "Figures behind the code"); `python bench/bench_envs.py` measures it again.
 
 Hidden tests and checkers never touch the workspace: they are piped to a checker process on stdin at
 scoring time (see checks.py), so the agent cannot read or edit them (docs/peers.md item 9).

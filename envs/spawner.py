@@ -2,7 +2,7 @@
 
 Every sandboxed command is forked by one small helper process instead of by the caller: a fork with
 a preexec function copies the caller's page tables, which in a trainer holding a model costs tens of
-milliseconds per command (measured: 50 ms from a 400 MB torch process, 5 ms through the helper). The
+milliseconds per command (envs/README.md, "Figures behind the code"). The
 helper is started once per process (a plain spawn, no fork of the caller's memory), and restarted
 after os.fork() or if it dies. Each request carries its own status pipe, so callers in any thread
 read their own answers; there is no reader thread. LACHESIS_SANDBOX_SPAWNER=0 turns it off.

@@ -162,8 +162,8 @@ def pid_namespace():
     way it ended. Orphans the command leaves are its own children, and when it ends the kernel kills whatever is
     left in the namespace (a double-forked daemon included), so no /proc scan is needed (`contain`). Why the
     command itself is pid 1 and not a waiter inside: each process hop on the way back costs a scheduling
-    wake-up; measured with 2 cores at load 8, `true` per step 5.6 ms without a namespace, 10.6 ms so and 14.6 ms
-    with an init in between (the spawn helper, as root, saves this waiter too: pid_namespace_here). What pid 1 changes: a signal the command sends to itself is ignored unless it
+    wake-up, and an init in between nearly doubles a namespace's cost per command (envs/README.md; the spawn
+    helper, as root, saves this waiter too: pid_namespace_here). What pid 1 changes: a signal the command sends to itself is ignored unless it
     handles it (the kernel's rule for an init); the sandbox's kills come from outside and always land."""
     _check(libc.unshare(CLONE_NEWPID), "unshare pid")
     command = os.fork()
