@@ -15,17 +15,14 @@ environment's system prompt and tools):
 - with a `TurnCache`, each row's KV is kept after the call, so the next turn of a multi-turn episode (its prompt =
   the old prompt + the reply + the tool's answer) only computes the new tokens instead of re-reading the whole
   conversation (`cache`, `keys`).
-Together 2.09x fewer CPU-seconds for hermes_eval with SmolLM2 (16 tasks, ~2.2 turns each: bench/bench_generation.py
---quick, 2026-12-04 on this project's 2 cores at load ~1), episodes identical 16/16; tests/test_generation.py checks
-they are identical. The rows' cached parts and new tokens are laid out as [shared prefix][pad | cached][pad | new]
+Both are exact: tests/test_generation.py checks the episodes are identical, and bench/bench_generation.py measures
+what they save (bench/REPORT.md). The rows' cached parts and new tokens are laid out as [shared prefix][pad | cached][pad | new]
 with the padding masked out and explicit positions, so a batch mixes rows of any cached and new lengths.
 
 bf16 (`rollout_model`): a merged (LoRA folded in), bfloat16 copy of the policy to generate with, on CPUs with
-avx512_bf16 / AMX and bf16-capable GPUs (`bf16_supported`). SmolLM2, 8 rows of ~400 tokens on this machine's
-avx512_bf16 CPU: prompt pass 10.0 -> 4.9 CPU-s, a decode step 179 -> 120 ms; hermes_eval 3.23x fewer CPU-seconds
-than the plain path with the exact savings. Greedy episodes can differ from float32's (6 of 16 the same), and a
-sampled token's log-prob differs from the trainer's by 0.048 nats on average: the GRPO update corrects for it
-(truncated importance sampling, trainers/rl/grpo.py).
+avx512_bf16 / AMX and bf16-capable GPUs (`bf16_supported`): faster prompt passes and decoding (docs/training-notes.md, "Figures behind the code";
+bench/REPORT.md). It is not exact: greedy episodes can differ from float32's, and a sampled token's log-prob
+differs from the trainer's, which the GRPO update corrects (truncated importance sampling, trainers/rl/grpo.py).
 """
 from __future__ import annotations
 
@@ -251,7 +248,8 @@ def _batch_cache(prefix: _Prefix | None, rows: list[_Row], B: int):
 def _next_logits(model, **inputs):
     """float32 logits at each row's last position. With a plain linear head the head runs on those positions as one
     2-D matrix product: transformers' `logits_to_keep=1` hands the head a strided 3-D view, which bf16 on a CPU turns
-    into a batched product over a copy of the head's weights per row (8.5 of a 40 s SmolLM2 prompt pass measured)."""
+    into a batched product over a copy of the head's weights per row (a fifth of a SmolLM2 prompt pass:
+    docs/training-notes.md, "Figures behind the code")."""
     import torch
 
     from trainers.modeling.forward import PLAIN_HEAD_TYPES, decoder

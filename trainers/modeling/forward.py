@@ -25,9 +25,9 @@ PLAIN_HEAD_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 def causal_lm_loss(model, labels, reduction: str = "mean", **inputs):
     """Next-token cross-entropy over the labelled positions (their mean, or their sum with reduction="sum"), as
     `model(**inputs, labels=labels).loss`, with the output layer applied to those positions only. The model's own
-    path computes logits at every position (8 x 900 tokens x SmolLM2's 49,152-word vocabulary = 1.4 GB of float32,
-    copied several times by the loss: a 21 GB peak measured at batch 8) although labels cover ~20% of the tokens;
-    same value and gradients (tested)."""
+    path computes logits at every position over the whole vocabulary, copied several times by the loss, although
+    labels cover a fraction of the tokens (the peak it caused: docs/training-notes.md, section 9); same value and
+    gradients (tested)."""
     if model.config.model_type not in PLAIN_HEAD_TYPES:
         loss = model(**inputs, labels=labels).loss
         return loss * label_targets(labels) if reduction == "sum" else loss

@@ -316,9 +316,8 @@ def _adapter_base(adapter: str) -> str:
 
 def checkpoint_activations(model) -> None:
     """Recompute each decoder layer's activations in the backward pass instead of keeping them (--gradient-checkpointing):
-    SmolLM2-135M (LoRA) on a CPU, one run each: one 2,000-token SFT sequence peaked at 4.1 GB instead of 6.8 GB
-    (28 s against 33 s); a GRPO update of two 2,000-token episodes at micro-batch 2 at 6.2 GB instead of 11.1 GB
-    (54 s against 61 s), the same loss and gradients: the second forward cost less than the memory traffic it saved.
+    long sequences then fit in far less memory, with the same loss and gradients, and on a CPU no slower: the
+    second forward costs less than the memory traffic it saves (docs/training-notes.md, "Figures behind the code").
     Only in train mode: generation keeps its KV cache. Non-reentrant: a LoRA model's frozen inputs need not
     require grad. (transformers 5.23 named it activation_checkpointing_enable, gradient_checkpointing_enable before.)"""
     model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})

@@ -5,8 +5,8 @@ through the views wing first, so the run trains on a pinned, manifested snapshot
 
 What one row can cost is bounded before it is tokenized: a conversation is cut at CHARS_PER_TOKEN_MAX characters
 per token of --max-length (training keeps only its first max_length tokens anyway). Tokenizing the text whole is
-what costs: one 20 MB row made the streaming trainer peak at 3.6 GB (issue 26) through the tokenizer's per-token
-offsets and the assistant mask. The cut and skipped rows are counted (`truncated_rows`, `skipped_rows`).
+what costs: the tokenizer's per-token offsets and the assistant mask of one huge row take gigabytes (issue 26;
+docs/training-notes.md, "Figures behind the code"). The cut and skipped rows are counted (`truncated_rows`, `skipped_rows`).
 """
 from __future__ import annotations
 
