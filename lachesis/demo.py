@@ -33,10 +33,9 @@ from trainers.modeling.models import TINY_NAMES
 
 ENV = "bash_exec_env"
 # The defaults per kind of model. The tiny model trains from scratch: many cheap full fine-tuning steps on many
-# distinct chats. A pretrained one already writes text: LoRA steps of SmolLM2-135M cost ~100x the tiny model's and its
-# episodes ~10x, so fewer rollouts, steps and evaluated tasks. Measured on 2 idle cores (SmolLM2, 20 bash test tasks,
-# 300 expert rollouts, 24 steps of 8): lr 1e-3 0.00 -> 0.15, 2e-3 0.35, 3e-3 0.25; 36 steps at 1e-3 0.40 but 3 min
-# longer. 24 steps at 2e-3 take about 5 minutes.
+# distinct chats. A pretrained one already writes text and its steps and episodes cost far more, so fewer rollouts,
+# steps and evaluated tasks; its lr and step count are the best of a small sweep that fits about 5 minutes
+# (docs/training-notes.md, "Figures behind the code").
 SIZES = {
     "tiny": dict(expert=2200, noisy=100, steps=1800, eval_limit=100, lr=1e-3, batch_size=16),
     "pretrained": dict(expert=300, noisy=0, steps=24, eval_limit=20, lr=2e-3, batch_size=8),
@@ -72,8 +71,8 @@ class DemoConfig:
         "LoRA for a pretrained model"))
     workers: int = field(default=2, **helped("processes for the rollouts"))
     seed: int = field(default=0, **helped("seed of the rollouts, the training and the evaluation"))
-    # the demo is the machine's main job: 2 threads gave 2094 steps in 200 s against ~1200 with one (tests and
-    # shared runs keep 1: docs/training-notes.md pitfall 3)
+    # the demo is the machine's main job, and 2 threads train it much faster than one (tests and shared runs keep
+    # 1: docs/training-notes.md pitfall 3 and section 10)
     threads: int = field(default=2, **helped("torch threads"))
     device: str = field(default="auto", **helped("auto (cuda when available) | cpu | cuda | cuda:N"))
     progress: bool = field(default=True, **helped("show the training progress bar"))
