@@ -41,8 +41,16 @@ register_environment(
     "git_repo_env", "envs.git_repo:GitRepoEnv", tags=["shell", "git"], aliases=["git"],
     description="Git tasks on a scripted repository: commit, branch, merge, conflicts, revert, "
                 "cherry-pick, bisect, recover a branch.")
+register_environment(
+    "web_form_env", "envs.web.env:WebFormEnv", tags=["web"], aliases=["web-form", "web"],
+    description="MiniWoB++ forms and widgets in headless Chromium: click, type, select, press; "
+                "reward = MiniWoB's verdict.")
 
 
 def get_policy(env_name: str, kind: str, seed: int = 0) -> Policy:
     """A scripted policy: "expert" (reference solution), "noisy" (realistic mistakes) or "random"."""
-    return make_policy(resolve_name(env_name), kind, seed)
+    name = resolve_name(env_name)
+    if name == "web_form_env":  # its experts read the page each turn instead of replaying a fixed solution
+        from envs.web.experts import make_web_policy
+        return make_web_policy(name, kind, seed)
+    return make_policy(name, kind, seed)

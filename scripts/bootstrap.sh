@@ -5,6 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
+# web_form_env drives a real headless Chromium: install it and its driver with apt where that works (Debian/Ubuntu,
+# as root); anywhere else say once what to install (the web environment's tests skip and name it; the rest runs).
+if ! { command -v chromium >/dev/null || command -v chromium-browser >/dev/null; } || ! command -v chromedriver >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo ">> installing chromium and chromium-driver (apt) for web_form_env"
+    { apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1; }; } \
+      || echo ">> note: apt could not install chromium chromium-driver; web_form_env's tests will skip"
+  else
+    echo ">> note: web_form_env needs chromium and chromium-driver (apt-get install chromium chromium-driver as root); its tests skip without them"
+  fi
+fi
 if [ ! -x .venv/bin/python ]; then
   echo ">> creating .venv"
   "$PY" -m venv .venv

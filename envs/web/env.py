@@ -1,0 +1,276 @@
+"""web_form_env: MiniWoB++ form and widget tasks in a real headless Chromium, as a ToolEnv.
+
+reset() leases a tab from the browser pool (browser.py), loads the task's MiniWoB page from the installed
+package if the tab shows another one, seeds MiniWoB's generator with the task's seed and starts an episode
+with MiniWoB's timer out of the way (a model may think for longer than MiniWoB's 10 s; the step limit bounds
+an episode instead). The observation is MiniWoB's instruction and the page's element list (observe.py); each
+step runs the action's tool calls (actions.py, at most MAX_CALLS_PER_STEP) and answers with their results
+and the page as it is now.
+
+The episode ends when the page ends it (its Submit button, a final click: MiniWoB's own judgement), when the
+agent calls submit/done or replies without a tool call, after max_steps, or when the browser dies or hangs
+(a one-line observation; the next reset gets a fresh browser). Reward: MiniWoB's raw reward is in [-1, 1] and
+a task counts as solved when it is positive (MiniWoB's success criterion); the environment's reward is 1.0 for
+a success, else 0.0, as in the other environments, and the final info's checks carry MiniWoB's raw reward and
+reason. With reward weights (envs/rewards.py): the step terms of every environment (a well-formed call, a
+malformed one, a call that failed on the page: no such ref, a covered element, typing into a checkbox), and
+with `partial_credit` a `field_filled` term on every step that changes how many of the task's fields hold their
+value (FILL in suite.py; negative when one is wiped), paid as it happens; the final term is the other
+environments' final reward less what the field terms already paid, so an episode's return is theirs.
+"""
+from __future__ import annotations
+
+import time
+
+import gymnasium
+
+from envs.base import ResetInfo, ResetOptions, StepInfo, ToolArgumentError, ToolEnv, ToolFailed, ToolResult
+from envs.checks import CheckReport
+from envs.rewards import RewardWeights, StepTally, final_reward, step_terms
+from envs.tasks import Task, remember_tasks
+from envs.toolcalls import parse_tool_calls
+from envs.web import browser as browsers
+from envs.web.actions import END_TOOLS, TOOLS, perform
+from envs.web.observe import SNAPSHOT_JS, render
+from envs.web.suite import ENV, FILL, builtin_suite, page_url, validate_task
+
+MAX_CALLS_PER_STEP = 10
+SYSTEM_PROMPT = ("You operate a web page. Each element is listed as [ref] tag text. Use click, type, select and "
+                 "press with a ref; the page's own submit button finishes the task.")
+
+START_JS = """
+window.__lachesisEpisode = (window.__lachesisEpisode || 0) + 1;
+core.EPISODE_MAX_TIME = 1e9;  // the step limit bounds an episode, not MiniWoB's wall-clock timer
+Math.seedrandom(arguments[0]);
+core.setDataMode(arguments[1]);
+core.startEpisodeReal();
+return WOB_TASK_READY;
+"""
+
+
+class WebFormEnv(ToolEnv):
+    env_name = ENV
+    system_prompt = SYSTEM_PROMPT
+    tools = TOOLS
+
+    def __init__(self, split: str = "train", tasks=None, max_steps: int = 10, limits=None,
+                 render_mode: str | None = None, templates: list[str] | None = None,
+                 reward_weights: RewardWeights | None = None, pool: browsers.BrowserPool | None = None):
+        super().__init__(split=split, tasks=tasks, max_steps=max_steps, limits=limits, render_mode=render_mode,
+                         templates=templates, reward_weights=reward_weights)
+        self._pool = pool
+        self.page: browsers.Page | None = None
+        self.fields: dict[str, str] = {}
+        self._paid_share = 0.0
+        self._share = 0.0
+        self._snapshot: dict = {}
+        self.timings = {"reset_s": 0.0, "step_s": 0.0}  # the last reset's and step's wall time (bench_web.py)
+
+    @classmethod
+    def builtin_suite(cls):
+        return builtin_suite()
+
+    def validate_task(self, task: Task) -> tuple[str, str] | None:
+        return validate_task(task)
+
+    # ------------------------------------------------------------ the page
+
+    @property
+    def pool(self) -> browsers.BrowserPool:
+        return self._pool if self._pool is not None else browsers.pool()
+
+    def _start_page(self, task: Task) -> dict:
+        url = page_url(task.checker.get("miniwob") or task.template)
+        for attempt in (0, 1):  # a browser that died between episodes is replaced once
+            try:
+                if self.page is None or self.page.browser.driver is None:
+                    self._release()
+                    self.page = self.pool.lease(url)
+                else:
+                    self.page.goto(url)
+                ready = self.page.run(START_JS, task.checker.get("seed", 0), task.checker.get("mode", "train"))
+                for _ in range(40):  # a task that builds its page asynchronously says when it is ready
+                    if ready:
+                        break
+                    time.sleep(0.025)
+                    ready = self.page.run("return WOB_TASK_READY;")
+                return self.page.run(SNAPSHOT_JS)
+            except browsers.BrowserGone:
+                self._release()
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _release(self) -> None:
+        if self.page is not None:
+            self.pool.release(self.page)
+            self.page = None
+
+    # ------------------------------------------------------------ gymnasium API
+
+    def reset(self, *, seed: int | None = None, options: ResetOptions | None = None) -> tuple[str, ResetInfo]:
+        gymnasium.Env.reset(self, seed=seed)
+        t0 = time.perf_counter()
+        task = self._pick(options or {})
+        reason = browsers.missing()
+        if reason:
+            raise browsers.BrowserUnavailable(reason)
+        snap = self._start_page(task)
+        self.task = task
+        self._snapshot = snap
+        self.fields = _fields(task, snap["utterance"])
+        self._paid_share = self._share = self._fill_share(snap)
+        self._steps = 0
+        self._done = False
+        observation = render(snap, with_instruction=True)
+        self._transcript = [observation]
+        info = self._info(task)
+        info["instruction"] = observation
+        info["fields"] = dict(self.fields)
+        self.timings["reset_s"] = time.perf_counter() - t0
+        return observation, info
+
+    def _pick(self, options: ResetOptions) -> Task:
+        split = options.get("split", self.split)
+        if "task" in options:
+            task = options["task"]
+            problem = self.validate_task(task)
+            if problem:
+                raise ValueError(f"task {task.task_id!r}: field {problem[0]!r}: {problem[1]}")
+            remember_tasks([task])
+            return task
+        if "task_id" in options:
+            return self.suite.find(options["task_id"])
+        n = self.suite.count(split)
+        if n == 0:
+            raise ValueError(f"{self.env_name}: no {split} tasks")
+        index = options.get("index")
+        return self.suite.task(split, int(index) if index is not None else int(self.np_random.integers(n)))
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:
+        if self._done or self.task is None:
+            raise RuntimeError("call reset() before step(); the episode is over")
+        t0 = time.perf_counter()
+        self._steps += 1
+        parsed = parse_tool_calls(action)
+        tally = StepTally(malformed=len(parsed.errors))
+        results = [f"error: {e}. Use <tool_call>{{\"name\": ..., \"arguments\": {{...}}}}</tool_call>"
+                   for e in parsed.errors]
+        per_call: list[ToolResult] = []
+        submitted = not parsed.calls and not parsed.errors  # a plain reply ends the episode, like submit
+        gone = ""
+        calls = parsed.calls
+        if len(calls) > MAX_CALLS_PER_STEP:
+            tally.malformed += 1
+            results.append(f"error: {len(calls) - MAX_CALLS_PER_STEP} more tool calls were not run "
+                           f"(at most {MAX_CALLS_PER_STEP} per turn)")
+            calls = calls[:MAX_CALLS_PER_STEP]
+        for call in calls:
+            if call.name in END_TOOLS:
+                tally.well_formed += 1
+                submitted = True
+                break
+            text = self._run(call, tally)
+            if isinstance(text, browsers.BrowserGone):
+                gone = str(text)
+                break
+            results.append(text)
+            per_call.append({"id": call.id, "name": call.name, "content": text})
+        snap = self._snapshot
+        if not gone:
+            try:
+                snap = self.page.run(SNAPSHOT_JS)
+            except browsers.BrowserGone as exc:
+                gone = str(exc)
+        if gone:
+            self._release()
+            snap = {**self._snapshot, "done": False}
+            results.append(f"error: {gone}; the episode ends")
+        self._snapshot = snap
+        page_done = bool(snap.get("done"))
+        terminated = submitted or page_done
+        truncated = not terminated and (bool(gone) or self._steps >= self.max_steps)
+        terms = step_terms(self.reward_weights, tally)
+        share = self._fill_share(snap)
+        pc = self.reward_weights.partial_credit
+        terms["field_filled"] = 0.0 if pc is None or gone else pc * (share - self._paid_share)
+        if pc is not None and not gone:
+            self._paid_share = share
+        info: StepInfo = {"step": self._steps, "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                                                             for c in parsed.calls],
+                          "parse_errors": parsed.errors, "tool_results": per_call, "reward_terms": terms}
+        if terminated or truncated:
+            report = self._report(snap, share, gone)
+            final = final_reward(self.reward_weights, report) - (pc * self._paid_share if pc is not None else 0.0)
+            terms["final"] = final
+            info.update(reward=final_reward(self.reward_weights, report), success=report.success,
+                        checks=report.as_dict(), task_id=self.task.task_id, submitted=submitted)
+            self._done = True
+            if page_done:
+                results.append(f"The page ended the task: {'success' if report.success else 'failure'} "
+                               f"(MiniWoB reward {float(snap.get('raw_reward') or 0):.2f}).")
+            elif not gone:
+                results.append(f"submitted: reward {info['reward']:.2f}")
+        else:
+            results.append(render(snap, with_instruction=False))
+        observation = "\n".join(results)
+        self._transcript.append(observation)
+        self.timings["step_s"] = time.perf_counter() - t0
+        return observation, float(sum(terms.values(), 0.0)), terminated, truncated, info
+
+    def _run(self, call, tally: StepTally):
+        names = [t["function"]["name"] for t in self.tools]
+        if call.name not in names:
+            tally.malformed += 1
+            return f"error: unknown tool {call.name!r}; tools: {', '.join(names)}"
+        try:
+            text = perform(self.page, call)
+        except ToolArgumentError as exc:
+            tally.malformed += 1
+            return f"error: {exc}"
+        except ToolFailed as exc:
+            tally.well_formed += 1
+            tally.command_errors += 1
+            return exc.observation
+        except browsers.BrowserGone as exc:
+            return exc
+        tally.well_formed += 1
+        return text
+
+    # ------------------------------------------------------------ scoring
+
+    def _fill_share(self, snap: dict) -> float:
+        keys = [k for k in FILL.get(self.task.template if self.task else "", ()) if self.fields.get(k)]
+        if not keys:
+            return 0.0
+        values = {str(e.get("value", "")).strip().lower() for e in snap.get("elements", ()) if "value" in e}
+        return sum(1 for k in keys if self.fields[k].strip().lower() in values) / len(keys)
+
+    def _report(self, snap: dict, share: float, gone: str) -> CheckReport:
+        raw = float(snap.get("raw_reward") or 0.0) if snap.get("done") else 0.0
+        success = bool(snap.get("done")) and raw > 0
+        keys = [k for k in FILL.get(self.task.template, ()) if self.fields.get(k)]
+        total = len(keys) or 1
+        passed = total if success else round(share * len(keys))
+        detail = {"miniwob": self.task.template, "raw_reward": raw, "reason": snap.get("reason"),
+                  "page_done": bool(snap.get("done")), "fields": dict(self.fields)}
+        if gone:
+            detail["browser"] = gone
+        return CheckReport(reward=1.0 if success else 0.0, passed=passed, total=total, details=[detail])
+
+    def close(self) -> None:
+        self._release()
+
+    def browser_memory(self) -> dict:
+        """The resident memory of the browser this environment's tab lives in (browser.memory_of)."""
+        return self.page.browser.memory() if self.page is not None else {}
+
+
+def _fields(task: Task, utterance: str) -> dict[str, str]:
+    """MiniWoB's own fields of the instruction (miniwob.fields); {} where its extractor does not parse it."""
+    from miniwob.fields import get_field_extractor
+
+    try:
+        return {str(k): str(v) for k, v in get_field_extractor(task.template)(utterance)}
+    except (KeyError, ValueError):
+        return {}
