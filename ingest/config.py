@@ -80,7 +80,14 @@ class HttpLimits:
         "help": "Seconds an idle keep-alive connection stays open between requests."})
     max_connections: int = field(default=1000, metadata={
         "help": "Most open connections (lowered to fit the open-file limit); beyond it the connection idle the "
-                "longest is closed, or the newcomer gets a 503 when every connection has a request in progress."})
+                "longest is closed; when every connection has a request in progress, the newcomer may only ask for "
+                "/v1/health (anything else: a 503)."})
+    body_timeout: float = field(default=120.0, metadata={
+        "help": "Seconds a request's whole body may take to arrive, from the end of its head, however steadily it "
+                "trickles in; then a 408 and the connection is closed."})
+    max_per_client: int = field(default=256, metadata={
+        "help": "Most open connections from one client address; beyond it that client's connection idle the "
+                "longest is closed, else its newcomer may only ask for /v1/health (anything else: a 503)."})
 
     def __post_init__(self):
         for f in fields(self):
@@ -94,6 +101,12 @@ class HttpLimits:
     @property
     def max_target(self) -> int:
         return int(self.max_request_line_kb * KiB)
+
+
+# The flags of HttpLimits' fields: one list for both servers' command lines (`lake serve`, `lake serve-model`).
+HTTP_LIMIT_OPTIONS = [(f, "--" + f.replace("_", "-")) for f in (
+    "max_header_kb", "max_headers", "max_request_line_kb", "header_timeout", "read_timeout", "body_timeout",
+    "keep_alive_timeout", "max_connections", "max_per_client")]
 
 
 @dataclass

@@ -1,6 +1,6 @@
-"""HTTP limits for the project's servers (`lake serve`; `lake serve-model` is meant to use the same): how big a
-request head may be, how long a client may take to send it, how long a connection may sit idle, and how many
-connections may be open at once. `uvicorn_config(app, limits, **kw)` is the one way to build the uvicorn.Config;
+"""HTTP limits for the project's servers (`lake serve` and `lake serve-model`, one configuration): how big a
+request head may be, how long a client may take to send it and its body, how long a connection may sit idle, and
+how many connections may be open at once, in all and from one client address. `uvicorn_config(app, limits, **kw)` is the one way to build the uvicorn.Config;
 the limits themselves are `ingest.config.HttpLimits` (options with help text, kept with the light configs).
 
 Why a layer of our own: uvicorn's httptools protocol (what `uvicorn[standard]` picks; h11, which has a head
@@ -16,6 +16,8 @@ that many connections are open, and still accepts (and holds) every socket.
 * a head deadline: the request line and headers must arrive within `header_timeout` s of the connection (or
   of the first byte after a keep-alive pause): an idle or slowloris connection is closed (408 if it had sent
   something);
+* a body deadline: the whole body must arrive within `body_timeout` s of the head, however steadily it trickles
+  (1,050 connections sending a byte every 5 s held `lake serve` full for as long as they kept it up): a 408;
 * a body read timeout: while a body is being received, `read_timeout` s without a byte closes it (not counted
   while uvicorn itself paused reading because the app has not consumed what came); the same time without the
   client taking any of an answer waiting in the write buffer aborts it (a client that never reads a large
@@ -24,7 +26,12 @@ that many connections are open, and still accepts (and holds) every socket.
 * uvicorn's keep-alive timeout (`keep_alive_timeout`) between requests;
 * a connection cap: beyond `max_connections` (lowered to fit the open-file limit, see `connection_cap`) the
   connection idle the longest (no request in progress) is aborted to make room, so a flood of idle sockets
-  cannot keep a real client (a health probe) out; with none idle the newcomer gets a 503 and is closed.
+  cannot keep a real client (a health probe) out;
+* a bound per client address: beyond `max_per_client` connections from one address, that address's connection
+  idle the longest is aborted, so one client cannot take the whole cap;
+* load shedding that keeps health: with none idle to make room, the newcomer is admitted on probation (at most
+  PROBATION of them at once): it may ask for a probe path (/v1/health) and is answered; anything else, or nothing
+  within `header_timeout`, gets a 503 and the connection is closed.
 """
 from __future__ import annotations
 
@@ -36,6 +43,8 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from ingest.config import HttpLimits
 
+PROBATION = 32  # newcomers admitted beyond a bound at once, each for one head's time: for health probes
+PROBE_PATHS = frozenset({b"/v1/health"})  # what a connection on probation may ask for (both servers' liveness)
 # open files kept for everything but connections: the lake's data and log files, DuckDB, threads, the
 # compactor; at least this many, or an eighth of the limit
 FD_RESERVE = 64
@@ -64,11 +73,20 @@ class _Refused(Exception):
         self.status, self.reason = status, reason
 
 
+class _Load:
+    """One server's connections by client address, and how many are on probation (shared by its protocols)."""
+
+    def __init__(self) -> None:
+        self.by_client: dict[str, int] = {}
+        self.probation = 0
+
+
 class LimitedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with the limits above (a subclass per server: `limited_protocol`)."""
 
     limits: HttpLimits = HttpLimits()
     cap: int = 1000
+    load: _Load = _Load()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -77,8 +95,10 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._head_fields = 0
         self._head_size = 0  # request target + header names and values, as parsed
         self._refusal: _Refused | None = None
-        self._head_timer = self._body_timer = self._write_timer = None
+        self._head_timer = self._body_timer = self._write_timer = self._deadline_timer = None
         self._last_read = 0.0
+        self._client = ""  # the peer's address
+        self._probation = False  # admitted beyond a bound: may ask for a probe path only
         self._unsent = 0  # bytes of answers in the write buffer when the write timer was armed
 
     # -- connections ----------------------------------------------------------------------------------------
@@ -86,32 +106,55 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         self._last_read = self.loop.time()
         self._head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timeout)
-        if len(self.connections) > self.cap:
-            self._make_room()
+        peer = transport.get_extra_info("peername")
+        self._client = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        load = self.load
+        load.by_client[self._client] = load.by_client.get(self._client, 0) + 1
+        if load.by_client[self._client] > self.limits.max_per_client:
+            self._make_room(self.limits.max_per_client, self._client)
+        elif len(self.connections) > self.cap:
+            self._make_room(self.cap, None)
 
-    def _make_room(self) -> None:
-        """Over the cap: close the connection idle the longest (no request in progress), or refuse this one."""
-        open_ = [c for c in self.connections if not c.transport.is_closing()]
-        if len(open_) <= self.cap:
+    def _make_room(self, bound: int, client: str | None) -> None:
+        """Over a bound (of all connections, or of `client`'s): close the connection idle the longest (no request in
+        progress), else admit this one on probation."""
+        open_ = [c for c in self.connections if isinstance(c, LimitedHttpToolsProtocol)
+                 and not c.transport.is_closing() and (client is None or c._client == client)]
+        if len(open_) <= bound:
             return
-        idle = [c for c in open_ if c is not self and isinstance(c, LimitedHttpToolsProtocol) and c._idle()]
+        idle = [c for c in open_ if c is not self and c._idle()]
         if idle:  # abort, not close: a close waits for an unread answer to drain, and keeps the socket meanwhile
             min(idle, key=lambda c: c._last_read).transport.abort()
+        elif self.load.probation < PROBATION:
+            self._probation = True
+            self.load.probation += 1
         else:
-            self._refuse(503, "too many connections with a request in progress; retry")
+            self._refuse(503, self._busy())
+
+    def _busy(self) -> str:
+        return "too many connections with a request in progress; retry"
 
     def _idle(self) -> bool:
         return self.cycle is None or self.cycle.response_complete
 
     def connection_lost(self, exc) -> None:
         self._cancel_timers()
+        load = self.load
+        left = load.by_client.get(self._client, 1) - 1
+        if left > 0:
+            load.by_client[self._client] = left
+        else:
+            load.by_client.pop(self._client, None)
+        if self._probation:
+            self._probation = False
+            load.probation -= 1
         super().connection_lost(exc)
 
     def _cancel_timers(self) -> None:
-        for t in (self._head_timer, self._body_timer, self._write_timer):
+        for t in (self._head_timer, self._body_timer, self._write_timer, self._deadline_timer):
             if t is not None:
                 t.cancel()
-        self._head_timer = self._body_timer = self._write_timer = None
+        self._head_timer = self._body_timer = self._write_timer = self._deadline_timer = None
 
     def pause_writing(self) -> None:
         """The write buffer is over its high-water mark: the client must take some of it within read_timeout."""
@@ -189,26 +232,32 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
+        if self._probation and self.url.split(b"?", 1)[0] not in PROBE_PATHS:
+            self._limit(503, self._busy())
         self._reading_head = False
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
         super().on_headers_complete()
         self._body_timer = self.loop.call_later(self.limits.read_timeout, self._body_timeout)
+        self._deadline_timer = self.loop.call_later(self.limits.body_timeout, self._body_deadline)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._reading_head, self._head_bytes = True, 0
-        if self._body_timer is not None:
-            self._body_timer.cancel()
-            self._body_timer = None
+        for t in (self._body_timer, self._deadline_timer):
+            if t is not None:
+                t.cancel()
+        self._body_timer = self._deadline_timer = None
 
     # -- timers ---------------------------------------------------------------------------------------------
     def _head_timeout(self) -> None:
         self._head_timer = None
         if not self._reading_head or self.transport.is_closing():
             return
-        if self._head_bytes:  # a request begun and never finished: say why
+        if self._probation:  # admitted beyond a bound to ask for health, and asked for nothing
+            self._refuse(503, self._busy())
+        elif self._head_bytes:  # a request begun and never finished: say why
             self._refuse(408, f"request head not received within {self.limits.header_timeout:g} s")
         else:  # an idle connection: close it quietly (a 408 could cross a request the client is sending)
             self.transport.close()
@@ -224,10 +273,29 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             return
         self.transport.close()  # the app sees the client disconnect
 
+    def _body_deadline(self) -> None:
+        """The body took longer than body_timeout in all: 408 (or, once an answer has begun, a close). Time during
+        which uvicorn paused reading (the app had not taken what came) is not the client's: looked at again later."""
+        self._deadline_timer = None
+        if self._reading_head or self.transport.is_closing():
+            return
+        if self.flow.read_paused:
+            self._deadline_timer = self.loop.call_later(self.limits.read_timeout, self._body_deadline)
+            return
+        cycle = self.cycle
+        if cycle is not None and cycle.response_started:
+            self.transport.close()
+            return
+        if cycle is not None:  # the app reading the body sees a disconnect, and its answer is not written
+            cycle.disconnected = True
+            cycle.message_event.set()
+        self._refuse(408, f"request body not received within {self.limits.body_timeout:g} s")
+
 
 def limited_protocol(limits: HttpLimits, cap: int) -> type[LimitedHttpToolsProtocol]:
     """The protocol class uvicorn instantiates per connection, with these limits."""
-    return type("LimitedHttpToolsProtocol", (LimitedHttpToolsProtocol,), {"limits": limits, "cap": cap})
+    return type("LimitedHttpToolsProtocol", (LimitedHttpToolsProtocol,), {"limits": limits, "cap": cap,
+                                                                          "load": _Load()})
 
 
 def uvicorn_config(app: Any, limits: HttpLimits, **kwargs: Any) -> uvicorn.Config:

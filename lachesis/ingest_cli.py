@@ -43,8 +43,10 @@ def serve(
     max_request_line_kb: float = option(HttpLimits, "max_request_line_kb", "--max-request-line-kb"),
     header_timeout: float = option(HttpLimits, "header_timeout", "--header-timeout"),
     read_timeout: float = option(HttpLimits, "read_timeout", "--read-timeout"),
+    body_timeout: float = option(HttpLimits, "body_timeout", "--body-timeout"),
     keep_alive_timeout: float = option(HttpLimits, "keep_alive_timeout", "--keep-alive-timeout"),
     max_connections: int = option(HttpLimits, "max_connections", "--max-connections"),
+    max_per_client: int = option(HttpLimits, "max_per_client", "--max-per-client"),
     fsync: bool = option(ServeConfig, "fsync", "--fsync/--no-fsync", hidden=True),
 ) -> None:
     """Serve the durable trajectory API: native /v1 routes and the Atropos run-api routes."""
@@ -57,8 +59,9 @@ def serve(
                   compact_interval=compact_interval, fsync=fsync,
                   limits=_config(HttpLimits, max_header_kb=max_header_kb, max_headers=max_headers,
                                  max_request_line_kb=max_request_line_kb, header_timeout=header_timeout,
-                                 read_timeout=read_timeout, keep_alive_timeout=keep_alive_timeout,
-                                 max_connections=max_connections))
+                                 read_timeout=read_timeout, body_timeout=body_timeout,
+                                 keep_alive_timeout=keep_alive_timeout, max_connections=max_connections,
+                                 max_per_client=max_per_client))
     try:  # reached before serving: an unreachable store is one line here, a traceback in uvicorn's startup
         root = Lake.init(resolve_root(lake), fsync=cfg.fsync).root
     except LakeError as exc:

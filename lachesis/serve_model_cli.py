@@ -12,7 +12,8 @@ import sys
 
 import typer
 
-from lachesis.console import config_command, fail
+from ingest.config import HTTP_LIMIT_OPTIONS, HttpLimits
+from lachesis.console import config_command, fail, option
 from serving.config import ServeModelConfig
 from trainers.runtime.errors import TrainerInputError
 
@@ -43,7 +44,11 @@ def _serve_model(values: dict, as_json: bool, quiet: bool) -> None:
     elif not values["token_file"]:
         values["token"] = os.environ.get("LACHESIS_TOKEN") or os.environ.get("LAKE_TOKEN") or None
     try:
-        cfg = ServeModelConfig(**values)
+        limits = HttpLimits(**{name: values.pop(name) for name, _ in HTTP_LIMIT_OPTIONS})
+    except ValueError as exc:
+        fail(str(exc))
+    try:
+        cfg = ServeModelConfig(**values, limits=limits)
     except TrainerInputError as exc:
         fail(str(exc), exc.exit_code)
     if not cfg.token and not cfg.loopback:
@@ -67,4 +72,18 @@ def register(app: typer.Typer) -> None:
     app.command("serve-model", help="Serve the trained policy over the OpenAI API (chat completions with tools and "
                                     "streaming, completions, models); every call recorded in the lake; --follow swaps "
                                     "in each new increment of a streaming trainer.")(
-        config_command(ServeModelConfig, SERVE_MODEL_OPTIONS, _serve_model, output_options=False))
+        _with_limits(config_command(ServeModelConfig, SERVE_MODEL_OPTIONS, _serve_model, output_options=False)))
+
+
+def _with_limits(command):
+    """The command with HttpLimits' options after its own (the values reach _serve_model by field name): the
+    same options, defaults and help as `lake serve`'s."""
+    import inspect
+    import typing
+
+    hints = typing.get_type_hints(HttpLimits)
+    sig = inspect.signature(command)
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option(HttpLimits, name, flag),
+                               annotation=hints[name]) for name, flag in HTTP_LIMIT_OPTIONS]
+    command.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])
+    return command

@@ -17,6 +17,7 @@ from fastapi import FastAPI
 
 from ingest.app import bind_socket
 from ingest.http import host_names
+from ingest.http_limits import uvicorn_config
 from lake import CompactThresholds, Lake, resolve_root
 
 from . import routes_chat, routes_models
@@ -88,5 +89,10 @@ def serve(config: ServeModelConfig, on_ready=None) -> None:
         on_ready(engine)
     sock = bind_socket(config.host, config.port)
     app = create_app(config, engine, follower)
-    uv = uvicorn.Config(app, log_level=config.log_level, access_log=False, timeout_graceful_shutdown=5)
-    uvicorn.Server(uv).run(sockets=[sock])
+    uvicorn.Server(server_config(app, config)).run(sockets=[sock])
+
+
+def server_config(app: FastAPI, config: ServeModelConfig) -> uvicorn.Config:
+    """uvicorn's configuration for `app`: the HTTP limits `lake serve` has (--limits; ingest.http_limits)."""
+    return uvicorn_config(app, config.limits, log_level=config.log_level, access_log=False,
+                          timeout_graceful_shutdown=5)

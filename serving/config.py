@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ingest.config import COMPACT_HELP, MiB, inflate_limit, is_loopback
+from ingest.config import COMPACT_HELP, HttpLimits, MiB, inflate_limit, is_loopback
 from trainers.runtime.options import at_least, helped
 from trainers.runtime.errors import TrainerInputError
 
@@ -85,6 +85,9 @@ class ServeModelConfig:
         "longest prompt + max_tokens in tokens (default: the model's max_position_embeddings)"))
     poll_interval: float = field(default=0.25, **helped("--follow: seconds between looks for a new increment"))
     max_body_mb: float = field(default=16.0, **helped("largest request body accepted (MiB)"))
+    limits: HttpLimits = field(default_factory=HttpLimits, **helped(
+        "HTTP limits, the same as lake serve's: head size and fields, head and body timeouts, keep-alive, "
+        "connections in all and per client address (ingest/http_limits.py)"))
     seed: int = field(default=0, **helped("seed of sampling for requests without their own seed"))
     threads: Optional[int] = field(default=None, **helped("torch threads (default 1 or $LACHESIS_THREADS)"))
     device: str = field(default="auto", **helped("auto (cuda when available) | cpu | cuda | cuda:N"))

@@ -21,7 +21,7 @@ def running(config, engine=None, follower=None):
     (serving.app.load_engine), as `serve` does."""
     import uvicorn
 
-    from serving.app import create_app, load_engine
+    from serving.app import create_app, load_engine, server_config
 
     if engine is None:
         engine, follower = load_engine(config)
@@ -29,7 +29,7 @@ def running(config, engine=None, follower=None):
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server = uvicorn.Server(server_config(app, config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

@@ -18,6 +18,8 @@ import pytest
 
 from lake import Lake
 from tests.ingest_helpers import ServerProcess, free_port, lake_cmd
+from tests.socket_helpers import (HEALTH, Tricklers, ask, closed_within as _closed_within, connect as _connect,
+                                    health_ms as _health_ms, post_head, read_all as _read_all)
 
 FAST = ["--header-timeout", "1", "--read-timeout", "1", "--keep-alive-timeout", "1", "--max-connections", "8"]
 
@@ -28,34 +30,6 @@ def server(tmp_path_factory):
     Lake.init(tmp / "lake")
     with ServerProcess(tmp / "lake", extra=FAST, log_path=tmp / "serve.log") as srv:
         yield srv
-
-
-def _connect(port: int, timeout: float = 5.0) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", port), timeout=timeout)
-
-
-def _read_all(s: socket.socket, timeout: float = 5.0) -> bytes:
-    """Everything the server sends until it closes (or `timeout` passes: then what came so far)."""
-    s.settimeout(timeout)
-    out = b""
-    try:
-        while chunk := s.recv(65536):
-            out += chunk
-    except (TimeoutError, ConnectionResetError):
-        pass
-    return out
-
-
-def _closed_within(s: socket.socket, seconds: float) -> tuple[bool, bytes]:
-    t0 = time.monotonic()
-    data = _read_all(s, seconds + 2)
-    return time.monotonic() - t0 < seconds + 2, data
-
-
-def _health_ms(url: str) -> float:
-    t0 = time.perf_counter()
-    assert httpx.get(url + "/v1/health", timeout=3).status_code == 200
-    return (time.perf_counter() - t0) * 1000
 
 
 @pytest.mark.attack
@@ -251,3 +225,90 @@ def test_idle_connections_beyond_the_open_file_limit_do_not_starve_health(tmp_pa
         proc.kill()
         proc.wait()
         log.close()
+
+
+# -- issue 38 item 2: a body deadline, a bound per client address, health while the server sheds load ------------
+SHED = ["--header-timeout", "1", "--read-timeout", "1", "--body-timeout", "2", "--keep-alive-timeout", "1",
+        "--max-connections", "16", "--max-per-client", "8"]
+TRICKLE_HEAD = post_head("/v1/trajectories")
+
+
+@pytest.fixture(scope="module")
+def shedding(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("shed")
+    Lake.init(tmp / "lake")
+    with ServerProcess(tmp / "lake", extra=SHED, log_path=tmp / "serve.log") as srv:
+        yield srv
+
+
+@pytest.mark.attack
+def test_a_body_trickled_past_its_deadline_is_a_408(shedding):
+    """One byte every 0.2 s never trips the read timeout (1 s) but the whole body must come within 2 s."""
+    t0 = time.monotonic()
+    drip = Tricklers(shedding.port, 1, TRICKLE_HEAD)
+    try:
+        drip.wait(1, 6)
+    finally:
+        drip.close()
+    assert drip.answers.get(0, b"").startswith(b"HTTP/1.1 408"), drip.answers
+    assert b"not received within 2 s" in drip.answers[0]
+    assert 1.8 < time.monotonic() - t0 < 4.5
+
+
+@pytest.mark.attack
+def test_one_address_cannot_take_every_connection_and_health_answers(shedding):
+    """8 trickling bodies from 127.0.0.1 fill its share (--max-per-client 8): its next POST is a 503, its health
+    probe is answered, and a client from 127.0.0.2 gets in as usual."""
+    drip = Tricklers(shedding.port, 8, TRICKLE_HEAD)
+    try:
+        time.sleep(0.3)
+        assert ask(_connect(shedding.port), HEALTH).startswith(b"HTTP/1.1 200")
+        refused = ask(_connect(shedding.port), TRICKLE_HEAD)
+        assert refused.startswith(b"HTTP/1.1 503"), refused[:200]
+        other = ask(_connect(shedding.port, address="127.0.0.2"),
+                    b"GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        assert other.startswith(b"HTTP/1.1 200"), other[:200]
+    finally:
+        drip.close()
+
+
+@pytest.mark.attack
+def test_health_answers_while_every_connection_trickles_a_body(shedding):
+    """16 connections (the cap) from two addresses each trickle a body: no connection is idle to make room, yet a
+    health probe from a third address is answered at once while a write from it is shed (503); after the body
+    deadline every trickler has been answered 408 and the server is free again."""
+    a = Tricklers(shedding.port, 8, TRICKLE_HEAD, "127.0.0.3")
+    b = Tricklers(shedding.port, 8, TRICKLE_HEAD, "127.0.0.4")
+    try:
+        time.sleep(0.3)
+        for _ in range(3):
+            t0 = time.monotonic()
+            assert ask(_connect(shedding.port, address="127.0.0.5"), HEALTH).startswith(b"HTTP/1.1 200")
+            assert time.monotonic() - t0 < 1.0
+        assert ask(_connect(shedding.port, address="127.0.0.5"), TRICKLE_HEAD).startswith(b"HTTP/1.1 503")
+        a.wait(8, 6)
+        b.wait(8, 2)
+        assert all(x.startswith(b"HTTP/1.1 408") for x in [*a.answers.values(), *b.answers.values()])
+        assert len(a.answers) + len(b.answers) == 16
+    finally:
+        a.close()
+        b.close()
+    assert httpx.get(shedding.url + "/status", timeout=3).status_code == 200
+
+
+@pytest.mark.attack
+def test_a_flood_of_trickling_connections_from_one_address_leaves_health_fast(shedding):
+    """40 connections from one address trickle bodies (the red team's 1,050, scaled to the test's limits): at most
+    8 hold a request, the rest are shed; health answers within a second throughout."""
+    drip = Tricklers(shedding.port, 40, TRICKLE_HEAD, "127.0.0.6")
+    try:
+        times = []
+        for _ in range(5):
+            times.append(_health_ms(shedding.url))
+            time.sleep(0.2)
+        assert max(times) < 1000, times
+        # shed: a 503 for a head beyond the share, or closed before any head (the address's idle ones make room)
+        assert all(x == b"" or x.startswith(b"HTTP/1.1 503") for x in drip.answers.values()), drip.answers
+        assert len(drip.answers) >= 32, len(drip.answers)
+    finally:
+        drip.close()

@@ -1,0 +1,99 @@
+"""Raw-socket clients for the HTTP-limit attacks on both servers (tests/test_server_limits.py for `lake serve`,
+tests/test_serve_model_limits.py for `lake serve-model`): loopback only, bounded in count and time."""
+from __future__ import annotations
+
+import select
+import socket
+import threading
+import time
+
+import httpx
+
+HEALTH = b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+
+
+def post_head(path: str, length: int = 100000) -> bytes:
+    """A POST's head declaring a `length`-byte JSON body, and the body's first byte."""
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {length}\r\n\r\n[").encode()
+
+
+def connect(port: int, timeout: float = 5.0, address: str | None = None) -> socket.socket:
+    """A connection to 127.0.0.1:`port`, from `address` if given (127.0.0.0/8 is all this machine's: another
+    loopback address is another client address to the server)."""
+    if address is None:
+        return socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s = socket.socket()
+    s.settimeout(timeout)
+    s.bind((address, 0))
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def read_all(s: socket.socket, timeout: float = 5.0) -> bytes:
+    """Everything the server sends until it closes (or `timeout` passes: then what came so far)."""
+    s.settimeout(timeout)
+    out = b""
+    try:
+        while chunk := s.recv(65536):
+            out += chunk
+    except (TimeoutError, ConnectionResetError):
+        pass
+    return out
+
+
+def closed_within(s: socket.socket, seconds: float) -> tuple[bool, bytes]:
+    t0 = time.monotonic()
+    data = read_all(s, seconds + 2)
+    return time.monotonic() - t0 < seconds + 2, data
+
+
+def ask(sock: socket.socket, request: bytes) -> bytes:
+    sock.sendall(request)
+    return read_all(sock, 5)
+
+
+def health_ms(url: str) -> float:
+    t0 = time.perf_counter()
+    assert httpx.get(url + "/v1/health", timeout=3).status_code == 200
+    return (time.perf_counter() - t0) * 1000
+
+
+class Tricklers:
+    """`n` connections from `address`, each sending `head` and then one more byte every `every` s; `answers`
+    holds what the server said to each it closed (b"": closed without a word)."""
+
+    def __init__(self, port: int, n: int, head: bytes, address: str = "127.0.0.1", every: float = 0.2):
+        self.socks = []
+        for _ in range(n):
+            self.socks.append(connect(port, address=address))
+            self.socks[-1].sendall(head)
+        self.answers: dict[int, bytes] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._drip, args=(every,), daemon=True)
+        self._thread.start()
+
+    def _drip(self, every: float) -> None:
+        while not self._stop.wait(every):
+            for i, s in enumerate(self.socks):
+                if i in self.answers:
+                    continue
+                if select.select([s], [], [], 0)[0]:  # the server answered (and closed): what did it say?
+                    self.answers[i] = read_all(s, 0.5)
+                    continue
+                try:
+                    s.sendall(b" ")
+                except OSError:
+                    self.answers[i] = read_all(s, 0.5)
+
+    def wait(self, count: int, timeout: float) -> None:
+        """Until `count` connections have been closed by the server (or `timeout` s)."""
+        deadline = time.monotonic() + timeout
+        while len(self.answers) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for s in self.socks:
+            s.close()
