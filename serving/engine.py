@@ -119,6 +119,7 @@ class EmbeddedEngine(ServedVersions):
         self.context = cfg.context
         self.batches = 0  # generate calls run, for /v1/health and the bench
         self.batched_requests = 0
+        self.cancelled_rows = 0  # rows stopped mid-generation because their client went away
 
     # ------------------------------------------------------------------------------------------- versions
     def load_initial(self, adapter: str | None, follow_step: tuple[str, str] | None) -> Version:
@@ -335,10 +336,13 @@ class EmbeddedEngine(ServedVersions):
             keys.append(j.key if keep else object())
             if keep:
                 kept.add(j.key)
+        def cancelled(row: int) -> bool:  # the request's future is cancelled when its client goes (a stream closed)
+            return jobs[row].future.done()
+
         try:
             with self._active(v) as model:
                 gens = generate(model, self.tokenizer, [j.prompt for j in jobs], [j.sampling for j in jobs],
-                                on_token=on_token, generator=generator, cache=cache, keys=keys)
+                                on_token=on_token, generator=generator, cache=cache, keys=keys, cancelled=cancelled)
         except (RuntimeError, ValueError, IndexError, TypeError, TrainerInputError) as exc:
             # torch's and the model's errors: the batch's requests fail (500), the engine thread serves on
             failed = GenerationFailed(f"generation failed: {type(exc).__name__}: {str(exc)[:300]}")
@@ -349,6 +353,11 @@ class EmbeddedEngine(ServedVersions):
             for k in keys:
                 if k not in kept:
                     cache.forget(k)
+        for k, g in zip(keys, gens):
+            if g.finish_reason == "cancelled":  # a partial turn nobody will continue
+                self.cancelled_rows += 1
+                kept.discard(k)
+                cache.forget(k)
         self._bound(cache, kept)
         self.batches += 1
         self.batched_requests += len(jobs)

@@ -22,6 +22,6 @@ async def health(st: ServingState = Depends(get_serving)):
     return {"status": "ok", "model": e.label, "versions": [v.name for v in e.versions()],
             "newest": e.versions()[-1].name if e.versions() else None, "context": e.context,
             "requests": st.requests, "rejected": st.rejected, "failed": st.failed,
-            "batches": e.batches, "batched_requests": e.batched_requests,
+            "batches": e.batches, "batched_requests": e.batched_requests, "cancelled_rows": e.cancelled_rows,
             "record": r.mode, "recorded": r.recorded, "record_failed": r.failed,
             "follow": st.follower.events if st.follower is not None else None}

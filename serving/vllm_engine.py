@@ -101,6 +101,7 @@ class VLLMEngine(ServedVersions):
         self._served_as: dict[str, str] = {}  # a version's name -> the name vLLM serves it under (a full first model)
         self.batches = 0  # requests sent to vLLM (it batches them itself), for /v1/health
         self.batched_requests = 0
+        self.cancelled_rows = 0  # vLLM aborts a request whose stream we close itself: not counted here
         self._end_of_turn = self.tokenizer.convert_tokens_to_ids(END_OF_TURN)
 
     # ------------------------------------------------------------------------------------------- the vLLM server

@@ -67,6 +67,7 @@ class Generation:
     logprobs: list[float]  # log-softmax of the raw (temperature-1, float32) logits at each generated token
     top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)  # per position k (id, logprob); [] if k=0
     finish_reason: str = "stop"  # "stop" (a stop token) | "length" (max_new_tokens) | "repetition" (looping)
+    # | "cancelled" (generate's `cancelled` said so: nobody waits for the rest)
 
     @classmethod
     def scripted(cls, token_ids: list[int]) -> "Generation":
@@ -279,10 +280,12 @@ def _pick(logits, samplings: list[Sampling], done, generator):
 
 def generate(model, tok, prompts: list[list[int]], sampling: Sampling | list[Sampling], *, on_token=None,
              generator=None, share_prefix: bool = True, cache: TurnCache | None = None,
-             keys: list | None = None) -> list[Generation]:
+             keys: list | None = None, cancelled=None) -> list[Generation]:
     """Batched generation of each prompt's continuation. One Sampling for all rows or one per row.
 
-    on_token(row, token_id, logprob): called for each new token as soon as it is chosen. generator: a seeded
+    on_token(row, token_id, logprob): called for each new token as soon as it is chosen. cancelled(row) -> bool:
+    asked before each step for the rows still going; a row it names stops there (finish_reason "cancelled"), and
+    the batch ends once every row has stopped. generator: a seeded
     torch.Generator for sampling (default torch's global RNG). share_prefix: compute the prompts' common prefix once.
     cache + keys (one hashable per row): reuse and keep each row's KV across calls (multi-turn)."""
     import torch
@@ -322,6 +325,12 @@ def generate(model, tok, prompts: list[list[int]], sampling: Sampling | list[Sam
         done = [False] * B
         t = 0
         while True:
+            if cancelled is not None:
+                for i in range(B):
+                    if not done[i] and cancelled(i):
+                        gens[i].finish_reason, done[i] = "cancelled", True
+                if all(done):
+                    break
             logp = torch.log_softmax(logits, -1)
             nxt = _pick(logits, samplings, done, generator)
             fed = []
