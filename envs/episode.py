@@ -1,5 +1,6 @@
-"""One episode -> one trajectory record: the only builder of the records the lake's trajectories table gets
-from an environment (`lake rollout`, hermes_eval, the demo's rollouts and every trainer that plays episodes).
+"""One episode -> one trajectory record: how every record the lake's trajectories table gets from an environment
+is made (`lake rollout`, hermes_eval, the demo's rollouts and every trainer that plays episodes), through the one
+row builder (trajectory_row.py) the importers and the model server use too.
 
 A caller resets the environment, hands the observation and ResetInfo to an `EpisodeRecorder`, then
 passes it every step's action and the environment's answer (`add_step`); `record(...)` returns the
@@ -11,9 +12,10 @@ The rules (one place, so every writer's rows are alike):
   assistant message and its tool turns.
 - assistant message: `content` is what the policy wrote minus what became structure: the `<think>`
   block goes to `reasoning`, each `<tool_call>` block that parsed goes to `tool_calls`
-  [{id, name, arguments}] (one parser: toolcalls.py); a malformed block stays in `content`. The
-  chat template renders such a message back to the same text, without a tool call twice, and it is
-  the shape of the Hermes importer's messages. The raw text, byte for byte, is the step's `action`.
+  [{id, name, arguments}] (the message model's `assistant_message`, envs/messages.py: the one parser,
+  ids `call_{turn}_{j}`); a malformed block stays in `content`. The chat template renders such a message
+  back to the same text, without a tool call twice, and the Hermes, Atropos and native importers and the
+  model server make the same message of the same text. The raw text, byte for byte, is the step's `action`.
 - tool turns: one `tool` message per executed call (`tool_call_id` and `name` of that call); an action
   with a malformed block (or an environment without per-call results) gets one tool message with the
   whole observation. The final step adds none: its observation is in the last step's `result`.
@@ -28,20 +30,9 @@ from __future__ import annotations
 import uuid
 
 from envs.base import ResetInfo, ResetOptions, StepInfo
+from envs.messages import assistant_message
 from envs.policies import Policy
-from envs.toolcalls import parse_tool_calls
-
-
-def assistant_message(action: str, turn: int) -> dict:
-    """The assistant message of one action, its tool-call ids numbered by turn (`call_{turn}_{j}`)."""
-    parsed = parse_tool_calls(action)
-    msg: dict = {"role": "assistant", "content": parsed.content}
-    if parsed.thought:
-        msg["reasoning"] = parsed.thought
-    if parsed.calls:
-        msg["tool_calls"] = [{"id": f"call_{turn}_{j}", "name": c.name, "arguments": c.arguments}
-                             for j, c in enumerate(parsed.calls)]
-    return msg
+from envs.trajectory_row import trajectory_row
 
 
 def tool_messages(assistant: dict, observation: str, info: StepInfo) -> list[dict]:
@@ -115,10 +106,10 @@ class EpisodeRecorder:
         meta = {"tools": info["tools"], "seed": seed, "template": info["template"], "max_steps": info["max_steps"],
                 "isolation": info["isolation"], "checks": final.get("checks"), "submitted": final.get("submitted"),
                 "source": source, **(metadata or {})}
-        return {"trajectory_id": str(uuid.uuid4()), "group_id": group_id, "task_id": info["task_id"],
-                "env": info["env"], "env_tags": list(info["tags"]), "split": info["split"], "model": model,
-                "policy_version": policy_version, "messages": self.messages, "steps": self.steps,
-                "reward": self.reward, "success": self.success, "metadata": meta}
+        return trajectory_row(trajectory_id=str(uuid.uuid4()), group_id=group_id, task_id=info["task_id"],
+                              env=info["env"], env_tags=list(info["tags"]), split=info["split"], model=model,
+                              policy_version=policy_version, messages=self.messages, steps=self.steps,
+                              reward=self.reward, success=self.success, metadata=meta)
 
 
 def play(env, policy: Policy, *, seed: int | None = None, options: ResetOptions | None = None) -> EpisodeRecorder:

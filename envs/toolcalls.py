@@ -1,9 +1,19 @@
 """Hermes tool calls: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` inside assistant text.
 
-The one parser: the environments execute what it returns, the episode recorder (episode.py) stores it,
-hermes_eval counts valid tool calls with it and the chat code reads generated replies with it, so what an
-environment runs is exactly what the evaluation counts. A final block the model did not close (it
-stopped at its end-of-turn token) still counts when its JSON is whole.
+The one parser of an assistant's text: the environments execute what it returns, the episode recorder, the
+model server and every importer split a reply with it (through envs/messages.py), and hermes_eval counts valid
+tool calls with it, so the same text is the same content, reasoning and tool calls wherever it is read.
+
+What it reads (the union of what the environments and the Hermes importer read before it was one):
+- reasoning: each `<think>…</think>` and `<REASONING_SCRATCHPAD>…</REASONING_SCRATCHPAD>` block (calls inside
+  one are thought, not calls); a block the model did not close (it stopped, or was cut off) is reasoning up
+  to the first `<tool_call>` after it, or to the end.
+- calls: each `<tool_call>` block whose JSON is an object with a string "name" and object "arguments" (an
+  OpenAI-style JSON string of an object counts). A final block the model did not close (it stopped at its
+  end-of-turn token) still counts when its JSON is whole.
+- errors: one line per block that did not parse, never an exception; such a block stays in the content, so
+  the text the model wrote is never lost. What an error means is the caller's: an environment answers it, the
+  Hermes importer refuses the turn.
 """
 from __future__ import annotations
 
@@ -12,7 +22,8 @@ import re
 from dataclasses import dataclass, field
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
-_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+REASONING_TAGS = (("<think>", "</think>"), ("<REASONING_SCRATCHPAD>", "</REASONING_SCRATCHPAD>"))
+_REASONING = re.compile("|".join(f"{re.escape(a)}(.*?){re.escape(b)}" for a, b in REASONING_TAGS), re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -26,8 +37,8 @@ class ToolCall:
 class ParsedAction:
     calls: list[ToolCall] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # one per block that did not parse
-    thought: str = ""  # the <think> block, if any
-    content: str = ""  # the text without the think blocks and the blocks that parsed (malformed ones stay)
+    thought: str = ""  # the reasoning blocks' text, one line break between blocks ("" when none)
+    content: str = ""  # the text without the reasoning and the blocks that parsed (malformed ones stay)
 
     @property
     def valid_tool_call(self) -> bool:
@@ -38,8 +49,10 @@ class ParsedAction:
 def parse_tool_calls(text: str) -> ParsedAction:
     """Parse every tool call in an assistant message; malformed blocks become errors, never exceptions."""
     text = text if isinstance(text, str) else str(text)
-    thought = "\n".join(m.strip() for m in _THINK.findall(text))
-    rest = _THINK.sub("", text)
+    thoughts = [next(g for g in m.groups() if g is not None).strip() for m in _REASONING.finditer(text)]
+    rest = _REASONING.sub("", text)
+    rest, unclosed = _unclosed_reasoning(rest)
+    thought = "\n".join(t for t in thoughts + [unclosed] if t)
     calls: list[ToolCall] = []
     errors: list[str] = []
     kept: list[str] = []  # the text around the blocks that parsed
@@ -53,7 +66,20 @@ def parse_tool_calls(text: str) -> ParsedAction:
         kept.append(rest[start:m.start()])
         start = m.end()
     kept.append(rest[start:])
-    return ParsedAction(calls, errors, thought, "".join(kept).strip())
+    content = "".join(kept)
+    # stripped where something was taken out (the line breaks around it); a plain reply stays as written
+    return ParsedAction(calls, errors, thought, content.strip() if calls or content != text else content)
+
+
+def _unclosed_reasoning(text: str) -> tuple[str, str]:
+    """(the text without an unclosed reasoning block, that block's reasoning): it runs from its tag to the first
+    `<tool_call>` after it or the end (a model cut off mid-thought, or one that went on to call without closing)."""
+    for tag, _ in REASONING_TAGS:
+        head, found, tail = text.partition(tag)
+        if found:
+            thought, call, after = tail.partition("<tool_call>")
+            return head + call + after, thought.strip()
+    return text, ""
 
 
 def _parse_block(body: str, i: int) -> tuple[ToolCall | None, str]:

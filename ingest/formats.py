@@ -22,7 +22,7 @@ from ingest.config import FORMATS
 from ingest.errors import BadInput, TooLarge
 from ingest.groups import ParsedGroup, parse_group
 from ingest.hermes import hermes_to_record, is_hermes_record
-from ingest.messages import normalize_messages
+from ingest.messages import lake_messages
 from ingest.util import excerpt, loads, stable_hash, uuid7
 
 TRAJECTORY_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".json.gz")
@@ -53,7 +53,7 @@ def native_to_record(rec: dict, *, source_path: str | None = None) -> dict:
         raise BadInput("a record must be a JSON object", kind="model_type")
     if "messages" not in rec:
         raise BadInput("field required", field=["messages"], kind="missing")
-    msgs, lossy = normalize_messages(rec["messages"], ["messages"])
+    msgs, lossy = lake_messages(rec["messages"], ["messages"])
     out = dict(rec)
     out["messages"] = msgs
     tid = rec.get("trajectory_id")

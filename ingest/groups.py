@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from ingest.atropos import GROUP_KEYS, GROUP_LEVEL_KEYS, PER_SEQ_KEYS, ScoredData
 from ingest.errors import BadInput
-from ingest.messages import normalize_messages
+from ingest.messages import lake_messages
 from ingest.records import payload_table, trajectory_type
 
 INT_LIST, FLOAT_LIST = pa.list_(pa.int64()), pa.list_(pa.float64())
@@ -70,7 +70,7 @@ class ParsedGroup:
         if shapes["messages"] == "seq":
             for i, conv in enumerate(v["messages"]):
                 try:
-                    msgs[i], lossy[i] = normalize_messages(conv, ["messages", i], require_content=False)
+                    msgs[i], lossy[i] = lake_messages(conv, ["messages", i], require_content=False)
                 except BadInput:
                     msgs[i], lossy[i] = [], True
         scores = v["scores"]

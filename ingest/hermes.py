@@ -5,9 +5,12 @@ and the batch-runner one `{prompt_index, conversations, metadata{batch_num,times
 partial, api_calls, toolsets_used, tool_stats, tool_error_counts}`; both may carry
 `compression_metrics`. Turns are `{from, value}` with from in system/human/gpt/tool.
 
-gpt turns: `<think>…</think>` -> reasoning, each `<tool_call>{json}</tool_call>` -> a tool call, the rest
--> content. tool turns: each `<tool_response>{json}</tool_response>` becomes one `tool` message, matched by
-position to the previous assistant message's tool calls. The original record is kept in `raw`.
+Turns become messages through the message model (envs/messages.py), so a gpt turn's text is the message the
+model server and the environments make of the same reply: reasoning blocks -> reasoning, each
+`<tool_call>{json}</tool_call>` -> a tool call, the rest -> content; a malformed block is refused (Hermes writes
+only whole calls, hermes-formats.md 1.1). tool turns: each `<tool_response>{json}</tool_response>` becomes one
+`tool` message, tied by position to the previous assistant message's tool calls (whose made-up ids yield to the
+responses' real ones). The record is built by the one row builder; the original is kept in `raw`.
 """
 from __future__ import annotations
 
@@ -16,15 +19,11 @@ from datetime import datetime, timezone
 
 import orjson
 
+from envs.messages import ROLE_MAP, MessageError, normalize_messages
+from envs.trajectory_row import trajectory_row
 from ingest.errors import BadInput
 from ingest.util import stable_hash, text_hash
 
-ROLE_MAP = {"system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-            "tool": "tool", "function": "tool", "observation": "tool"}
-
-_THINK_RE = re.compile(r"<think>(.*?)</think>", re.S)
-_SCRATCH_RE = re.compile(r"<REASONING_SCRATCHPAD>(.*?)</REASONING_SCRATCHPAD>", re.S)
-_TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 _TOOL_RESP_RE = re.compile(r"<tool_response>(.*?)</tool_response>", re.S)
 _TOOLS_RE = re.compile(r"<tools>(.*?)</tools>", re.S)
 
@@ -33,50 +32,12 @@ def is_hermes_record(rec) -> bool:
     return isinstance(rec, dict) and isinstance(rec.get("conversations"), list)
 
 
-def _strip1(s: str) -> str:
-    """Strip the newline(s) Hermes puts just inside a tag, keep other whitespace."""
-    return s.strip("\n").strip()
-
-
 def _json_or_text(s: str):
     s = s.strip()
     try:
         return orjson.loads(s)
     except orjson.JSONDecodeError:
         return None
-
-
-def parse_gpt(value: str, field):
-    """-> (content, reasoning, [tool_call dicts {name, arguments}])."""
-    reasoning_parts = []
-    text = value
-    for rx in (_THINK_RE, _SCRATCH_RE):
-        for m in rx.finditer(text):
-            reasoning_parts.append(_strip1(m.group(1)))
-        text = rx.sub("", text)
-    if "<think>" in text and "</think>" not in text:
-        # an unterminated think block (generation cut off): all of the rest is reasoning
-        head, _, tail = text.partition("<think>")
-        reasoning_parts.append(_strip1(tail))
-        text = head
-    calls = []
-    for k, m in enumerate(_TOOL_CALL_RE.finditer(text)):
-        body = m.group(1).strip()
-        obj = _json_or_text(body)
-        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"]:
-            raise BadInput(f"<tool_call> #{k} is not a JSON object with a string 'name': {body[:80]!r}",
-                           field=field, kind="bad_tool_call")
-        args = obj.get("arguments", {})
-        if isinstance(args, str):
-            parsed = _json_or_text(args)
-            args_s = args if parsed is None else orjson.dumps(parsed, option=orjson.OPT_SORT_KEYS).decode()
-        else:
-            args_s = orjson.dumps(args if args is not None else {}, option=orjson.OPT_SORT_KEYS).decode()
-        calls.append({"name": obj["name"], "arguments": args_s, "id": obj.get("id")})
-    text = _TOOL_CALL_RE.sub("", text)
-    reasoning = "\n".join(p for p in reasoning_parts if p) or None
-    content = text.strip()
-    return content, reasoning, calls
 
 
 def parse_tool_turn(value: str, field):
@@ -123,9 +84,7 @@ def hermes_to_record(rec: dict, *, source_path: str | None = None) -> dict:
     convs = rec["conversations"]
     if not convs:
         raise BadInput("'conversations' is empty", field=["conversations"])
-    messages = []
-    pending_calls = []  # tool calls of the last assistant message, to match tool responses by position
-    call_counter = 0
+    turns, where = [], []  # the messages before normalising, and the turn each came from
     first_human = None
     tools = None
     for i, turn in enumerate(convs):
@@ -141,41 +100,23 @@ def hermes_to_record(rec: dict, *, source_path: str | None = None) -> dict:
         if not isinstance(val, str):
             raise BadInput("a turn needs a string 'value'", field=f + ["value"], kind="missing")
         role = ROLE_MAP[frm]
-        if role == "system":
-            m = _TOOLS_RE.search(val)
-            if m and tools is None:
-                parsed = _json_or_text(m.group(1))
-                if isinstance(parsed, list):
-                    tools = [t.get("name") if isinstance(t, dict) else t for t in parsed]
-            messages.append({"role": "system", "content": val, "reasoning": None, "tool_calls": None,
-                             "tool_call_id": None, "name": None})
-        elif role == "user":
-            if first_human is None:
-                first_human = val
-            messages.append({"role": "user", "content": val, "reasoning": None, "tool_calls": None,
-                             "tool_call_id": None, "name": None})
-        elif role == "assistant":
-            content, reasoning, calls = parse_gpt(val, f + ["value"])
-            tcs = []
-            for c in calls:
-                cid = c["id"] if isinstance(c.get("id"), str) else f"call_{call_counter}"
-                call_counter += 1
-                tcs.append({"id": cid, "name": c["name"], "arguments": c["arguments"]})
-            pending_calls = tcs
-            messages.append({"role": "assistant", "content": content, "reasoning": reasoning,
-                             "tool_calls": tcs or None, "tool_call_id": None, "name": None})
-        else:  # tool
-            results = parse_tool_turn(val, f + ["value"])
-            for k, (tcid, name, content) in enumerate(results):
-                parent = pending_calls[k] if k < len(pending_calls) else None
-                if parent is not None:
-                    if tcid and tcid != parent["id"]:
-                        parent["id"] = tcid  # the response carries the real call id: adopt it
-                    tcid = parent["id"]
-                    name = name or parent["name"]
-                messages.append({"role": "tool", "content": content, "reasoning": None, "tool_calls": None,
-                                 "tool_call_id": tcid, "name": name})
-            pending_calls = []
+        if role == "tool":
+            for tcid, name, content in parse_tool_turn(val, f + ["value"]):
+                turns.append({"role": "tool", "content": content, "tool_call_id": tcid, "name": name})
+                where.append(i)
+            continue
+        if role == "system" and tools is None and (m := _TOOLS_RE.search(val)):
+            parsed = _json_or_text(m.group(1))
+            if isinstance(parsed, list):
+                tools = [t.get("name") if isinstance(t, dict) else t for t in parsed]
+        if role == "user" and first_human is None:
+            first_human = val
+        turns.append({"role": role, "content": val})
+        where.append(i)
+    try:
+        messages, _ = normalize_messages(turns, strict_calls=True)
+    except MessageError as exc:  # a malformed <tool_call> in a gpt turn
+        raise BadInput(exc.message, field=["conversations", where[exc.field[0]], "value"], kind=exc.kind) from None
     batch_meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
     shape = "hermes.batch" if ("prompt_index" in rec or "tool_stats" in rec or batch_meta) else "hermes.cli"
     model = rec.get("model") if isinstance(rec.get("model"), str) else batch_meta.get("model")
@@ -199,24 +140,17 @@ def hermes_to_record(rec: dict, *, source_path: str | None = None) -> dict:
         meta["compressed"] = True
     steps = _steps(messages)
     traj_id = rec.get("trajectory_id") if isinstance(rec.get("trajectory_id"), str) else "hermes-" + stable_hash(rec)
-    out = {
-        "trajectory_id": traj_id,
-        "env": "hermes",
-        "messages": messages,
-        "steps": steps,
-        "metadata": meta,
-        "raw": rec,
-    }
+    optional = {}
     if first_human is not None:
-        out["task_id"] = "hermes-task-" + text_hash(first_human)
+        optional["task_id"] = "hermes-task-" + text_hash(first_human)
     if isinstance(model, str):
-        out["model"] = model
-    occ = _parse_ts(ts)
-    if occ:
-        out["occurred_at"] = occ
+        optional["model"] = model
+    if occ := _parse_ts(ts):
+        optional["occurred_at"] = occ
     if isinstance(rec.get("toolsets_used"), list):
-        out["env_tags"] = [str(t) for t in rec["toolsets_used"]]
-    return out
+        optional["env_tags"] = [str(t) for t in rec["toolsets_used"]]
+    return trajectory_row(trajectory_id=traj_id, env="hermes", messages=messages, steps=steps, metadata=meta,
+                          raw=rec, **optional)
 
 
 def _steps(messages):

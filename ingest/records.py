@@ -181,8 +181,8 @@ _MESSAGE_KEYS, _TOOL_CALL_KEYS = _message_keys()
 
 
 def _lake_shaped(msgs) -> bool:
-    """Messages already in the lake's struct shape, as `ingest.messages.normalize_messages` gives them: exactly
-    the struct's keys, a role, tool calls of exactly their keys (the value types are Arrow's to check)."""
+    """Messages already in the lake's struct shape, as the message model's normaliser gives them (envs/messages.py):
+    exactly the struct's keys, a role, tool calls of exactly their keys (the value types are Arrow's to check)."""
     return type(msgs) is list and all(
         type(m) is dict and m.keys() == _MESSAGE_KEYS and m["role"]
         and (m["tool_calls"] is None or type(m["tool_calls"]) is list
