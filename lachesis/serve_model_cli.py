@@ -30,7 +30,7 @@ SERVE_MODEL_OPTIONS = [
     ("max_tokens", "--max-tokens"),
     ("default_max_tokens", "--default-max-tokens"), ("kv_cache_tokens", "--kv-cache-tokens"),
     ("context", "--context"), ("poll_interval", "--poll-interval"),
-    ("max_body_mb", "--max-body-mb"), ("seed", "--seed"), ("threads", "--threads"), ("device", "--device"),
+    ("max_body_mb", "--max-body-mb"), ("max_messages", "--max-messages"), ("seed", "--seed"), ("threads", "--threads"), ("device", "--device"),
     ("chat_template", "--chat-template"), ("log_level", "--log-level"),
 ]
 

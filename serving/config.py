@@ -85,6 +85,9 @@ class ServeModelConfig:
         "longest prompt + max_tokens in tokens (default: the model's max_position_embeddings)"))
     poll_interval: float = field(default=0.25, **helped("--follow: seconds between looks for a new increment"))
     max_body_mb: float = field(default=16.0, **helped("largest request body accepted (MiB)"))
+    max_messages: int = field(default=4096, **helped(
+        "most messages in one chat request (more: a 400): joining a conversation to its trajectory and rendering "
+        "it cost time in proportion"))
     limits: HttpLimits = field(default_factory=HttpLimits, **helped(
         "HTTP limits, the same as lake serve's: head size and fields, head and body timeouts, keep-alive, "
         "connections in all and per client address (ingest/http_limits.py)"))
@@ -113,7 +116,7 @@ class ServeModelConfig:
         if not 0 <= self.port < 65536:
             raise TrainerInputError(f"--port must be between 0 and 65535, not {self.port}")
         at_least(self, 1, "keep_versions", "record_queue", "max_batch", "max_batch_tokens", "max_tokens",
-                 "default_max_tokens", "context", "threads", "vllm_max_lora_rank")
+                 "default_max_tokens", "context", "threads", "vllm_max_lora_rank", "max_messages")
         at_least(self, 0, "batch_window_ms", "kv_cache_tokens", "compact_interval")
         if self.poll_interval <= 0 or self.max_body_mb <= 0:
             raise TrainerInputError("--poll-interval and --max-body-mb must be positive")

@@ -16,6 +16,7 @@ the trainer computes for that token, whatever temperature sampled it.
 """
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -27,6 +28,7 @@ from trainers.modeling.chat import normalize_message
 from trainers.generation.generate import Generation, Sampling
 
 MAX_TOP_LOGPROBS = 20
+MAX_NESTING = 32  # levels of objects and arrays in a tool schema or call arguments (the chat template recurses)
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
@@ -68,7 +70,7 @@ class FunctionDef(_Body):
             raise ValueError("parameters must be a JSON Schema of type object")
         if not isinstance(v.get("properties", {}), dict):
             raise ValueError("parameters.properties must be an object")
-        return v
+        return _shallow(v)
 
 
 class Tool(_Body):
@@ -79,6 +81,30 @@ class Tool(_Body):
 class CallFunction(_Body):
     name: str
     arguments: Union[str, dict] = "{}"
+
+    @field_validator("arguments")
+    @classmethod
+    def _arguments(cls, v: str | dict) -> str | dict:
+        if isinstance(v, str):  # arguments as JSON text are parsed for the template: bounded the same
+            try:
+                _shallow(json.loads(v))
+            except ValueError:  # not JSON: the template shows the text as it is
+                pass
+            except RecursionError:
+                raise ValueError(f"nested deeper than {MAX_NESTING} levels") from None
+            return v
+        return _shallow(v)
+
+
+def _shallow(value: Any) -> Any:
+    """`value` if its objects and arrays nest at most MAX_NESTING levels (counted without recursion), else a
+    ValueError: the chat template renders them recursively (300 levels were a RecursionError, a 500)."""
+    level = [value]
+    for _ in range(MAX_NESTING + 1):
+        level = [c for x in level for c in (x.values() if isinstance(x, dict) else x if isinstance(x, list) else ())]
+        if not level:
+            return value
+    raise ValueError(f"nested deeper than {MAX_NESTING} levels")
 
 
 class ToolCallIn(_Body):
@@ -159,6 +185,14 @@ def parse(model: type[BaseModel], obj: Any) -> Any:
         where = ".".join(str(p) for p in e["loc"] if not str(p).startswith(("function-", "union[", "str", "list[")))
         msg = e["msg"].removeprefix("Value error, ")
         raise ApiError(400, f"{where}: {msg}" if where else msg, param=where or None) from None
+
+
+def check_messages(obj: Any, limit: int) -> None:
+    """A chat body's message count within --max-messages (a 400), looked at before the messages are parsed."""
+    messages = obj.get("messages") if isinstance(obj, dict) else None
+    if isinstance(messages, list) and len(messages) > limit:
+        raise ApiError(400, f"messages: {len(messages)} messages, at most {limit} per request "
+                            "(lake serve-model --max-messages)", param="messages")
 
 
 def check_common(req: _Sampled) -> None:
@@ -254,8 +288,6 @@ def usage(prompt: int, completion: int) -> dict:
 
 def openai_tool_calls(calls: list[dict]) -> list[dict]:
     """The recorder's tool calls ({id, name, arguments: dict}) in OpenAI's shape (arguments as JSON text)."""
-    import json
-
     return [{"id": c["id"], "type": "function",
              "function": {"name": c["name"], "arguments": json.dumps(c["arguments"], ensure_ascii=False)}}
             for c in calls]

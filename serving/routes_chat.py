@@ -57,7 +57,7 @@ def _headers(tid: str | None, v: Version) -> dict:
 async def _render(tok, messages: list[dict], tools: list[dict] | None) -> list[int]:
     try:
         return await asyncio.to_thread(prompt_ids, tok, messages, tools)
-    except (TemplateError, ValueError, TypeError, KeyError) as exc:  # incl. a template's raise_exception
+    except (TemplateError, ValueError, TypeError, KeyError, RecursionError) as exc:  # incl. raise_exception
         raise P.ApiError(400, f"the chat template cannot render these messages: {type(exc).__name__}: "
                               f"{str(exc)[:200]}", param="messages") from None
 
@@ -71,11 +71,12 @@ class _Call:
         self.version = st.engine.resolve(req.model)
         self.template, self.tools, self.lake_messages = P.chat_inputs(req)
         self.id, self.created = P.completion_id("chatcmpl"), P.now()
-        # the conversation: its trajectory id names the row and the KV the engine keeps for its next call
-        self.tid, self.call = st.conversations.join(self.lake_messages, session)
         self.recording = st.recorder.mode != "off"
 
     async def prepare(self) -> None:
+        # the conversation: its trajectory id names the row and the KV the engine keeps for its next call (joined
+        # in a worker thread: hashing a long conversation's prefixes must not hold the event loop)
+        self.tid, self.call = await asyncio.to_thread(self.st.conversations.join, self.lake_messages, self.session)
         self.prompt = await _render(self.tok, self.template, self.tools)
         req = self.req
         top = (req.top_logprobs or 0) if req.logprobs else 0
@@ -124,6 +125,7 @@ class _Call:
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request, obj=Depends(json_request), st: ServingState = Depends(get_serving)):
     st.requests += 1
+    P.check_messages(obj, st.config.max_messages)
     req = P.parse(P.ChatRequest, obj)
     P.check_common(req)
     call = _Call(st, req, request.headers.get(SESSION_HEADER))
