@@ -1,11 +1,13 @@
 """Every call the server answers, appended to the lake's `trajectories` as trajectory data.
 
-One row per call (rows are immutable): the conversation so far including the reply (`messages`, the reply's tool
-calls in `tool_calls`), `policy_version` = the served version's name, the call's prompt and completion token ids in
-`tokens` with Atropos' conventions (`masks` -100 on the prompt and the token id on the completion;
-`inference_logprobs` 1.0 on the prompt and the sampled log-probs on the completion: the log-softmax of the model's
-raw float32 logits, the number the trainer computes), and in `metadata` the adapter's sha256, the sampling
-parameters, the endpoint and the call's place in its conversation.
+One row per call (rows are immutable), built by the one row builder (envs/trajectory_row.py): the conversation so
+far including the reply (`messages`: the request's through the message model's normaliser, the reply split by its
+parser, `reply_message`, as an environment splits an action), `policy_version` = the served version's name, the
+call's prompt and completion token ids in `tokens` with Atropos' conventions (trainers/modeling/token_columns.py:
+`masks` MASKED on the prompt and the token id on the completion; `inference_logprobs` NOT_SAMPLED on the prompt and
+the sampled log-probs on the completion: the log-softmax of the model's raw float32 logits, the number the trainer
+computes), and in `metadata` the adapter's sha256, the sampling parameters, the endpoint and the call's place in
+its conversation.
 
 Calls of one conversation share a `trajectory_id`: the `X-Lachesis-Session` header names the conversation
 (trajectory id = uuid5 of it, so it survives a restart), else a call whose messages start with an earlier call's
@@ -29,7 +31,10 @@ import uuid
 from collections import OrderedDict
 from pathlib import Path
 
+from envs.messages import assistant_message, normalize_messages
+from envs.trajectory_row import trajectory_row
 from lake import Lake
+from trainers.modeling.token_columns import prompt_completion_columns
 
 SOURCE = "lake serve-model"
 SESSION_NS = uuid.UUID("5f1e3c1a-6f0b-4d59-9a62-1c7d0c1e2a77")  # trajectory id = uuid5(SESSION_NS, session)
@@ -108,18 +113,28 @@ class Conversations:
             self._sessions.pop(next(iter(self._sessions)))
 
 
+def reply_message(text: str, call: int, *, tools: bool) -> dict:
+    """The reply's assistant message: with tools offered, split as an environment splits an action (reasoning, tool
+    calls with ids `call_{call}_{j}`, the rest as content); without, the text is the content."""
+    return assistant_message(text, call) if tools else {"role": "assistant", "content": text}
+
+
+def recorded_messages(request_messages: list[dict], reply: dict) -> list[dict]:
+    """The conversation a call's row records and the next call is matched against: the request's messages and the
+    reply in the lake form (a reply to a request without tools that holds markup is split as an importer splits
+    it, so the client sending it back continues the same conversation)."""
+    return normalize_messages(request_messages + [reply], require_content=False)[0]
+
+
 def call_record(*, trajectory_id: str, label: str, version: dict, messages: list[dict], prompt_ids: list[int],
                 token_ids: list[int], logprobs: list[float], metadata: dict) -> dict:
     """One call as a trajectories record (see the module docstring for the columns)."""
-    return {
-        "trajectory_id": trajectory_id, "model": label, "policy_version": version["name"], "messages": messages,
-        "tokens": list(prompt_ids) + list(token_ids),
-        "masks": [-100] * len(prompt_ids) + list(token_ids),
-        "inference_logprobs": [1.0] * len(prompt_ids) + [float(x) for x in logprobs],
-        "metadata": {"source": SOURCE, "adapter_sha256": version["sha256"], "adapter_path": version["path"],
-                     "version_step": version["step"], "prompt_tokens": len(prompt_ids),
-                     "completion_tokens": len(token_ids), **metadata},
-    }
+    return trajectory_row(
+        trajectory_id=trajectory_id, model=label, policy_version=version["name"], messages=messages,
+        **prompt_completion_columns(prompt_ids, token_ids, logprobs),
+        metadata={"source": SOURCE, "adapter_sha256": version["sha256"], "adapter_path": version["path"],
+                  "version_step": version["step"], "prompt_tokens": len(prompt_ids),
+                  "completion_tokens": len(token_ids), **metadata})
 
 
 class Recorder:
