@@ -95,9 +95,9 @@ def test_missing_chromium_is_one_line_naming_the_packages(monkeypatch):
 @needs_browser
 @pytest.mark.parametrize("template", TASKS)
 def test_expert_solves_each_task(env, template):
-    """Two seeds per task here (both must succeed); test_expert_success_rate (slow) checks >= 0.95 on 40."""
+    """One test seed per task here (it must succeed); test_expert_success_rate (slow) checks >= 0.95 on 40."""
     policy = envs.get_policy("web_form_env", "expert")
-    for k in range(2):
+    for k in range(1):
         split, index = _index_of("test_families" if template in HELD_OUT else "test", template, k)
         rec = envs.play(env, policy, seed=k, options={"split": split, "index": index})
         first = rec.messages[1]["content"]
@@ -123,7 +123,7 @@ def test_noisy_expert_makes_mistakes_and_recovers(env):
     policy = envs.get_policy("web_form_env", "noisy", seed=3)
     outcomes: dict[str, list[bool]] = {}
     for template in ("login-user", "enter-password", "click-checkboxes", "click-option", "multi-orderings"):
-        for k in range(6):
+        for k in range(4):
             rec = envs.play(env, policy, seed=k, options=dict(zip(("split", "index"), _index_of(
                 "test_families" if template in HELD_OUT else "train", template, k))))
             outcomes.setdefault(policy.notes()["mistake"], []).append(rec.success)
@@ -258,12 +258,12 @@ def test_rollouts_into_a_real_lake(tmp_path):
     from ingest.rollout import RolloutSpec, append_rollouts, run_rollouts
     from lake import Lake
 
-    records = run_rollouts(RolloutSpec(env="web-form", policy="expert", episodes=3, split="test_families"))
+    records = run_rollouts(RolloutSpec(env="web-form", policy="expert", episodes=2, split="test_families"))
     result = append_rollouts(records, tmp_path / "lake")
-    assert result.rows == 3
+    assert result.rows == 2
     rows = Lake(tmp_path / "lake").snapshot().sql(
         "SELECT env, env_tags, split, success, reward, task_id, metadata FROM trajectories ORDER BY task_id").fetchall()
-    assert [r[:5] for r in rows] == [("web_form_env", ["web"], "test_families", True, 1.0)] * 3
+    assert [r[:5] for r in rows] == [("web_form_env", ["web"], "test_families", True, 1.0)] * 2
     meta = json.loads(rows[0][6])
     assert meta["checks"]["details"][0]["miniwob"] == HELD_OUT[0] and meta["checks"]["details"][0]["raw_reward"] > 0
 

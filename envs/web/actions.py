@@ -83,16 +83,44 @@ def _short(exc: Exception) -> str:
 
 
 def _click(driver, ref: int) -> str:
-    from selenium.common.exceptions import WebDriverException
-
-    el = _element(driver, ref)
-    try:
-        el.click()
-    except WebDriverException as exc:
-        if "invalid session" in str(exc) or "disconnected" in str(exc):
-            raise
-        raise ToolFailed(f"error: element [{ref}] cannot be clicked: {_short(exc)}") from None
+    """A trusted mouse click (moved, pressed, released: the input events a person's click makes, through the
+    DevTools input domain, as chromedriver's own click does but without its waits) at a point of the element
+    that nothing covers: a partly covered button is clicked where it shows, a hidden or fully covered one
+    cannot be."""
+    spot = driver.execute_script(CLICK_POINT_JS, int(ref))
+    if spot is None:
+        raise ToolFailed(f"error: no element [{ref}] on the page; use a [number] from the element list")
+    if isinstance(spot, str):
+        raise ToolFailed(f"error: element [{ref}] cannot be clicked: {spot}")
+    x, y = spot
+    for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+        driver.execute_cdp_cmd("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left",
+                                                           "buttons": 1 if kind == "mousePressed" else 0,
+                                                           "clickCount": 1})
     return f"clicked [{ref}]"
+
+
+# The element of a ref (this episode's), scrolled into view; a viewport point of it that no other element covers,
+# or why there is none.
+CLICK_POINT_JS = """
+const el = document.querySelector('[data-lref="' + arguments[0] + '"][data-leps="' +
+                                  String(window.__lachesisEpisode || 0) + '"]');
+if (!el) return null;
+let r = el.getBoundingClientRect();
+if (r.width === 0 || r.height === 0) return 'it is not visible';
+if (r.top < 0 || r.left < 0 || r.bottom > window.innerHeight || r.right > window.innerWidth) {
+  el.scrollIntoView({block: 'center', inline: 'center'});
+  r = el.getBoundingClientRect();
+}
+let cover = null;
+for (const fy of [0.5, 0.3, 0.7, 0.1, 0.9]) for (const fx of [0.5, 0.3, 0.7, 0.1, 0.9]) {
+  const x = r.left + fx * r.width, y = r.top + fy * r.height, top = document.elementFromPoint(x, y);
+  if (top && (top === el || el.contains(top))) return [Math.round(x), Math.round(y)];
+  cover = cover || top;
+}
+return cover ? 'it is covered by a ' + cover.tagName.toLowerCase() + (cover.dataset.lref ? ' [' + cover.dataset.lref + ']' : '')
+             : 'it is outside the page';
+"""
 
 
 def _type(driver, ref: int, text: str) -> str:
