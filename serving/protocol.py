@@ -24,7 +24,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from trainers.modeling.chat import normalize_message
+from envs.messages import MessageError, normalize_messages, template_message
 from trainers.generation.generate import Generation, Sampling
 
 MAX_TOP_LOGPROBS = 20
@@ -211,20 +211,16 @@ def chat_inputs(req: ChatRequest) -> tuple[list[dict], list[dict] | None, list[d
         raise ApiError(400, "tool_choice must be auto or none here (required and named functions are not "
                             "supported)", param="tool_choice")
     tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools and req.tool_choice != "none" else None
-    template, lake = [], []
-    for i, m in enumerate(req.messages):
-        role = "system" if m.role == "developer" else m.role
-        calls = [{"id": c.id or f"call_{i}_{j}", "name": c.function.name, "arguments": c.function.arguments}
-                 for j, c in enumerate(m.tool_calls or [])]
-        raw = {"role": role, "content": m.text(), "tool_calls": calls, "tool_call_id": m.tool_call_id,
-               "reasoning": m.reasoning_content}
-        try:
-            template.append(normalize_message(raw))
-        except ValueError as exc:
-            raise ApiError(400, f"messages.{i}: {exc}", param=f"messages.{i}") from None
-        lake.append({"role": role, "content": m.text(), "tool_calls": calls or None, "tool_call_id": m.tool_call_id,
-                     "name": m.name, "reasoning": m.reasoning_content})
-    return template, tools, lake
+    raw = [{"role": m.role, "content": m.text(), "name": m.name, "tool_call_id": m.tool_call_id,
+            "reasoning": m.reasoning_content,
+            "tool_calls": [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+                           for c in m.tool_calls or []] or None} for m in req.messages]
+    try:  # the message model's one normaliser: the lake's messages, as an importer would store them
+        lake, _ = normalize_messages(raw, require_content=False)
+    except MessageError as exc:
+        where = ".".join(["messages", *map(str, exc.field[:1])])
+        raise ApiError(400, f"{where}: {exc}", param=where) from None
+    return [template_message(m) for m in lake], tools, lake
 
 
 def stop_tokens(tok, stop: str | list[str] | None) -> tuple[int, ...]:

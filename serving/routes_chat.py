@@ -2,9 +2,9 @@
 
 A chat request's messages and tools go through the model's own chat template (trainers/modeling/chat.py: Hermes tool
 signatures in the system turn), the reply comes back through the project's one tool-call parser
-(envs/toolcalls.py, via envs/episode.py's assistant_message: `<think>` to reasoning, each parsed `<tool_call>` to a
-tool call), so what the server returns and records is what the environments and hermes_eval read. A reply with tool
-calls ends with finish_reason "tool_calls".
+(envs/toolcalls.py, via the message model's assistant_message in record.reply_message: `<think>` to reasoning, each
+parsed `<tool_call>` to a tool call), so what the server returns and records is what the environments and
+hermes_eval read. A reply with tool calls ends with finish_reason "tool_calls".
 
 Streaming (`stream: true`): OpenAI's chunks as server-sent events, one per decoded piece of text as tokens are
 chosen, ending with `data: [DONE]`. With tools, text from a `<tool_call>` on is held back and sent as `tool_calls`
@@ -19,14 +19,12 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from jinja2 import TemplateError
 
-from envs.episode import assistant_message
-from lake import LakeError
 from trainers.modeling.chat import prompt_ids
 from trainers.generation.generate import Generation
 
 from . import protocol as P
 from .http import ServingState, get_serving, guard, json_request
-from .record import call_record
+from .record import RecordFailed, call_record, recorded_messages, reply_message
 from .versions import GenerationFailed, Version, VersionGone
 
 router = APIRouter(dependencies=[Depends(guard)])
@@ -89,11 +87,7 @@ class _Call:
 
     def reply(self, gen: Generation) -> tuple[dict, str]:
         """(the lake's assistant message, finish_reason)."""
-        text = self.tok.decode(gen.token_ids, skip_special_tokens=True)
-        if self.tools:
-            msg = assistant_message(text, self.call)
-        else:
-            msg = {"role": "assistant", "content": text}
+        msg = reply_message(self.tok.decode(gen.token_ids, skip_special_tokens=True), self.call, tools=bool(self.tools))
         finish = "tool_calls" if msg.get("tool_calls") else ("length" if gen.finish_reason == "length" else "stop")
         return msg, finish
 
@@ -109,7 +103,7 @@ class _Call:
     async def record(self, gen: Generation, msg: dict, finish: str, endpoint: str = "chat.completions") -> None:
         """Append the call's row (sync: returns once committed), and remember the conversation for its next call."""
         st, s = self.st, self.sampling
-        messages = self.lake_messages + [{**msg, "tool_calls": msg.get("tool_calls")}]
+        messages = recorded_messages(self.lake_messages, msg)
         if self.recording:
             await st.recorder.record(call_record(
                 trajectory_id=self.tid, label=st.engine.label, version=self.version.info(), messages=messages,
@@ -209,7 +203,9 @@ async def _sse_stream(body, st: ServingState, prompt: list[int], sampling, versi
         yield b"data: [DONE]\n\n"
     except P.ApiError as exc:
         yield _sse(exc.body())
-    except (GenerationFailed, VersionGone, LakeError) as exc:
+    except RecordFailed as exc:  # the record of the call failed: its answer is not complete (no [DONE])
+        yield _sse(P.ApiError(503, str(exc), kind="server_error", code="record_failed").body())
+    except (GenerationFailed, VersionGone) as exc:
         yield _sse(P.ApiError(500, str(exc), kind="server_error").body())
     finally:
         tokens.cancel()
