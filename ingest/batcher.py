@@ -13,6 +13,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from ingest.errors import log_line, store_failure
 from ingest.records import LAKE_ERRORS, ArrowRows
 
 log = logging.getLogger("lachesis.ingest.batcher")
@@ -125,9 +126,9 @@ class TableBatcher:
             asyncio.ensure_future(self._finish(cf, items, t0, time.perf_counter()))
 
     def _fail(self, items: list[_Pending], exc: BaseException) -> None:
-        log.error("commit to %s failed: %s", self.table, exc)
-        for it in items:
-            it.fail(CommitFailed(str(exc)))
+        log.error("commit to %s failed: %s", self.table, log_line(exc))
+        for it in items:  # the client's message: one line, no colour codes or the lake's paths (store_failure)
+            it.fail(CommitFailed(store_failure(exc)))
 
     async def _finish(self, cf, items: list[_Pending], t0: float, t1: float):
         try:

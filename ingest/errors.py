@@ -1,5 +1,8 @@
-"""Errors raised by the ingest parsers: one type, carrying where (line, field) and why."""
+"""Errors raised by the ingest parsers: one type, carrying where (line, field) and why; and how a lake write that
+failed is told to a client (store_failure) and to the server's log (log_line)."""
 from __future__ import annotations
+
+import re
 
 
 class BadInput(ValueError):
@@ -58,3 +61,29 @@ class TooLarge(BadInput):
         kw.setdefault("status", 413)
         kw.setdefault("kind", "too_large")
         super().__init__(reason, **kw)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_PATH = re.compile(r"(?:\b[a-z][a-z0-9+.-]*://|(?<![\w.])/)[^\s'\"]*")
+
+
+def store_failure(exc: BaseException) -> str:
+    """What a client may be told of a lake write that failed (a 503's body, an SSE error event): one line, the
+    innermost cause without colour codes or paths. deltalake's errors are several lines of an error chain with
+    ANSI colour codes and the file it failed on (`Generic LocalFileSystem error / ↳ Unable to open file
+    /srv/lake/trajectories/_delta_log/...json / ↳ Operation not permitted (os error 1)`), which is the server's
+    business (its log), not an anonymous client's."""
+    lines = _chain(exc)
+    reason = _PATH.sub("…", lines[-1]) if lines else "no reason given"
+    return f"{type(exc).__name__}: {reason}"[:300]
+
+
+def log_line(exc: BaseException) -> str:
+    """The same failure for the server's own log: one line, every link of the chain, paths kept, no colour codes."""
+    return f"{type(exc).__name__}: " + " <- ".join(_chain(exc))
+
+
+def _chain(exc: BaseException) -> list[str]:
+    """An error's message as the links of its chain (one per line, deltalake's `↳` marks), colour codes removed."""
+    lines = (ln.strip().lstrip("↳").strip() for ln in _ANSI.sub("", str(exc)).splitlines())
+    return [ln for ln in lines if ln]

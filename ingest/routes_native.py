@@ -60,13 +60,14 @@ def _keyed_records(obj, idem: Idempotency, i: int) -> list[dict]:
 
 @router.get("/v1/health")
 async def health(s: IngestState = Depends(get_state)):
-    return {"status": "ok", "lake": str(s.lake.root), "uptime_s": round(time.time() - s.started_at, 3)}
+    # no lake path: health answers clients without the token (/v1/stats, behind it, names the lake)
+    return {"status": "ok", "uptime_s": round(time.time() - s.started_at, 3)}
 
 
 @router.get("/v1/stats")
 async def stats(s: IngestState = Depends(get_state)):
     versions = await asyncio.to_thread(lambda: {t: s.lake.version(t) for t in s.lake.tables()})
-    return s.stats(versions)
+    return {"lake": str(s.lake.root), **s.stats(versions)}
 
 
 @router.post("/v1/trajectories", dependencies=WRITE)

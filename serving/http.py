@@ -15,13 +15,13 @@ from fastapi.responses import JSONResponse
 
 from ingest.errors import BadInput
 from ingest.http import body_bytes, check_host, json_content_type, parse_json, require_token, same_origin
-from lake import Lake, LakeError
+from lake import Lake
 
 from .config import ServeModelConfig
 from .engine import EmbeddedEngine
 from .follow import Follower
 from .protocol import ApiError
-from .record import Conversations, Recorder
+from .record import Conversations, RecordFailed, Recorder
 from .versions import GenerationFailed, UnknownModel, VersionGone
 
 
@@ -100,11 +100,10 @@ def install_error_handlers(app) -> None:
         count(request, False)
         return error(500, str(exc), kind="server_error")
 
-    @app.exception_handler(LakeError)
-    async def lake_failed(request: Request, exc: LakeError):
+    @app.exception_handler(RecordFailed)
+    async def record_failed(request: Request, exc: RecordFailed):
         count(request, False)  # --record sync: the answer is not sent without its record
-        return error(503, f"the call could not be recorded in the lake, retry: {exc}", kind="server_error",
-                     code="record_failed")
+        return error(503, str(exc), kind="server_error", code="record_failed")
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException):

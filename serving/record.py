@@ -27,12 +27,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import sys
 import uuid
 from collections import OrderedDict
 from pathlib import Path
 
 from envs.messages import assistant_message, normalize_messages
 from envs.trajectory_row import trajectory_row
+from ingest.errors import log_line, store_failure
+from ingest.records import LAKE_ERRORS
 from lake import Lake
 from trainers.modeling.token_columns import prompt_completion_columns
 
@@ -137,6 +140,11 @@ def call_record(*, trajectory_id: str, label: str, version: dict, messages: list
                   "completion_tokens": len(token_ids), **metadata})
 
 
+class RecordFailed(RuntimeError):
+    """--record sync: a call's row could not be committed; the answer is not sent without it (a 503, or an error
+    event on a stream). The message is for the client: the lake named, its cause in one line, no paths."""
+
+
 class Recorder:
     """Appends call records to the lake: sync (after the commit), async (bounded queue) or off."""
 
@@ -159,7 +167,13 @@ class Recorder:
         if self._queue is not None:
             await self._queue.put(rec)
             return
-        await asyncio.to_thread(self.lake.append, "trajectories", [rec])
+        try:
+            await asyncio.to_thread(self.lake.append, "trajectories", [rec])
+        except LAKE_ERRORS as exc:  # deltalake's OSError (a full disk, an immutable log) as the lake's own errors
+            self.failed += 1
+            print(f"lake serve-model: a call could not be recorded in the lake: {log_line(exc)}", file=sys.stderr,
+                  flush=True)
+            raise RecordFailed(f"the call could not be recorded in the lake, retry: {store_failure(exc)}") from None
         self.recorded += 1
 
     async def _drain(self) -> None:
@@ -172,7 +186,7 @@ class Recorder:
                 self.recorded += len(rows)
             except (RuntimeError, OSError, ValueError) as exc:  # LakeError, RecordError, I/O: counted and said
                 self.failed += len(rows)
-                print(f"lake serve-model: {len(rows)} recorded calls lost: {type(exc).__name__}: {exc}",
+                print(f"lake serve-model: {len(rows)} recorded calls lost: {log_line(exc)}",
                       flush=True)
             finally:
                 for _ in rows:
