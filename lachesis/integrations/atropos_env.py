@@ -15,7 +15,7 @@ the inference server (`--env.policy model`: a completion of the conversation ren
 template, tools included) or from one of our scripted policies (`expert`, `noisy`, `random`: no server, e.g.
 to fill a lake or test a pipeline). The score is the episode's return (the sum of the environment's rewards);
 `tokens` are the whole conversation as the chat template renders it and `masks` keep the assistant turns'
-tokens (every turn, Atropos' train_on_all_assistant_turns convention; -100 elsewhere). `messages` are the
+tokens (every turn, Atropos' train_on_all_assistant_turns convention; MASKED elsewhere). `messages` are the
 episode recorder's (envs/episode.py), sent when `--env.include_messages`. The group's `desired_name` (its
 wandb_name) is the environment's name, so `lake serve` files the trajectories under that env.
 
@@ -38,9 +38,9 @@ from pydantic import Field
 import envs
 from envs.base import ToolEnv
 from trainers.modeling.chat import render
+from trainers.modeling.token_columns import MASKED
 
 POLICIES = ("model", *envs.POLICY_KINDS)
-IGNORE = -100  # Atropos' mask value for tokens the trainer must not learn
 
 
 class LachesisEnvConfig(BaseEnvConfig):
@@ -60,14 +60,15 @@ class LachesisEnvConfig(BaseEnvConfig):
 
 def tokens_and_masks(tok, messages: list[dict], tools: list[dict] | None) -> tuple[list[int], list[int]]:
     """The conversation's token ids as the chat template renders it, and Atropos masks: the token id on every
-    assistant turn's tokens (what that turn adds to the rendering), -100 elsewhere."""
+    assistant turn's tokens (what that turn adds to the rendering), MASKED (trainers/modeling/token_columns.py)
+    elsewhere."""
 
     def ids(msgs: list[dict], generation_prompt: bool) -> list[int]:
         return list(tok.apply_chat_template(msgs, tools=tools, tokenize=True, return_dict=False,
                                             add_generation_prompt=generation_prompt))
 
     full = ids(messages, False)
-    masks = [IGNORE] * len(full)
+    masks = [MASKED] * len(full)
     for i, m in enumerate(messages):
         if m["role"] != "assistant":
             continue

@@ -7,7 +7,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-IGNORE = -100
+from trainers.modeling.token_columns import MASKED
+
+IGNORE = MASKED  # the label the loss skips: Atropos' mask value, so a `masks` row is a labels row
 
 
 def decoder(model):

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from lake.consumer import Checkpoint, Consumer
+from trainers.modeling.token_columns import MASKED
 from trainers.rl.actors import POLL_S, ActorPool
 from trainers.rl.actors import SOURCE as ACTOR_SOURCE
 from trainers.rl.curriculum import signal_by_key
@@ -104,7 +105,7 @@ class LakeLearner(OnlineTrainer):
         wait_s = time.perf_counter() - t0
         groups = {g: i for i, g in enumerate(dict.fromkeys(r["group_id"] for r in rows))}
         returns = [float(r["reward"] or 0.0) for r in rows]
-        seqs = [SampledSequence(list(r["tokens"]), [int(m != -100) for m in r["masks"]], advantage=a,
+        seqs = [SampledSequence(list(r["tokens"]), [int(m != MASKED) for m in r["masks"]], advantage=a,
                                 logprobs=r["inference_logprobs"])
                 for r, a in zip(rows, group_advantages(returns, [groups[r["group_id"]] for r in rows]))]
         sig = signal_by_key(seqs, [r["group_id"] for r in rows], returns, drop=self.cfg.drop_zero_variance)
