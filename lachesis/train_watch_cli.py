@@ -51,7 +51,10 @@ def _emitter(as_json: bool, quiet: bool):
             loss = f", loss {rec['final_loss']:.3f}" if rec.get("final_loss") is not None else ""
             err.print(f"increment {rec['increment']}: {rec['rows_consumed']} rows, {rec['new_examples']} new + "
                       f"{rec['replayed_examples']} replayed examples, {rec['steps']} steps{loss}, "
-                      f"{rec['increment_s']:.2f} s -> {literal(rec['adapter'])}", highlight=False)
+                      f"{rec['increment_s']:.2f} s{_left_out(rec)} -> {literal(rec['adapter'])}", highlight=False)
+        elif kind == "skipped":
+            err.print(f"no increment: {rec['rows_consumed']} rows consumed, no new example{_left_out(rec)}; nothing "
+                      f"published (still increment {rec['increment']})", highlight=False)
         elif kind == "online":
             err.print(f"online: {rec['steps']} steps on {rec['rollouts']} rollouts, success {rec['success_before']} -> "
                       f"{rec['success_after']} -> {literal(rec['run_dir'])}", highlight=False)
@@ -64,6 +67,13 @@ def _emitter(as_json: bool, quiet: bool):
                       f"mean reward {rec['mean_reward']:.3f}", highlight=False)
 
     return emit
+
+def _left_out(rec: dict) -> str:
+    """', left out: over_max_length 3, other_split 1; cut 2': the rows an increment did not train on, by reason."""
+    out = ", ".join(f"{k} {v}" for k, v in sorted(rec.get("left_out", {}).items()))
+    cut = f"cut to --max-length {rec['truncated_rows']}" if rec.get("truncated_rows") else ""
+    return "".join(f", {x}" for x in (f"left out: {out}" if out else "", cut) if x)
+
 
 
 def _watch(values: dict, as_json: bool, quiet: bool) -> None:
@@ -91,7 +101,7 @@ def _watch(values: dict, as_json: bool, quiet: bool) -> None:
             trained = trainer.run(stop)
         finally:
             trainer.close()
-        if cfg.once and not trained:  # say it: a silent exit reads as "it did not run"
+        if cfg.once and not trained and not trainer.skipped:  # say it: a silent exit reads as "it did not run"
             emit = _emitter(as_json, quiet)
             emit({"event": "nothing_new", "min_rows": cfg.min_rows, "split": cfg.split,
                   "message": f"nothing new: fewer than --min-rows {cfg.min_rows} new rows of the {cfg.split} split "
@@ -129,6 +139,7 @@ def status(
     if lake is not None:
         try:
             lk = Lake.open(lake)
+        skipped = w.get("skipped")
         except LakeError as exc:
             fail(str(exc))
     found = [watcher_status(f, lk) for f in find_watchers(runs)]
@@ -147,7 +158,9 @@ def status(
         rows.append({"name": w["name"], "alive": f"pid {w['pid']}" if w["alive"] else "no", "phase": w["phase"],
                      "offsets": _kv(w["offsets"]), "lag": _kv(lag) if lag else w.get("error", "-"),
                      "increments": w["increments"],
-                     "last": f"#{last['increment']}: {last['rows']} rows, {last['steps']} steps" if last else "-"})
+                     "last": (f"#{last['increment']}: {last['rows']} rows, {last['steps']} steps{_left_out(last)}"
+                              if last else "-"),
+                     "since": (f"{skipped['rows_consumed']} rows, no example{_left_out(skipped)}" if skipped else "-")})
     print_rows(rows, title="streaming trainers")
 
 

@@ -24,10 +24,11 @@ def test_lists_every_environment_with_counts():
     res = runner.invoke(app, [], env={"COLUMNS": "160"})
     assert res.exit_code == 0
     rows = _first_lines_of_rows(res.output)
-    assert sorted(rows) == ["bash_exec_env", "git_repo_env", "python_debug_env"]
+    assert sorted(rows) == ["bash_exec_env", "git_repo_env", "python_debug_env", "web_form_env"]
     assert rows["bash_exec_env"][1:5] == ["shell, bash", "shell, bash", "3000", "100"]
     assert rows["python_debug_env"][1:5] == ["python, debug, code", "debug-python, python-debug, python", "3000", "100"]
-    assert [r[3:5] for r in rows.values()] == [["3000", "100"]] * 3
+    assert rows["web_form_env"][1:5] == ["web", "web-form, web", "3000", "250"]  # 10 test seeds per web task
+    assert [rows[n][3:5] for n in ("bash_exec_env", "git_repo_env", "python_debug_env")] == [["3000", "100"]] * 3
 
 
 def test_json_has_the_counts_and_aliases():

@@ -233,3 +233,50 @@ def test_a_folder_keeps_its_view_and_model(lake, tmp_path, tiny_dir):
         trainer(lake, tmp_path, recipe="instruction")
     assert not watcher_status(tmp_path / "watch")["alive"]  # the failed start left no lock and no live heartbeat
     trainer(lake, tmp_path).close()
+
+
+def test_an_increment_without_a_new_example_publishes_nothing_and_says_why(lake, tmp_path, tiny_dir, capsys):
+    """Issue 37, item 1: rows left out are counted by reason (the increment's event and log line, `lake train
+    status`), and an increment that trains 0 steps is no new version: no checkpoint, no runs event; its rows are
+    consumed all the same, also across a restart."""
+    from lachesis.train_watch_cli import _emitter
+
+    lines: list[dict] = []
+    def watcher(**kw) -> StreamTrainer:
+        return StreamTrainer(WatchConfig(lake_root=str(lake.root), output=str(tmp_path / "watch"), **{**FAST, **kw}),
+                             emit=lines.append)
+
+    st = watcher(max_length=8)  # no row's system prompt and task fit in 8 tokens
+    try:
+        lake.append("trajectories", good_batch(3, 300))
+        rec = st.step()
+        assert rec["event"] == "skipped" and rec["left_out"] == {"over_max_length": 3} and rec["rows_consumed"] == 3
+        assert st.step() is None  # consumed
+        serial = st.meta["serial"]
+    finally:
+        st.close()
+    assert checkpoint.complete(tmp_path / "watch") == [] and runs_of(lake, serial) == []
+    assert lake.consumers()["watch-sft"] == rec["upto"]
+    status = watcher_status(tmp_path / "watch", lake)
+    assert status["skipped"]["left_out"] == {"over_max_length": 3} and status["lag_rows"]["trajectories"] == 0
+    _emitter(False, False)(rec)
+    assert "no increment: 3 rows consumed, no new example, left out: over_max_length 3; nothing published" in \
+        capsys.readouterr().err
+
+    st = watcher(split="train")  # restarted: the skipped rows stay consumed
+    try:
+        assert st.offsets == rec["upto"] and not st.recovery
+        rows = good_batch(4, 400)
+        for r, split in zip(rows, ("test", "train", "train", "train")):
+            r["split"] = split
+        rows[1]["messages"][0]["content"] = "x " * 40_000  # a system prompt over 16 x --max-length characters
+        lake.append("trajectories", rows)
+        ev = st.step()
+    finally:
+        st.close()
+    assert ev["metrics"]["left_out"] == {"other_split": 1, "over_max_length": 1}
+    assert ev["metrics"]["new_examples"] == 2 and ev["metrics"]["steps"] == 2 and ev["metrics"]["increment"] == 1
+    assert lines[-1]["event"] == "increment" and lines[-1]["left_out"] == ev["metrics"]["left_out"]
+    status = watcher_status(tmp_path / "watch", lake)
+    assert status["skipped"] is None and status["last_increment"]["left_out"] == ev["metrics"]["left_out"]
+    assert status["increments"] == 1 and [r["run_id"] for r in runs_of(lake, serial)] == [ev["run_id"]]

@@ -7,6 +7,7 @@ import random
 
 import torch
 
+from trainers.modeling.fit import fit
 from trainers.modeling.forward import IGNORE
 
 
@@ -25,17 +26,31 @@ def encode_conversation(tok, conv: dict, max_length: int | None = None) -> tuple
 
 
 def encode_all(tok, convs: list[dict], max_length: int) -> tuple[list[tuple[list[int], list[int]]], dict]:
-    examples, truncated, no_labels = [], 0, 0
+    """The conversations' (input_ids, labels), each cut to `max_length` tokens by trainers/modeling/fit.py's rule
+    (older turns dropped, the system prompt, tools, task and last turn kept). Counted: `truncated` (cut and kept),
+    `over_max_length` (what the rule keeps is over: left out), `no_assistant_tokens` (left out: nothing to learn)."""
+    examples, truncated, over, no_labels = [], 0, 0, 0
     for c in convs:
         ids, labels = encode_conversation(tok, c, None)
         if len(ids) > max_length:
+            fitted, _ = fit(c, lambda x: len(chat_ids(tok, x)), max_length)
+            if fitted is None:
+                over += 1
+                continue
             truncated += 1
-            ids, labels = ids[:max_length], labels[:max_length]
+            ids, labels = encode_conversation(tok, fitted, None)
         if not any(l != IGNORE for l in labels):
             no_labels += 1
             continue
         examples.append((ids, labels))
-    return examples, {"examples": len(examples), "truncated": truncated, "no_assistant_tokens": no_labels}
+    return examples, {"examples": len(examples), "truncated": truncated, "over_max_length": over,
+                      "no_assistant_tokens": no_labels}
+
+
+def chat_ids(tok, conv: dict) -> list[int]:
+    """The token ids the chat template renders `conv` to (no assistant mask: a measure, cheaper than encoding)."""
+    return list(tok.apply_chat_template(conv["messages"], tools=conv.get("tools"), tokenize=True, return_dict=True,
+                                        add_generation_prompt=False)["input_ids"])
 
 
 def length_bucketed_batches(lengths: list[int], batch_size: int, rng: random.Random, bucket_batches: int = 32,

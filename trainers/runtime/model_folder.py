@@ -2,6 +2,7 @@
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -12,6 +13,24 @@ def trained_from_scratch(model_path: str) -> bool:
     """A model we initialised randomly (the tiny model, or a full fine-tune of it), not a pretrained one: it gets
     full fine-tuning by default, since LoRA on a random base cannot learn."""
     return (Path(model_path) / TINY_MARKER).is_file()
+
+
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+NO_LIMIT = 1_000_000  # tokenizers without a limit say 1e30 (transformers' VERY_LARGE_INTEGER)
+
+
+def context_length(model_path: str) -> int | None:
+    """The tokens the model at `model_path` was built for: config.json's position limit, or the tokenizer's
+    model_max_length when that is smaller (and real); None when the folder names neither."""
+    found = []
+    for name, keys in (("config.json", CONTEXT_KEYS), ("tokenizer_config.json", ("model_max_length",))):
+        try:
+            cfg = json.loads((Path(model_path) / name).read_text())
+        except (OSError, ValueError):
+            continue
+        values = [cfg.get(k) for k in keys] if isinstance(cfg, dict) else []
+        found += [int(v) for v in values if isinstance(v, (int, float)) and 0 < v < NO_LIMIT]
+    return min(found) if found else None
 
 
 def readable_like_created(folder: str | Path) -> None:

@@ -19,10 +19,18 @@ from typing import ClassVar
 
 from trainers.runtime.device import check_device
 from trainers.runtime.errors import TrainerInputError
-from trainers.runtime.model_folder import trained_from_scratch
+from trainers.runtime.model_folder import context_length, trained_from_scratch
 from trainers.runtime.options import DEFAULT_SEED, GRADIENT_CHECKPOINTING_HELP, at_least, helped
 from trainers.runtime.reporting import REPORT_TO_HELP, check_report_to
 from trainers.runtime.runfolder import RunFolder
+
+
+# The default --max-length is the model's context, capped for memory: activations grow with the tokens of a batch,
+# and an agent's conversation is long (Hermes' system prompt with its tool schemas alone is 2,381 SmolLM2 tokens,
+# so the former fixed 1024 left no assistant token of any Hermes conversation). The cap's measured memory is in
+# docs/streaming-trainer.md; --max-length raises or lowers it, --gradient-checkpointing saves about 40% of it.
+MAX_LENGTH_CAP = 4096
+MAX_LENGTH_FALLBACK = 1024  # a model folder that names no context
 
 
 @dataclass(kw_only=True)
@@ -38,7 +46,9 @@ class TrainConfig:
     lr: float | None = field(default=None, **helped("peak learning rate (default 1e-3 full fine-tuning, 2e-4 LoRA)"))
     batch_size: int = field(default=16, **helped("conversations per micro-batch"))
     grad_accum: int = field(default=1, **helped("micro-batches per optimizer step"))
-    max_length: int = field(default=1024, **helped("truncate conversations to this many tokens"))
+    max_length: int | None = field(default=None, **helped(
+        f"tokens per conversation (default: the model's context, at most {MAX_LENGTH_CAP}); a longer one keeps its "
+        "system prompt, tools, task and last turn and drops older turns first (trainers/modeling/fit.py)"))
     full: bool | None = field(default=None, **helped(
         "full fine-tuning (--full) or LoRA (--lora); default: full for a model trained from scratch (tiny), "
         "LoRA for a pretrained one"))
@@ -89,6 +99,14 @@ class TrainConfig:
 
     def default_lr(self) -> float:
         return 1e-3 if self.full else 2e-4
+
+    def settle_length(self, model_path: str):
+        """This config with --max-length decided: as given, else the model's context (config.json's
+        max_position_embeddings, or the tokenizer's model_max_length when smaller) capped at MAX_LENGTH_CAP, else
+        MAX_LENGTH_FALLBACK for a folder that names no context."""
+        if self.max_length:
+            return self
+        return replace(self, max_length=min(context_length(model_path) or MAX_LENGTH_FALLBACK, MAX_LENGTH_CAP))
 
     def settle(self, from_scratch: bool):
         """This config with the model-dependent defaults decided: full fine-tuning for a model trained from scratch

@@ -3,10 +3,12 @@
 Rows are chat conversations (`messages`, optionally `tools` and `split`). A view name is exported from the lake
 through the views wing first, so the run trains on a pinned, manifested snapshot.
 
-What one row can cost is bounded before it is tokenized: a conversation is cut at CHARS_PER_TOKEN_MAX characters
-per token of --max-length (training keeps only its first max_length tokens anyway). Tokenizing the text whole is
+What one row can cost is bounded before it is tokenized: a conversation is cut to CHARS_PER_TOKEN_MAX characters
+per token of --max-length by the rule of trainers/modeling/fit.py (system prompt, tools, task and last turn kept,
+older turns dropped first), which cuts its tokens afterwards too. Tokenizing the text whole is
 what costs: the tokenizer's per-token offsets and the assistant mask of one huge row take gigabytes (issue 26;
-docs/training-notes.md, "Figures behind the code"). The cut and skipped rows are counted (`truncated_rows`, `skipped_rows`).
+docs/training-notes.md, "Figures behind the code"). The cut rows and those left out are counted (`truncated_rows`;
+`skipped_rows`: what the rule keeps is over; `dropped_split`: another split; `dropped_invalid`: no assistant message).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 from lake import Lake, LakeError, resolve_root
 from lake.store import redact
 from trainers.modeling.chat import normalize_messages, normalize_tools
+from trainers.modeling.fit import fit
 from trainers.runtime.errors import TrainerInputError
 from views.export import ExportError, export_view, file_sha256
 
@@ -115,32 +118,26 @@ def _rows_from_view(view: str, lake_root: str | None, work_dir: Path | None) -> 
 
 
 # No tokenizer we load averages more than a few characters per token on text (SmolLM2 about 4 on English and
-# code); 16 leaves room for runs of spaces and long identifiers, so a cut at max_length x 16 characters keeps every
-# token a max_length truncation keeps, and a row costs at most that much to tokenize.
+# code); 16 leaves room for runs of spaces and long identifiers, so a conversation over max_length x 16 characters
+# is over max_length tokens: the cut in characters drops no turn the cut in tokens keeps, and a row costs at most
+# that much to tokenize.
 CHARS_PER_TOKEN_MAX = 16
 MESSAGE_OVERHEAD_CHARS = 16  # a message's role header and end marker in a template: a million empty ones cost too
 
 
 def bounded(conv: dict, max_chars: int) -> tuple[dict | None, bool]:
-    """`conv` cut to at most `max_chars` characters of text before tokenizing: the message that crosses the bound
-    keeps the start of its content, the messages after it go. (None, _) when its tool schemas alone are over.
-    Returns (the conversation, whether it was cut)."""
+    """`conv` cut to at most `max_chars` characters of text before tokenizing, by the one rule
+    (trainers/modeling/fit.py: the system prompt, the tools, the task and the last turn kept; older turns dropped
+    first). (None, True) when what the rule keeps is over. Returns (the conversation, whether it was cut)."""
+    return fit(conv, text_chars, max_chars)
+
+
+def text_chars(conv: dict) -> int:
+    """The characters of a conversation's text and tool schemas, each message counting its template overhead."""
     tools = conv.get("tools")
-    budget = max_chars - (len(json.dumps(tools)) if tools else 0)
-    if budget <= 0:
-        return None, True
-    kept = []
-    for m in conv["messages"]:
-        size = (MESSAGE_OVERHEAD_CHARS + len(m["content"]) + len(m.get("reasoning") or "")
-                + sum(len(c["name"]) + len(c["arguments"]) for c in m.get("tool_calls") or ()))
-        if size > budget:
-            if budget > MESSAGE_OVERHEAD_CHARS:  # its tool calls and reasoning go with the tail
-                head = {k: m[k] for k in ("role", "tool_call_id") if k in m}
-                kept.append({**head, "content": m["content"][: budget - MESSAGE_OVERHEAD_CHARS]})
-            return {**conv, "messages": kept}, True
-        kept.append(m)
-        budget -= size
-    return conv, False
+    return (len(json.dumps(tools)) if tools else 0) + sum(
+        MESSAGE_OVERHEAD_CHARS + len(m["content"]) + len(m.get("reasoning") or "")
+        + sum(len(c["name"]) + len(c["arguments"]) for c in m.get("tool_calls") or ()) for m in conv["messages"])
 
 
 def conversations(rows: list[dict], source: str, split: str | None = "train", max_length: int | None = None,
@@ -185,7 +182,8 @@ def conversations(rows: list[dict], source: str, split: str | None = "train", ma
         out.append(conv)
     if not out and not may_be_empty:
         why = (f"no row has split={keep_split!r}" if stats["dropped_split"] else
-               f"every row's tool schemas are over --max-length x {CHARS_PER_TOKEN_MAX} characters"
+               f"every row's system prompt, tools, task and last turn are over --max-length x {CHARS_PER_TOKEN_MAX} "
+               "characters"
                if stats["skipped_rows"] else "no conversation has an assistant message")
         raise TrainerInputError(f"dataset {source} has nothing to train on: {why}; pass --split all or export more data")
     stats["conversations"] = len(out)

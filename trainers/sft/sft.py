@@ -54,12 +54,15 @@ class Prepared:
 
 def prepare_data(s: SFTConfig, data: str, work_dir=None) -> Prepared:
     rows, manifest, source = load_rows(data, s.lake_root, work_dir)
-    convs, data_stats = conversations(rows, source, s.split, s.max_length)
+    """The rows cut to --max-length (the model's context by default: `settle_length`) and tokenized."""
     model_path = resolve_model(s.model)
     tok = load_tokenizer(model_path, s.chat_template)
-    examples, enc_stats = encode_all(tok, convs, s.max_length)
+    max_length = s.settle_length(model_path).max_length
+    convs, data_stats = conversations(rows, source, s.split, max_length)
+    examples, enc_stats = encode_all(tok, convs, max_length)
     if not examples:
-        raise TrainerInputError(f"dataset {source}: no conversation has assistant tokens within --max-length {s.max_length}")
+        raise TrainerInputError(f"dataset {source}: no conversation has assistant tokens within --max-length "
+                                f"{max_length} (its system prompt, tools, task and last turn are kept whole)")
     return Prepared(source, model_path, tok, examples, {**data_stats, **enc_stats}, manifest)
 
 
@@ -84,6 +87,7 @@ def run_sft(s: SFTConfig, console=None, build_model: Callable | None = None) -> 
     prep = procs.main_first(on_main, lambda source: prepare_data(s, source))
     examples, tok = prep.examples, prep.tok
     if run is not None:
+    s = s.settle_length(prep.model_path)  # what prepare_data cut the rows to, recorded with the run
         s, plan = start_run(run, s, prep.model_path, len(examples), {**prep.manifest, "filter": {"split": s.split},
                             **prep.stats}, console, processes=procs.world)
     else:

@@ -45,6 +45,7 @@ FLAGS = {"full": "--full/--lora"}  # the option of a field whose flag is not --f
 MIN_ACTORS = 2
 # the files of a watcher's folder (trainers/watch/loop.py describes them)
 WATCH_FILE, HEARTBEAT_FILE, LOCK_FILE = "watch.json", "heartbeat.json", "lock"
+CONSUMED_FILE = "consumed.json"  # rows consumed without a new example since the last checkpoint (nothing published)
 META_KEYS = ("name", "serial", "recipe", "view", "model", "model_path", "lake_root")  # watch.json's string fields
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 

@@ -17,6 +17,7 @@ that increment's work: it restarts from the last checkpoint and reads the same r
       watch.json                 name, serial, recipe, model, lake, followed tables (read by `lake train status`)
       heartbeat.json             pid, phase, time; rewritten every HEARTBEAT_S while the watcher lives
       lock                       flock: one watcher per folder
+      consumed.json              offsets consumed since the last checkpoint by increments with no new example
       checkpoints/step-<N>/      increment N: weights/ (+ tokenizer), state.pt, state.json (offsets, the runs event)
 """
 from __future__ import annotations
@@ -46,7 +47,8 @@ from trainers.runtime.model_folder import TINY_MARKER, trained_from_scratch
 from trainers.runtime.runfolder import KIND
 from trainers.sft.data import conversations
 from trainers.sft.loop import make_optimizer, prepare_model, train_loop
-from trainers.watch.config import HEARTBEAT_FILE, LOCK_FILE, META_KEYS, WATCH_FILE, WatchConfig, offsets_of
+from trainers.watch.config import (CONSUMED_FILE, HEARTBEAT_FILE, LOCK_FILE, META_KEYS, WATCH_FILE, WatchConfig,
+                                   offsets_of)
 from trainers.watch.feed import Increment, read_increment
 from trainers.watch.wake import Waker
 
@@ -83,6 +85,7 @@ class StreamTrainer:
         try:
             self.lake = Lake.open(root)
         except LakeError:
+        self.skipped = 0  # increments consumed without a new example by run(): nothing published
             raise TrainerInputError(f"no lake at {redact(root)}: the streaming trainer follows an existing lake; pass "
                                     f"--lake, or create one with `lake init --lake {redact(root)}`") from None
         self.folder = cfg.folder()
@@ -109,7 +112,7 @@ class StreamTrainer:
         ones reported and set aside), or new; then the lake's registry, where a rewind is said, never silent."""
         self.model_path = resolve_model(cfg.model)
         self.tok = load_tokenizer(self.model_path, cfg.chat_template)
-        self.cfg = cfg.settle(trained_from_scratch(self.model_path))
+        self.cfg = cfg.settle(trained_from_scratch(self.model_path)).settle_length(self.model_path)
         self.recovery: dict = {}  # broken files met and offsets rewound: said at start and in the next runs event
         last = checkpoint.usable(self.folder, ("offsets", "event"), report=self.warn, set_aside=True,
                                  validate=offsets_of)
@@ -125,6 +128,9 @@ class StreamTrainer:
         else:
             weights = str(checkpoint.weights(last))
             if self.cfg.full:
+        consumed = self._consumed()
+        if consumed:  # rows consumed without an example since the last checkpoint: not read again
+            self.offsets = consumed["offsets"]
                 self.model = load_model(weights, device=self.dev)
             else:  # is_trainable: peft loads an adapter frozen by default (pitfall 11)
                 self.model = load_model(self.model_path, weights, trainable=True, device=self.dev)
@@ -206,8 +212,9 @@ class StreamTrainer:
     # ------------------------------------------------------------------------------------------- one increment
     def step(self) -> dict | None:
         """Train one increment on what is new, if at least --min-rows of it are of the trained split. Returns its
-        runs event. New rows of other splits wait with the rest: an evaluation's episodes (test split) alone never
-        make an increment, so --eval-every cannot feed itself."""
+        runs event, or the `skipped` record when its new rows give no example (`skip`: nothing published). New
+        rows of other splits wait with the rest: an evaluation's episodes (test split) alone never make an
+        increment, so --eval-every cannot feed itself."""
         inc = read_increment(self.lake, self.cfg, self.offsets)
         if inc is None or len(self._of_split(inc.new)) < self.cfg.min_rows:
             return None
@@ -217,22 +224,69 @@ class StreamTrainer:
         keep = None if self.cfg.split == "all" else self.cfg.split
         return [r for r in rows if keep is None or r.get("split") in (None, keep)]
 
-    def _examples(self, rows: list[dict], counts: dict) -> list:
-        """The rows' training examples; rows cut or skipped by the per-row bound (data.bounded) add to `counts`."""
-        rows = self._of_split(rows)
-        if not rows:
-            return []
-        convs, stats = conversations(rows, self.cfg.view, "all", self.cfg.max_length, may_be_empty=True)
-        for key in ("truncated_rows", "skipped_rows"):
-            counts[key] = counts.get(key, 0) + stats[key]
-        return encode_all(self.tok, convs, self.cfg.max_length)[0] if convs else []
+    def _examples(self, rows: list[dict], counts: dict | None = None) -> list:
+        """The rows' training examples, cut to --max-length by trainers/modeling/fit.py's rule. With `counts`, the
+        rows left out add to counts["left_out"][reason] and the rows cut (kept shorter) to counts["truncated_rows"]."""
+        kept = self._of_split(rows)
+        convs, stats = (conversations(kept, self.cfg.view, "all", self.cfg.max_length, may_be_empty=True)
+                        if kept else ([], {}))
+        examples, enc = encode_all(self.tok, convs, self.cfg.max_length) if convs else ([], {})
+        if counts is not None:
+            left_out = counts.setdefault("left_out", {})
+            for reason, n in (("other_split", len(rows) - len(kept)), ("no_assistant", stats.get("dropped_invalid", 0)),
+                              ("over_max_length", stats.get("skipped_rows", 0) + enc.get("over_max_length", 0)),
+                              ("no_assistant_tokens", enc.get("no_assistant_tokens", 0))):
+                if n:
+                    left_out[reason] = left_out.get(reason, 0) + n
+            counts["truncated_rows"] = counts.get("truncated_rows", 0) + enc.get("truncated", 0)
+        return examples
+
+    def skip(self, inc: Increment, counts: dict) -> dict:
+        """An increment whose new rows give no example trains nothing and is published as nothing: no checkpoint
+        (which a served follower would take as a new version), no runs event. Its rows are consumed all the same:
+        the offsets go to CONSUMED_FILE (what a restarted watcher continues from, over its last checkpoint's) and
+        to the lake's registry, and the rows left out are counted by reason there and in the `skipped` event."""
+        before = self._consumed()
+        rec = {"checkpoint": self.counter.n, "offsets": dict(inc.upto), "at": time.time(),
+               "rows_consumed": (before or {}).get("rows_consumed", 0) + inc.consumed,
+               "left_out": dict(before.get("left_out", {})) if before else {}}
+        for reason, n in counts.get("left_out", {}).items():
+            rec["left_out"][reason] = rec["left_out"].get(reason, 0) + n
+        write_json_atomic(self.folder / CONSUMED_FILE, rec)
+        self.offsets = dict(inc.upto)
+        self.lake.register_consumer(self.cfg.name, self.offsets)
+        out = {"event": "skipped", "rows_consumed": inc.consumed, "rows": inc.rows, "view_rows": len(inc.new),
+               "left_out": counts.get("left_out", {}), "truncated_rows": counts.get("truncated_rows", 0),
+               "upto": inc.upto, "increment": self.counter.n}
+        self.emit(out)
+        self.set_phase("idle")
+        return out
+
+    def _consumed(self) -> dict | None:
+        """CONSUMED_FILE when it continues the last checkpoint (a later checkpoint supersedes it), else None."""
+        path = self.folder / CONSUMED_FILE
+        try:
+            rec = read_json(path)
+            offsets = {str(t): int(v) for t, v in rec["offsets"].items()}
+            stale = int(rec["checkpoint"]) != self.counter.n
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            self.warn(f"{path} is unreadable, its rows are read again ({str(exc).splitlines()[0][:100]})")
+            return None
+        if stale or any(offsets.get(t, -1) < v for t, v in self.offsets.items()):
+            return None
+        return {**rec, "offsets": offsets}
 
     def train(self, inc: Increment) -> dict:
         n = self.counter.n + 1
         t0 = time.perf_counter()
         self.set_phase(f"training increment {n}")
         bounded: dict = {}
-        new, replayed = self._examples(inc.new, bounded), self._examples(inc.replay, bounded)
+        new = self._examples(inc.new, bounded)
+        if not new:  # replayed rows alone would publish a version that learnt nothing new
+            return self.skip(inc, bounded)
+        replayed = self._examples(inc.replay)
         examples = new + replayed
         self.emit({"event": "training", "increment": n, "rows": inc.rows, "examples": len(examples)})
         s = replace(self.cfg, seed=self.cfg.seed + n)  # a fresh, seeded plan and batch order per increment
@@ -242,9 +296,7 @@ class StreamTrainer:
             if rec.get("step") == 1:
                 first_step["at"] = time.time()
 
-        metrics: dict = {"steps": 0}
-        if examples:  # rows the split or max_length left out are consumed all the same
-            metrics = train_loop(self.model, examples, s, self.tok.pad_token_id, on_log, optimizer=self.optimizer)
+        metrics = train_loop(self.model, examples, s, self.tok.pad_token_id, on_log, optimizer=self.optimizer)
         self.counter.n = n
         run_id = run_id_of(self.meta["serial"], n)
         elapsed = round(time.perf_counter() - t0, 4)  # reading the view's rows is before t0: in read_increment
@@ -259,6 +311,7 @@ class StreamTrainer:
             "manifest": {"view": self.cfg.view, "after": inc.after, "upto": inc.upto,
                          "events_sha256": inc.events_sha256, "lake_root": self.meta["lake_root"]},
             "metadata": {"trainer": TRAINER, "watcher": self.cfg.name, "serial": self.meta["serial"],
+        (self.folder / CONSUMED_FILE).unlink(missing_ok=True)  # superseded by this checkpoint's offsets
                          "method": self.cfg.recipe, "increment": n, "run_dir": self.meta["folder"],
                          "full": self.cfg.full, "command": self.cfg.COMMAND},
         }
@@ -270,7 +323,8 @@ class StreamTrainer:
         self.lake.append("runs", [event])
         self.emit({"event": "increment", **{k: event["metrics"][k] for k in (
             "increment", "rows_consumed", "rows", "new_examples", "replayed_examples", "steps", "increment_s",
-            "first_step_at")}, "final_loss": metrics.get("final_loss"), "upto": inc.upto, "adapter": str(weights)})
+            "first_step_at")}, "final_loss": metrics.get("final_loss"), "upto": inc.upto, "adapter": str(weights),
+            "left_out": bounded.get("left_out", {}), "truncated_rows": bounded.get("truncated_rows", 0)})
         if self.cfg.eval_every and n % self.cfg.eval_every == 0:
             self.evaluate(weights)
         self.set_phase("idle")
@@ -307,7 +361,10 @@ class StreamTrainer:
             while not stop.is_set():
                 event = self.step()
                 if event is not None:
-                    trained += 1
+                    if event.get("event") == "skipped":
+                        self.skipped += 1
+                    else:
+                        trained += 1
                     if self.cfg.max_increments and trained >= self.cfg.max_increments:
                         break
                     continue  # more may be waiting (--max-versions)

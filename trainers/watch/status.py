@@ -3,7 +3,9 @@ process itself (a dead watcher must still be reported).
 
 Per watcher: its offsets and the followed tables' latest versions (the lag in versions and in rows: the rows of the
 change feed after the offset, compaction excluded), its last increment, the adapters (increments) produced, and
-whether it is alive: its heartbeat's process exists on this host and beat within HEARTBEAT_STALE heartbeats.
+whether it is alive: its heartbeat's process exists on this host and beat within HEARTBEAT_STALE heartbeats. The
+rows each increment left out are counted by reason (its runs event's metrics), and so are those of the increments
+consumed since without a new example (`skipped`: nothing was published for them).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from pathlib import Path
 from lake import Lake, LakeError
 from lake.atomic import read_json
 from trainers.runtime import checkpoint
-from trainers.watch.config import HEARTBEAT_FILE, META_KEYS, WATCH_FILE, offsets_of
+from trainers.watch.config import CONSUMED_FILE, HEARTBEAT_FILE, META_KEYS, WATCH_FILE, offsets_of
 
 HEARTBEAT_STALE = 3  # heartbeat intervals without a beat: not alive
 
@@ -60,6 +62,19 @@ def heartbeat(folder: Path) -> dict:
     return {"alive": alive, "pid": pid, "phase": hb.get("phase"), "heartbeat_age_s": round(age, 1)}
 
 
+def skipped_since(folder: Path, increment: int) -> dict | None:
+    """What the watcher consumed after increment `increment` without a new example (trainers/watch/loop.py `skip`):
+    rows consumed, the rows left out by reason, the offsets; None when nothing was (or the record is stale)."""
+    try:
+        rec = read_json(Path(folder) / CONSUMED_FILE)
+        if int(rec["checkpoint"]) != increment:
+            return None
+        return {"rows_consumed": int(rec["rows_consumed"]), "left_out": dict(rec["left_out"]),
+                "offsets": {str(t): int(v) for t, v in rec["offsets"].items()}, "at": rec.get("at")}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):  # the watcher says why when it starts
+        return None
+
+
 def watcher_status(folder: Path, lake: Lake | None = None) -> dict:
     """The status of the watcher in `folder`; `lake` defaults to the one it follows."""
     folder = Path(folder)
@@ -91,9 +106,13 @@ def watcher_status(folder: Path, lake: Lake | None = None) -> dict:
         out["last_increment"] = {"increment": m.get("increment"), "run_id": ev["run_id"],
                                  "rows": m.get("rows_consumed"), "steps": m.get("steps"),
                                  "final_loss": m.get("final_loss"), "adapter": ev.get("adapter_path"),
-                                 "at": m.get("first_step_at")}
+                                 "at": m.get("first_step_at"), "left_out": m.get("left_out", {}),
+                                 "truncated_rows": m.get("truncated_rows", 0)}
     else:
         out["last_increment"] = None
+    out["skipped"] = skipped_since(folder, int(last["event"]["metrics"].get("increment", 0)) if last else 0)
+    if out["skipped"]:
+        offsets = out["offsets"] = {**offsets, **out["skipped"]["offsets"]}
     try:
         lake = lake or Lake.open(meta["lake_root"])
     except LakeError as exc:
