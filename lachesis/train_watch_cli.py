@@ -68,12 +68,12 @@ def _emitter(as_json: bool, quiet: bool):
 
     return emit
 
+
 def _left_out(rec: dict) -> str:
     """', left out: over_max_length 3, other_split 1; cut 2': the rows an increment did not train on, by reason."""
     out = ", ".join(f"{k} {v}" for k, v in sorted(rec.get("left_out", {}).items()))
     cut = f"cut to --max-length {rec['truncated_rows']}" if rec.get("truncated_rows") else ""
     return "".join(f", {x}" for x in (f"left out: {out}" if out else "", cut) if x)
-
 
 
 def _watch(values: dict, as_json: bool, quiet: bool) -> None:
@@ -139,7 +139,6 @@ def status(
     if lake is not None:
         try:
             lk = Lake.open(lake)
-        skipped = w.get("skipped")
         except LakeError as exc:
             fail(str(exc))
     found = [watcher_status(f, lk) for f in find_watchers(runs)]
@@ -155,6 +154,7 @@ def status(
             print(f"warning: {w['name']}: {line}", file=sys.stderr)
         last = w["last_increment"] or {}
         lag = {t: f"{v} v / {w['lag_rows'][t]} rows" for t, v in w["lag_versions"].items()} if "lag_rows" in w else None
+        skipped = w.get("skipped")
         rows.append({"name": w["name"], "alive": f"pid {w['pid']}" if w["alive"] else "no", "phase": w["phase"],
                      "offsets": _kv(w["offsets"]), "lag": _kv(lag) if lag else w.get("error", "-"),
                      "increments": w["increments"],

@@ -76,8 +76,8 @@ def run_dpo(s: InstructConfig, console=None) -> dict:
         prefs = preference_rows(rows, source, s.split)
         model_path = resolve_model(s.model)
         tok = load_tokenizer(model_path, s.chat_template)
-    s, plan = start_run(run, s, model_path, len(prefs), {**manifest, "filter": {"split": s.split}, "rows_used": len(prefs)},
     s = s.settle_length(model_path)
+    s, plan = start_run(run, s, model_path, len(prefs), {**manifest, "filter": {"split": s.split}, "rows_used": len(prefs)},
                         console)
     set_threads(s.threads)
 

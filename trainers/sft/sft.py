@@ -53,8 +53,8 @@ class Prepared:
 
 
 def prepare_data(s: SFTConfig, data: str, work_dir=None) -> Prepared:
-    rows, manifest, source = load_rows(data, s.lake_root, work_dir)
     """The rows cut to --max-length (the model's context by default: `settle_length`) and tokenized."""
+    rows, manifest, source = load_rows(data, s.lake_root, work_dir)
     model_path = resolve_model(s.model)
     tok = load_tokenizer(model_path, s.chat_template)
     max_length = s.settle_length(model_path).max_length
@@ -86,8 +86,8 @@ def run_sft(s: SFTConfig, console=None, build_model: Callable | None = None) -> 
     # the main process makes the run folder and exports a view into it; the others read what it read
     prep = procs.main_first(on_main, lambda source: prepare_data(s, source))
     examples, tok = prep.examples, prep.tok
-    if run is not None:
     s = s.settle_length(prep.model_path)  # what prepare_data cut the rows to, recorded with the run
+    if run is not None:
         s, plan = start_run(run, s, prep.model_path, len(examples), {**prep.manifest, "filter": {"split": s.split},
                             **prep.stats}, console, processes=procs.world)
     else:

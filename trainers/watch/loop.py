@@ -85,7 +85,6 @@ class StreamTrainer:
         try:
             self.lake = Lake.open(root)
         except LakeError:
-        self.skipped = 0  # increments consumed without a new example by run(): nothing published
             raise TrainerInputError(f"no lake at {redact(root)}: the streaming trainer follows an existing lake; pass "
                                     f"--lake, or create one with `lake init --lake {redact(root)}`") from None
         self.folder = cfg.folder()
@@ -93,6 +92,7 @@ class StreamTrainer:
         self._lock_fd = _lock(self.folder / LOCK_FILE)
         self.phase = "loading"
         self.counter = IncrementCounter()
+        self.skipped = 0  # increments consumed without a new example by run(): nothing published
         self.heartbeat = _Heartbeat(self)
         try:
             self._load(cfg)
@@ -128,9 +128,6 @@ class StreamTrainer:
         else:
             weights = str(checkpoint.weights(last))
             if self.cfg.full:
-        consumed = self._consumed()
-        if consumed:  # rows consumed without an example since the last checkpoint: not read again
-            self.offsets = consumed["offsets"]
                 self.model = load_model(weights, device=self.dev)
             else:  # is_trainable: peft loads an adapter frozen by default (pitfall 11)
                 self.model = load_model(self.model_path, weights, trainable=True, device=self.dev)
@@ -138,6 +135,9 @@ class StreamTrainer:
             self.optimizer = make_optimizer(self.model, self.cfg)
             checkpoint.load_into(last, self.optimizer, self.counter)
             self.offsets = offsets_of(checkpoint.read_state(last))
+        consumed = self._consumed()
+        if consumed:  # rows consumed without an example since the last checkpoint: not read again
+            self.offsets = consumed["offsets"]
         self._say_rewind(last)
         self.lake.register_consumer(self.cfg.name, self.offsets)  # before the first read: vacuum spares the rest
         self.reconciled = self.reconcile()
@@ -311,7 +311,6 @@ class StreamTrainer:
             "manifest": {"view": self.cfg.view, "after": inc.after, "upto": inc.upto,
                          "events_sha256": inc.events_sha256, "lake_root": self.meta["lake_root"]},
             "metadata": {"trainer": TRAINER, "watcher": self.cfg.name, "serial": self.meta["serial"],
-        (self.folder / CONSUMED_FILE).unlink(missing_ok=True)  # superseded by this checkpoint's offsets
                          "method": self.cfg.recipe, "increment": n, "run_dir": self.meta["folder"],
                          "full": self.cfg.full, "command": self.cfg.COMMAND},
         }
@@ -319,6 +318,7 @@ class StreamTrainer:
         checkpoint.save(self.folder, n, self._save_weights, self.optimizer, self.counter,
                         {"offsets": inc.upto, "event": event}, keep=self.cfg.keep or 1 << 62)
         self.offsets, self.recovery = dict(inc.upto), {}
+        (self.folder / CONSUMED_FILE).unlink(missing_ok=True)  # superseded by this checkpoint's offsets
         self.lake.register_consumer(self.cfg.name, self.offsets)
         self.lake.append("runs", [event])
         self.emit({"event": "increment", **{k: event["metrics"][k] for k in (
