@@ -128,10 +128,12 @@ class ServeModelConfig:
         except ValueError as exc:
             raise TrainerInputError(str(exc)) from None
         self.device = check_device(self.device)
-        if self.adapter:  # a missing or foreign folder: the one-line error now, before any model is loaded
+        if self.adapter:  # a missing or foreign folder, pickle weights: the one-line error now, before any model
             from trainers.modeling.models import resolve_adapter
 
-            resolve_adapter(self.adapter)
+            from .weights_files import check_weights
+
+            check_weights(resolve_adapter(self.adapter))
 
     @property
     def max_body(self) -> int:

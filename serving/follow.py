@@ -26,10 +26,7 @@ from trainers.runtime.errors import TrainerInputError
 from trainers.watch.config import WATCH_FILE
 
 from .engine import EmbeddedEngine
-
-
-def step_of(ckpt: Path) -> int:
-    return int(ckpt.name[len(checkpoint.PREFIX):])
+from .weights_files import check_weights
 
 
 class Follower:
@@ -50,6 +47,7 @@ class Follower:
         self.seen = 0  # the newest increment looked at (served, skipped or refused)
         self.best: float | None = None  # the served version's evaluated success rate (promote_if_better)
         self.events: list[dict] = []  # what happened to each increment: for /v1/health and the tests
+        self._strays: set[str] = set()  # step-* names that are no increment's (a step-00000002.bak copy), said once
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -73,14 +71,19 @@ class Follower:
 
     def newest(self) -> tuple[str, str] | None:
         """(step, weights folder) of the newest increment at start, or None (the base is served until one comes)."""
-        found = checkpoint.complete(self.folder)
-        if not found:
-            return None
-        ckpt = found[-1]
-        self.seen = step_of(ckpt)
-        if self.promote:
-            self.best = self._success_rate(ckpt)
-        return str(self.seen), str(checkpoint.weights(ckpt))
+        self._report_strays()
+        for ckpt in reversed(checkpoint.complete(self.folder)):  # the newest whose weights may be loaded
+            n = checkpoint.step_of(ckpt)
+            try:
+                check_weights(checkpoint.weights(ckpt))
+            except TrainerInputError as exc:
+                self._refuse(n, exc)
+                continue
+            self.seen = max(self.seen, n)
+            if self.promote:
+                self.best = self._success_rate(ckpt)
+            return str(n), str(checkpoint.weights(ckpt))
+        return None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="serve-model-follow", daemon=True)
@@ -93,7 +96,10 @@ class Follower:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.poll_interval):
-            self.poll()
+            try:
+                self.poll()
+            except OSError as exc:  # the folder itself unreadable for a moment (moved, a disk): said, looked at again
+                print(f"lake serve-model: --follow {self.folder}: {exc}", file=sys.stderr, flush=True)
 
     def poll(self) -> None:
         """Serve what is new (in order); with promote_if_better, stop at an increment whose evaluation is awaited."""
@@ -106,8 +112,9 @@ class Follower:
             self.eval_every = 0
         if self.promote and not self.eval_every:
             return
+        self._report_strays()
         for ckpt in checkpoint.complete(self.folder):
-            n = step_of(ckpt)
+            n = checkpoint.step_of(ckpt)
             if n <= self.seen:
                 continue
             if self.promote:
@@ -122,10 +129,10 @@ class Follower:
                     continue
             t0 = time.time()
             try:
+                check_weights(checkpoint.weights(ckpt))  # before any file is opened: no FIFO, no pickle, all there
                 v = self.engine.add_version(str(n), str(checkpoint.weights(ckpt)))
             except (TrainerInputError, OSError, ValueError, RuntimeError) as exc:
-                self._note(n, "refused", f"{type(exc).__name__}: {str(exc)[:200]}")
-                print(f"lake serve-model: increment {n} not served: {exc}", file=sys.stderr, flush=True)
+                self._refuse(n, exc)
                 continue
             if self.promote:
                 self.best = rate
@@ -133,9 +140,26 @@ class Follower:
             self._note(n, "served", v.name, load_s=round(time.time() - t0, 3),
                        written_to_served_s=round(time.time() - written, 3))
 
-    def _note(self, n: int, what: str, detail: str, **extra) -> None:
-        self.seen = max(self.seen, n)
+    def _note(self, n: int | None, what: str, detail: str, **extra) -> None:
+        if n is not None:
+            self.seen = max(self.seen, n)
         self.events.append({"increment": n, "event": what, "detail": detail, "at": time.time(), **extra})
+
+    def _refuse(self, n: int, exc: Exception) -> None:
+        """An increment that cannot be served: one line, one health event; the next one is looked at."""
+        self._note(n, "refused", f"{type(exc).__name__}: {str(exc)[:200]}")
+        print(f"lake serve-model: increment {n} not served: {exc}", file=sys.stderr, flush=True)
+
+    def _report_strays(self) -> None:
+        """Folders in checkpoints/ named like an increment but not one (step-00000002.bak): skipped, said once."""
+        root = self.folder / checkpoint.DIR
+        names = {p.name for p in root.iterdir()} if root.is_dir() else set()
+        for name in sorted(names - self._strays):
+            if name.startswith(checkpoint.PREFIX) and not checkpoint.STEP_NAME.fullmatch(name):
+                self._strays.add(name)
+                self._note(None, "skipped", f"{name}: not an increment's name (step-<digits>)")
+                print(f"lake serve-model: {root / name} skipped: not an increment's name (step-<digits>)",
+                      file=sys.stderr, flush=True)
 
     def _success_rate(self, ckpt: Path) -> float | None:
         """The success rate of the trainer's evaluation of this increment's weights, or None if there is none yet."""

@@ -38,6 +38,7 @@ from trainers.runtime.errors import TrainerInputError
 DIR = "checkpoints"
 PREFIX = "step-"
 BROKEN = "broken-"  # the prefix a broken checkpoint folder is renamed with (complete() no longer lists it)
+STEP_NAME = re.compile(re.escape(PREFIX) + r"[0-9]+")  # a checkpoint folder's whole name
 
 
 class CheckpointError(TrainerInputError):
@@ -109,11 +110,17 @@ def save(run_dir: Path, step: int, save_weights, optimizer, scheduler, state: di
 
 
 def complete(run_dir: Path) -> list[Path]:
-    """The complete checkpoints of a run, oldest first (temporary folders of a killed write are ignored)."""
+    """The complete checkpoints of a run, oldest first (temporary folders of a killed write, and folders named
+    otherwise than step-<digits>, such as a hand's step-00000002.bak copy, are ignored)."""
     root = Path(run_dir) / DIR
     if not root.is_dir():
         return []
-    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith(PREFIX))
+    return sorted(p for p in root.iterdir() if STEP_NAME.fullmatch(p.name) and p.is_dir())
+
+
+def step_of(ckpt: Path) -> int:
+    """The step a checkpoint folder holds, from its name (step-00000050: 50)."""
+    return int(Path(ckpt).name.removeprefix(PREFIX))
 
 
 def latest(run_dir: Path) -> Path | None:
@@ -165,8 +172,9 @@ def load_blob(ckpt: Path, mmap: bool = False) -> dict:
     return blob
 
 
-def _check_weights(folder: Path) -> None:
-    """Every safetensors file of the weights opens (its header parses and its data is all there)."""
+def check_safetensors(folder: Path) -> None:
+    """Every safetensors file of the weights opens (its header parses and its data is all there); a CheckpointError
+    naming the first that does not, or where there is none."""
     from safetensors import SafetensorError, safe_open
 
     files = sorted(folder.rglob("*.safetensors")) if folder.is_dir() else []
@@ -192,7 +200,7 @@ def check(ckpt: Path, require: Iterable[str] = (), validate: Callable[[dict], ob
             raise CheckpointError(f"{Path(ckpt) / 'state.json'}: bad values ({type(exc).__name__}: "
                                   f"{str(exc)[:100]})") from None
     load_blob(ckpt, mmap=True)  # mmap: the check reads the archive's index, not every tensor
-    _check_weights(weights(ckpt))
+    check_safetensors(weights(ckpt))
     return state
 
 
