@@ -33,6 +33,7 @@ LAYERS: list[list[str]] = [
     ["trainers.runtime"],
     ["views", "ingest"],
     ["lake", "envs"],
+    ["ground"],
 ]
 SPLIT = {"trainers"}  # packages drawn by sub-package
 OUTSIDE = ("bench", "tests")  # not held to the size limit

@@ -13,8 +13,10 @@ from typing import Any, Callable
 import gymnasium
 from gymnasium.envs.registration import load_env_creator
 
+from ground.errors import UserError
 
-class _UnknownName(KeyError):
+
+class _UnknownName(UserError, KeyError):
     """An unknown name of some kind; the message lists the names that exist."""
 
     def __init__(self, kind: str, name: str, known: list[str]):

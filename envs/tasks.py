@@ -18,6 +18,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ground.errors import UserError
+
 # train: what training sees; test: held-out names (slot values no train text holds) of the train families;
 # test_families: whole task families that no train or test task comes from (issue 24), with test-split names.
 FAMILY_SPLIT = "test_families"
@@ -54,7 +56,7 @@ class Task:
         return rec
 
 
-class TaskFileError(ValueError):
+class TaskFileError(UserError, ValueError):
     """A malformed task file: names the file, line and field."""
 
     def __init__(self, path: str, line: int, fld: str, message: str):

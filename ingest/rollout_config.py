@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ground.errors import UserError
+
 
 def _help(text: str) -> dict:
     return {"help": text}
 
 
-class RolloutInputError(ValueError):
+class RolloutInputError(UserError, ValueError):
     """A bad rollout option; one line, the CLI prints it and exits 2."""
 
 

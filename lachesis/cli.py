@@ -12,14 +12,12 @@ from typing import Optional
 
 import typer
 
-from lachesis.console import run
+from lachesis.console import App, run
 
-app = typer.Typer(
+app = App(
     name="lake",
     help="Lachesis: the event lake for agent trajectories and skills. Lake root: --lake, $LAKE_ROOT or ./data/lake.",
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
 )
 
 # Wing command modules, in the order their commands appear in --help. A module that is not written yet is skipped.

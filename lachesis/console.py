@@ -4,10 +4,10 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime as dt
+import functools
 import io
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Optional
+from typing import Any, Callable, NoReturn, Optional
 
 import orjson
 import typer
@@ -16,13 +16,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ground.errors import UserError
+
 try:  # typer >= 0.22 vendors click: its parser raises typer._click's exceptions, not the click package's
     from typer._click import exceptions as click_errors
 except ImportError:  # older typer runs on the click package
     from click import exceptions as click_errors
-
-if TYPE_CHECKING:  # for the annotation only: the lake is imported when a command runs
-    from lake import Lake
 
 
 
@@ -102,6 +101,46 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+class App(typer.Typer):
+    """Every typer app of the CLI (`lake`, its sub-apps, each console script). Where each of its commands starts, a
+    `UserError` (any wing's: ground/errors.py) ends as one line `error: ...` on stderr and the error's exit status,
+    and Ctrl-C as `interrupted` (or the stopped run's own line saying how to resume it) and exit 130: caught here
+    once, not in each command, and the same under `run` and typer's CliRunner."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**{"add_completion": False, "pretty_exceptions_enable": False, **kwargs})
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable], Callable]:
+        register = super().command(*args, **kwargs)
+
+        def decorator(fn: Callable) -> Callable:
+            register(_ending_user_errors(fn))
+            return fn
+
+        return decorator
+
+
+def _ending_user_errors(fn: Callable) -> Callable:
+    @functools.wraps(fn)  # typer reads the options from fn's signature, through __wrapped__
+    def command(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except UserError as exc:
+            fail(exc.one_line(), exc.exit_code)
+        except KeyboardInterrupt as exc:  # a stopped run's TrainingInterrupted says where it stopped
+            fail(str(exc) or "interrupted", 130)
+
+    return command
+
+
+def config_app(name: str, help_text: str, config: type, options: list[tuple[str, ...]], body: Any,
+               **kwargs: Any) -> App:
+    """A console script whose one command, `name`, is `config_command(config, options, body, **kwargs)`."""
+    app = App(help=help_text)
+    app.command(name=name, help=help_text)(config_command(config, options, body, **kwargs))
+    return app
+
+
 def run(app: typer.Typer, args: Optional[list[str]] = None, prog_name: Optional[str] = None) -> NoReturn:
     """Run a console script's app: a usage error is one line `error: ...` on stderr (exit 2) instead of typer's
     boxed rich panel, and a command's own `fail` keeps its code. Every console script's main calls this."""
@@ -123,16 +162,6 @@ def run(app: typer.Typer, args: Optional[list[str]] = None, prog_name: Optional[
         sys.exit(1)
     # not standalone, main returns the code of a typer.Exit / fail (else the command's own return value: None)
     sys.exit(result if isinstance(result, int) else 0)
-
-
-def open_lake(path: Optional[Path]) -> "Lake":
-    """The existing lake at --lake (else $LAKE_ROOT, else ./data/lake); a missing one is a one-line error."""
-    from lake import Lake, LakeError  # imported when a command runs: `lake --help` stays fast
-
-    try:
-        return Lake.open(path)
-    except LakeError as exc:
-        fail(str(exc))
 
 
 def _plain(value: Any) -> Any:

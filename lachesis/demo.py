@@ -23,9 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import typer
-
-from lachesis.console import config_command, fail, literal, new_console, print_json, run, table
+from lachesis.console import config_app, literal, new_console, print_json, run, table
 from trainers.runtime.options import at_least, helped
 from trainers.runtime.device import check_device, setup_env
 from trainers.runtime.errors import TrainerInputError
@@ -126,7 +124,8 @@ def _dataset_envs(ds_dir: Path, console) -> list[str]:
 
 def run_demo(cfg: DemoConfig, console) -> dict:
     """The five steps; writes demo_result.json and the plots into the work folder and returns the result."""
-    from lake import Lake, LakeError, resolve_root
+    from lake import Lake, resolve_root
+    from trainers.runtime.runfolder import trainer_lake
     from trainers.sft.config import SFTConfig
     from trainers.eval.evaluate import EvalSettings, run_eval
     from trainers.modeling.models import model_label, resolve_model
@@ -147,10 +146,7 @@ def run_demo(cfg: DemoConfig, console) -> dict:
     t0 = time.perf_counter()
     if cfg.from_lake:
         lake_root = resolve_root(cfg.lake_root).resolve()
-        try:
-            lake = Lake.open(lake_root)
-        except LakeError as exc:
-            raise TrainerInputError(f"{exc}; fill one with `lake rollout` first") from None
+        lake = trainer_lake(str(lake_root), "drop --from-lake (the demo then fills a fresh lake of its own)")
         work.mkdir(parents=True, exist_ok=True)
         roll: dict = {"from_lake": str(lake_root)}
         console.print(f"[bold]1/5[/] using the lake at {literal(lake_root)} (no new rollouts)")
@@ -266,16 +262,12 @@ DEMO_OPTIONS = [
 
 def _demo(values: dict, as_json: bool, quiet: bool) -> None:
     setup_env()
-    try:
-        result = run_demo(DemoConfig(**values, progress=not quiet), new_console(quiet=quiet))
-    except TrainerInputError as exc:
-        fail(str(exc), exc.exit_code)
+    result = run_demo(DemoConfig(**values, progress=not quiet), new_console(quiet=quiet))
     if as_json:
         print_json(result)
 
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-app.command(help=__doc__.splitlines()[0])(config_command(DemoConfig, DEMO_OPTIONS, _demo))
+app = config_app("demo", __doc__.splitlines()[0], DemoConfig, DEMO_OPTIONS, _demo)
 
 
 def main() -> None:

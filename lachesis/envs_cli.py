@@ -5,8 +5,9 @@ from typing import Optional
 
 import typer
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
-                  help="List the registered RL environments (name, tags, aliases, train/test task counts, description).")
+from lachesis.console import App
+
+app = App(help="List the registered RL environments (name, tags, aliases, train/test task counts, description).")
 
 
 @app.command()
@@ -16,12 +17,9 @@ def list_environments(
 ) -> None:
     """List the registered RL environments (name, tags, aliases, train/test task counts, description)."""
     import envs
-    from lachesis.console import console, fail, print_json
+    from lachesis.console import console, print_json
 
-    try:
-        rows = envs.list_environments(tag=tag)
-    except envs.UnknownTagError as exc:
-        fail(f"unknown tag {exc.tag!r}; tags: {', '.join(exc.known)}")
+    rows = envs.list_environments(tag=tag)  # an unknown tag: envs.UnknownTagError, one line naming the tags
     if json:
         print_json(rows)
         return

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from lachesis.console import config_command, fail, new_console, print_json
-from trainers.runtime.errors import TrainerInputError
+from lachesis.console import config_command, new_console, print_json
 from trainers.export.merged import ExportModelConfig
 
 EXPORT_OPTIONS = [("run",), ("output", "--output", "-o"), ("format", "--format"), ("model", "--model"),
@@ -17,10 +16,7 @@ EXPORT_OPTIONS = [("run",), ("output", "--output", "-o"), ("format", "--format")
 def _export(values: dict, as_json: bool, quiet: bool) -> None:
     from trainers.export.merged import export_model
 
-    try:
-        info = export_model(ExportModelConfig(**values), new_console(stderr=True, quiet=quiet or as_json))
-    except TrainerInputError as exc:
-        fail(str(exc), exc.exit_code)
+    info = export_model(ExportModelConfig(**values), new_console(stderr=True, quiet=quiet or as_json))
     if as_json:
         print_json(info)
     elif not quiet:

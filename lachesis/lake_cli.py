@@ -6,18 +6,14 @@ from typing import Optional
 
 import typer
 
-from lachesis.console import (AsOfOption, JsonOption, LakeOption, console, fail, literal, open_lake, print_json, print_rows,
-                              rows_to_csv)
+from lachesis.console import AsOfOption, JsonOption, LakeOption, console, fail, literal, print_json, print_rows, rows_to_csv
 
 
 def init(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
     """Create a lake (every table, empty) at the lake root; safe to run again."""
-    from lake import Lake, LakeError
+    from lake import Lake
 
-    try:
-        lk = Lake.init(lake)
-    except LakeError as exc:  # e.g. an object store that cannot be reached
-        fail(str(exc))
+    lk = Lake.init(lake)
     info = {"root": str(lk.root), "tables": {t: lk.version(t) for t in lk.tables()}}
     if json:
         print_json(info)
@@ -27,6 +23,7 @@ def init(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
 
 def tables(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
     """List tables with their latest version, row count and data files."""
+    from lake import open_lake
     from lake.query import ident
 
     lk = open_lake(lake)
@@ -49,7 +46,7 @@ def append(
     """Append every record of FILE as one commit, or nothing if any line is bad. A trajectory whose trajectory_id
     is already in the lake (or earlier in FILE) is a duplicate, skipped and counted, as POST and `lake import` do."""
     from ingest.dedupe import trajectory_guard
-    from lake import RecordError
+    from lake import RecordError, open_lake
     from lake.jsonl import JsonlError, read_jsonl
 
     lk = open_lake(lake)
@@ -92,7 +89,7 @@ def sql(
     """Run one read-only SQL query (a SELECT) on a snapshot of the lake (the latest, or --as-of a version)."""
     import duckdb
 
-    from lake import LakeError
+    from lake import open_lake
     from lake.query import check_query
 
     if fmt not in ("table", "json", "csv"):
@@ -104,8 +101,6 @@ def sql(
     try:
         snap = lk.snapshot(as_of, for_query=check_query(query), read_only=True)
         rel = snap.sql(query)
-    except LakeError as exc:
-        fail(str(exc))
     except duckdb.Error as exc:
         fail(str(exc).strip(), code=1)
     if rel is None:
@@ -132,6 +127,7 @@ def log(
     json: bool = JsonOption,
 ) -> None:
     """Commit history: version, time, operation, rows and files added."""
+    from lake import open_lake
     from lake.maintenance import history
 
     lk = open_lake(lake)
@@ -149,6 +145,7 @@ def compact(
     json: bool = JsonOption,
 ) -> None:
     """Merge small files of each day partition (readers and consumers are unaffected)."""
+    from lake import open_lake
     from lake.maintenance import compact as do_compact
 
     lk = open_lake(lake)
@@ -167,6 +164,7 @@ def vacuum(
     json: bool = JsonOption,
 ) -> None:
     """Delete files compaction replaced, except those registered consumers still need."""
+    from lake import open_lake
     from lake.maintenance import vacuum as do_vacuum
 
     lk = open_lake(lake)
@@ -184,6 +182,8 @@ def vacuum(
 
 def consumers(lake: Optional[Path] = LakeOption, json: bool = JsonOption) -> None:
     """Registered consumers, their offset per table and how many versions they lag."""
+    from lake import open_lake
+
     lk = open_lake(lake)
     rows = []
     for name, offsets in lk.consumers().items():

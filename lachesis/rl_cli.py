@@ -13,12 +13,11 @@ from typing import Optional
 
 import typer
 
-from lachesis.console import fail, print_json, print_rows, run
+from lachesis.console import App, config_app, fail, print_json, print_rows, run
 
-_APP_KW = dict(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=False)
 EDIT_HELP = "Set one key of the project config (lachesis.toml), or --list every key with its current value."
 
-edit_config_app = typer.Typer(help=EDIT_HELP, **_APP_KW)
+edit_config_app = App(help=EDIT_HELP)
 
 
 # ignore_unknown_options: a negative value (`rl_edit_config seed -1`) is the VALUE, not an option
@@ -34,28 +33,24 @@ def rl_edit_config(
                                           show_default=False),
 ) -> None:
     """Set one key of the project config (lachesis.toml), or --list every key with its current value."""
-    from trainers.runtime.errors import TrainerInputError
     from trainers.rl.project_config import describe_config, edit_config, find_config_file
 
-    try:
-        if list_keys:
-            if key is not None:
-                fail("--list takes no KEY or VALUE")
-            path = config if config is not None else find_config_file()
-            rows = describe_config(path)
-            if as_json:
-                print_json({"path": str(path) if path else None, "keys": rows})
-            else:
-                print_rows(rows, title=f"{path or 'no lachesis.toml found: defaults'}",
-                           columns=["key", "type", "default", "current", "help"])
-            return
-        if key is not None and value is None and "=" in key:
-            key, value = key.split("=", 1)
-        if key is None or value is None:
-            fail("give KEY VALUE (e.g. rl_edit_config reward_scale 2.5) or --list")
-        old, new, path = edit_config(key, value, config)
-    except TrainerInputError as exc:
-        fail(str(exc), exc.exit_code)
+    if list_keys:
+        if key is not None:
+            fail("--list takes no KEY or VALUE")
+        path = config if config is not None else find_config_file()
+        rows = describe_config(path)
+        if as_json:
+            print_json({"path": str(path) if path else None, "keys": rows})
+        else:
+            print_rows(rows, title=f"{path or 'no lachesis.toml found: defaults'}",
+                       columns=["key", "type", "default", "current", "help"])
+        return
+    if key is not None and value is None and "=" in key:
+        key, value = key.split("=", 1)
+    if key is None or value is None:
+        fail("give KEY VALUE (e.g. rl_edit_config reward_scale 2.5) or --list")
+    old, new, path = edit_config(key, value, config)
     typer.echo(f"{key}: {old!r} -> {new!r} ({path})" if isinstance(new, str) else f"{key}: {old} -> {new} ({path})")
 
 
@@ -99,21 +94,6 @@ def _stderr_console(quiet: bool):
     return new_console(stderr=True, quiet=quiet)
 
 
-def _guarded(fn, *args):
-    """Run a trainer entry point: a user-input error is one line and exit 2, ctrl-c exit 130, no traceback."""
-    from trainers.runtime.errors import TrainerInputError
-    from trainers.runtime.interrupt import TrainingInterrupted
-
-    try:
-        return fn(*args)
-    except TrainerInputError as exc:
-        fail(str(exc), exc.exit_code)
-    except TrainingInterrupted as exc:  # the run says where it stopped and which command resumes it
-        fail(str(exc), 130)
-    except KeyboardInterrupt:  # before the run started: nothing to resume
-        fail("interrupted", 130)
-
-
 def _report(summary: dict, as_json: bool, keys: tuple[str, ...]) -> None:
     if as_json:
         print_json(summary)
@@ -131,15 +111,15 @@ def _online(values: dict, as_json: bool, quiet: bool) -> None:
     from trainers.rl.learner import train_online
     from trainers.rl.config import OnlineConfig
 
-    cfg = _guarded(lambda: OnlineConfig(**values, progress=not (quiet or as_json)))
-    _report(_guarded(train_online, cfg, _stderr_console(quiet or as_json)), as_json, RUN_KEYS)
+    cfg = OnlineConfig(**values, progress=not (quiet or as_json))
+    _report(train_online(cfg, _stderr_console(quiet or as_json)), as_json, RUN_KEYS)
 
 
 def _transfer_init(values: dict, as_json: bool, quiet: bool) -> None:
     from trainers.rl.config import TransferInitConfig
     from trainers.transfer.transfer import run_transfer_init
 
-    spec = _guarded(run_transfer_init, _guarded(lambda: TransferInitConfig(**values)))
+    spec = run_transfer_init(TransferInitConfig(**values))
     if as_json:
         print_json(spec)
         return
@@ -153,16 +133,8 @@ def _transfer_train(values: dict, as_json: bool, quiet: bool) -> None:
     from trainers.rl.config import TransferTrainConfig
     from trainers.transfer.transfer import run_train_transfer
 
-    cfg = _guarded(lambda: TransferTrainConfig(**values, progress=not (quiet or as_json)))
-    _report(_guarded(run_train_transfer, cfg, _stderr_console(quiet or as_json)), as_json, RUN_KEYS)
-
-
-def _config_app(name: str, help_text: str, config_cls: type, options: list, body) -> typer.Typer:
-    from lachesis.console import config_command
-
-    app = typer.Typer(help=help_text, **_APP_KW)
-    app.command(name=name, help=help_text)(config_command(config_cls, options, body))
-    return app
+    cfg = TransferTrainConfig(**values, progress=not (quiet or as_json))
+    _report(run_train_transfer(cfg, _stderr_console(quiet or as_json)), as_json, RUN_KEYS)
 
 
 ONLINE_HELP = ("Online RL (GRPO-style) through an environment: groups of multi-turn rollouts per task, every rollout "
@@ -176,18 +148,18 @@ TRANSFER_TRAIN_HELP = ("Train the target environment of the latest transfer spec
 def rl_train_online_main() -> None:
     from trainers.rl.config import OnlineConfig
 
-    run(_config_app("rl_train_online", ONLINE_HELP, OnlineConfig, ONLINE_OPTIONS, _online), prog_name="rl_train_online")
+    run(config_app("rl_train_online", ONLINE_HELP, OnlineConfig, ONLINE_OPTIONS, _online), prog_name="rl_train_online")
 
 
 def rl_transfer_init_main() -> None:
     from trainers.rl.config import TransferInitConfig
 
-    run(_config_app("rl_transfer_init", TRANSFER_INIT_HELP, TransferInitConfig, TRANSFER_INIT_OPTIONS, _transfer_init),
+    run(config_app("rl_transfer_init", TRANSFER_INIT_HELP, TransferInitConfig, TRANSFER_INIT_OPTIONS, _transfer_init),
         prog_name="rl_transfer_init")
 
 
 def rl_train_transfer_main() -> None:
     from trainers.rl.config import TransferTrainConfig
 
-    run(_config_app("rl_train_transfer", TRANSFER_TRAIN_HELP, TransferTrainConfig, TRANSFER_TRAIN_OPTIONS,
+    run(config_app("rl_train_transfer", TRANSFER_TRAIN_HELP, TransferTrainConfig, TRANSFER_TRAIN_OPTIONS,
                     _transfer_train), prog_name="rl_train_transfer")

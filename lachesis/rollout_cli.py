@@ -27,17 +27,14 @@ def rollout(
 ) -> None:
     """Run episodes of ENV with a scripted policy and append each one to the lake as a trajectory."""
     import envs
-    from ingest.rollout import RolloutInputError, append_rollouts, iter_rollouts, summarize
+    from ingest.rollout import append_rollouts, iter_rollouts, summarize
     from lachesis.console import console, err_console, fail, literal, print_json
     from lake import LakeError, RecordError, resolve_root
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    try:
-        spec = RolloutSpec(env=env, policy=policy, episodes=episodes, split=split, seed=seed,
-                           tasks_file=str(tasks) if tasks else None, max_steps=max_steps,
-                           templates=tuple(t.strip() for t in templates.split(",") if t.strip()) if templates else ())
-    except RolloutInputError as exc:
-        fail(str(exc))
+    spec = RolloutSpec(env=env, policy=policy, episodes=episodes, split=split, seed=seed,
+                       tasks_file=str(tasks) if tasks else None, max_steps=max_steps,
+                       templates=tuple(t.strip() for t in templates.split(",") if t.strip()) if templates else ())
     name = envs.resolve_name(env)
     records: list[dict] = []
     progress = Progress(TextColumn(f"[bold green]{name} {policy}"), BarColumn(), MofNCompleteColumn(),
@@ -49,7 +46,7 @@ def rollout(
             for rec in iter_rollouts(spec):
                 records.append(rec)
                 progress.update(bar, advance=1, mean=summarize(records)["mean_reward"])
-    except (envs.TaskFileError, FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError) as exc:  # envs.TaskFileError is a ValueError
         fail(str(exc))
     try:
         result = append_rollouts(records, lake)

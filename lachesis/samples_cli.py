@@ -11,10 +11,9 @@ from pathlib import Path
 
 import typer
 
-from lachesis.console import JsonOption, console, fail, literal, print_json
+from lachesis.console import App, JsonOption, console, fail, literal, print_json
 
-samples_app = typer.Typer(help="Unpack the sample data shipped with the package.", no_args_is_help=True,
-                          add_completion=False, pretty_exceptions_enable=False)
+samples_app = App(help="Unpack the sample data shipped with the package.", no_args_is_help=True)
 
 
 @samples_app.command("skills")

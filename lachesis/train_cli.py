@@ -10,24 +10,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-import typer
-
-from lachesis.console import config_command, fail, literal, new_console, print_json, run, table
+from lachesis.console import config_app, new_console, print_json, run, table
 from trainers.sft.config import InstructConfig, SFTConfig, TrainConfig
-from trainers.runtime.errors import TrainerInputError
 from trainers.eval.evaluate import EvalSettings
-
-_APP_KW = dict(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=False)
-
-
-def _run(fn, *args, **kw):
-    """Call fn, mapping user-input errors to one line on stderr + exit 2 (no traceback)."""
-    try:
-        return fn(*args, **kw)
-    except TrainerInputError as exc:
-        fail(str(exc), exc.exit_code)
-    except KeyboardInterrupt:
-        fail("interrupted", 130)
 
 
 def _console(quiet: bool):
@@ -57,21 +42,10 @@ EVAL_OPTIONS = [
 ]
 
 
-def _command(config_cls: type, options: list[tuple[str, str]], body: Callable) -> Callable:
-    """The command of `config_cls`'s options: builds the config (a bad value is one line, exit 2) and calls
-    `body(config, console, as_json)`."""
-
-    def build_and_run(values: dict, as_json: bool, quiet: bool) -> None:
-        console = _console(quiet or as_json)
-        body(_run(config_cls, **values, progress=not quiet and not as_json), console, as_json)
-
-    return config_command(config_cls, options, build_and_run)
-
-
 def _train(config: TrainConfig, console, as_json: bool) -> None:
     from trainers.sft.distributed import is_main_process
 
-    summary = _run(_trainer_for(config), config, console)
+    summary = _trainer_for(config)(config, console)
     if not is_main_process():  # under torchrun / accelerate launch, one summary: the main process's
         return
     if as_json:
@@ -99,7 +73,7 @@ def _trainer_for(config: TrainConfig) -> Callable:
 def _evaluate(config: EvalSettings, console, as_json: bool) -> None:
     from trainers.eval.evaluate import run_eval
 
-    summary = _run(run_eval, config, console)
+    summary = run_eval(config, console)
     if as_json:
         print_json(summary)
         return
@@ -115,10 +89,14 @@ def _evaluate(config: EvalSettings, console, as_json: bool) -> None:
                   f"({summary['wall_s']:.1f} s)", soft_wrap=True)  # one line, also in a log file
 
 
-def _app(name: str, help_text: str, config_cls: type, options: list[tuple[str, str]], body: Callable) -> typer.Typer:
-    app = typer.Typer(help=help_text, **_APP_KW)
-    app.command(name=name, help=help_text)(_command(config_cls, options, body))
-    return app
+def _app(name: str, help_text: str, config_cls: type, options: list[tuple[str, str]], body: Callable):
+    """The command of `config_cls`'s options: builds the config (a bad value is one line, exit 2) and calls
+    `body(config, console, as_json)`."""
+
+    def build_and_run(values: dict, as_json: bool, quiet: bool) -> None:
+        body(config_cls(**values, progress=not quiet and not as_json), _console(quiet or as_json), as_json)
+
+    return config_app(name, help_text, config_cls, options, build_and_run)
 
 
 sft_app = _app("rl_finetune_supervised", "Supervised fine-tuning on agent trajectories (assistant-only loss).",

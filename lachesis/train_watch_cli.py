@@ -13,8 +13,7 @@ from typing import Optional
 
 import typer
 
-from lachesis.console import JsonOption, LakeOption, config_command, fail, print_json, print_rows
-from trainers.runtime.errors import TrainerInputError
+from lachesis.console import App, JsonOption, LakeOption, config_command, print_json, print_rows
 from trainers.watch.config import ONLINE, WatchConfig
 
 WATCH_OPTIONS = [
@@ -80,10 +79,7 @@ def _watch(values: dict, as_json: bool, quiet: bool) -> None:
     import signal
     import threading
 
-    try:
-        cfg = WatchConfig(**values, progress=False)
-    except TrainerInputError as exc:
-        fail(str(exc))
+    cfg = WatchConfig(**values, progress=False)
     if cfg.recipe == ONLINE:
         _online(cfg, as_json, quiet)
         return
@@ -93,10 +89,7 @@ def _watch(values: dict, as_json: bool, quiet: bool) -> None:
     # the caller's handlers come back afterwards: the command also runs inside other processes (tests, `just up`)
     before = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        try:
-            trainer = StreamTrainer(cfg, emit=_emitter(as_json, quiet))
-        except TrainerInputError as exc:
-            fail(str(exc))
+        trainer = StreamTrainer(cfg, emit=_emitter(as_json, quiet))
         try:
             trained = trainer.run(stop)
         finally:
@@ -119,10 +112,7 @@ def _online(cfg: WatchConfig, as_json: bool, quiet: bool) -> None:
     from trainers.rl.learner import train_online
 
     online = replace(cfg.online_config(), progress=not (quiet or as_json))
-    try:
-        summary = train_online(online, new_console(stderr=True, quiet=quiet or as_json))
-    except TrainerInputError as exc:
-        fail(str(exc), exc.exit_code)
+    summary = train_online(online, new_console(stderr=True, quiet=quiet or as_json))
     _emitter(as_json, quiet)({"event": "online", **{k: summary.get(k) for k in ONLINE_KEYS}})
 
 
@@ -132,15 +122,10 @@ def status(
     json: bool = JsonOption,
 ) -> None:
     """Each streaming trainer: offsets, lag in versions and rows, last increment, adapters produced, alive."""
-    from lake import Lake, LakeError
+    from lake import open_lake
     from trainers.watch.status import find_watchers, watcher_status
 
-    lk = None
-    if lake is not None:
-        try:
-            lk = Lake.open(lake)
-        except LakeError as exc:
-            fail(str(exc))
+    lk = open_lake(lake) if lake is not None else None
     found = [watcher_status(f, lk) for f in find_watchers(runs)]
     if json:
         print_json(found)
@@ -169,8 +154,8 @@ def _kv(d: dict | None) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    train = typer.Typer(help="The streaming trainer: train as lake versions land (watch), and where it stands (status).",
-                        no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+    train = App(help="The streaming trainer: train as lake versions land (watch), and where it stands (status).",
+                no_args_is_help=True)
     train.command("watch", help="A resident trainer: one increment (versioned adapter + offsets, atomically) per "
                                 "batch of new rows of the view's tables.")(config_command(WatchConfig, WATCH_OPTIONS, _watch))
     train.command("status")(status)

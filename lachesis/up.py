@@ -17,14 +17,11 @@ import threading
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-import typer
-
 from ingest.config import FolderWatchConfig, ServeConfig
-from lachesis.console import config_command, fail, run
+from lachesis.console import config_app, fail, run
 from lachesis.supervisor import USAGE_ERROR, Component, Supervisor
 from trainers.runtime.options import helped
 from serving.config import ServeModelConfig
-from trainers.runtime.errors import TrainerInputError
 from trainers.watch.config import RECIPES, WatchConfig
 
 
@@ -80,10 +77,7 @@ class UpConfig:
             flag, eq, value = a.partition("=")
             if flag in ("--name", "--output"):
                 given[flag[2:]] = value if eq else (args[i + 1] if i + 1 < len(args) else None)
-        try:
-            return WatchConfig(recipe=self.recipe, model=self.model, **given).folder()
-        except TrainerInputError as exc:
-            raise ValueError(str(exc)) from None
+        return WatchConfig(recipe=self.recipe, model=self.model, **given).folder()
 
     def train_arg_list(self) -> list[str]:
         """--train-args split as a shell splits it, so a quoted value stays one argument."""
@@ -170,11 +164,9 @@ def up(values: dict, _as_json: bool, _quiet: bool) -> None:
 
 
 def main() -> None:
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command(help="Serve the lake, watch skills + inbox and train as data lands (--serve-model: and serve each "
-                     "new increment over the OpenAI API); Ctrl-C stops everything.")(
-        config_command(UpConfig, UP_OPTIONS, up, output_options=False))
-    run(app, prog_name="just up")
+    run(config_app("up", "Serve the lake, watch skills + inbox and train as data lands (--serve-model: and serve each "
+                         "new increment over the OpenAI API); Ctrl-C stops everything.", UpConfig, UP_OPTIONS, up,
+                   output_options=False), prog_name="just up")
 
 
 if __name__ == "__main__":

@@ -11,9 +11,9 @@ from typing import List, Optional
 
 import typer
 
-from lachesis.console import (AsOfOption, JsonOption, LakeOption, console, err_console, fail, literal, open_lake, option,
+from lachesis.console import (App, AsOfOption, JsonOption, LakeOption, console, err_console, fail, literal, option,
                               print_json, print_rows, run)
-from views.instruction_config import TRY_SAMPLES, InstructionInputError, SkillToInstructionConfig
+from views.instruction_config import TRY_SAMPLES, SkillToInstructionConfig
 
 # The guide's minimum for strategy 1: fine-tune on at least 50 complete interactions.
 GUIDE_MIN_INTERACTIONS = 50
@@ -51,8 +51,8 @@ def _export(lake: Optional[Path], view: str, output: Path, fmt: str, as_of: Opti
             overwrite: bool, allow_empty: bool, sets: Optional[List[str]], license: Optional[str],
             push_to_hub: Optional[str]) -> dict:
     """Run one export (and the Hub push); returns its manifest, or fails with one line."""
-    from lake import LakeError
-    from views.export import FORMATS, EmptyExportError, ExportError, export_view
+    from lake import open_lake
+    from views.export import FORMATS, export_view
 
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}; use {' or '.join(FORMATS)}")
@@ -60,19 +60,13 @@ def _export(lake: Optional[Path], view: str, output: Path, fmt: str, as_of: Opti
         fail("--license and --push-to-hub go with --format hf")
     lk = open_lake(lake)
     given = dict(as_of=as_of, where=where, overwrite=overwrite, variables=_variables(sets), allow_empty=allow_empty)
-    try:
-        if fmt == "hf":  # datasets is an optional, slow import: only this format loads it
-            from views.export_hf import export_view_hf, push_to_hub as push
+    if fmt != "hf":
+        return export_view(lk, view, output, format=fmt, **given)
+    from views.export_hf import export_view_hf, push_to_hub as push  # datasets: a slow import, for this format only
 
-            manifest = export_view_hf(lk, view, output, license=license, **given)
-            if push_to_hub:
-                push(output, push_to_hub)
-        else:
-            manifest = export_view(lk, view, output, format=fmt, **given)
-    except EmptyExportError as exc:
-        fail(str(exc), code=1)  # not a usage error: the command was right, the data is not there
-    except (ExportError, LakeError) as exc:
-        fail(str(exc))
+    manifest = export_view_hf(lk, view, output, license=license, **given)
+    if push_to_hub:
+        push(output, push_to_hub)
     return manifest
 
 
@@ -115,6 +109,7 @@ def views(lake: Optional[Path] = LakeOption,
     """List the dataset views and the helper views they use (with --counts, their rows on the latest snapshot)."""
     import duckdb
 
+    from lake import open_lake
     from lake.query import ident
     from views import HELPER_VIEWS, list_views, view_description
 
@@ -146,7 +141,7 @@ def register(app: typer.Typer) -> None:
 
 
 # -- atropos_trajectory_export ----------------------------------------------------------------------------------
-_atropos_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+_atropos_app = App()
 
 
 @_atropos_app.command()
@@ -187,7 +182,7 @@ def atropos_trajectory_export_main() -> None:
 
 
 # -- skill_to_instruction ----------------------------------------------------------------------------------------
-_skills_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+_skills_app = App()
 
 
 @_skills_app.command()
@@ -211,18 +206,13 @@ def skill_to_instruction(
 ) -> None:
     """Turn recent, proven, frequently used agent-created skills into instruction-tuning pairs: one .jsonl per
     skill, so that `cat ft_prompts/*.jsonl > instruction_dataset.jsonl` is a dataset."""
-    from lake import LakeError, RecordError
-    from views.export import ExportError
+    from lake import RecordError, open_lake
     from views.skills import instruction_from_connection, instruction_from_folder, write_instruction_files
 
-    try:
-        cfg = SkillToInstructionConfig(output=output, skills=skills, lake=lake, min_uses=min_uses,
-                                       provenance=provenance, since=since, now=now, min_success=min_success,
-                                       min_lift=min_lift, confidence=confidence, system_prompt=system_prompt,
-                                       as_of=as_of, overwrite=overwrite)
-        skills_dir, lake_root = cfg.source()
-    except InstructionInputError as exc:
-        fail(str(exc))
+    cfg = SkillToInstructionConfig(output=output, skills=skills, lake=lake, min_uses=min_uses, provenance=provenance,
+                                   since=since, now=now, min_success=min_success, min_lift=min_lift,
+                                   confidence=confidence, system_prompt=system_prompt, as_of=as_of, overwrite=overwrite)
+    skills_dir, lake_root = cfg.source()
     kw = dict(min_uses=cfg.min_uses, provenance=cfg.provenance, system_prompt=cfg.system_prompt)
     try:
         if skills_dir is not None:
@@ -245,8 +235,6 @@ def skill_to_instruction(
             problems = []
         manifest = write_instruction_files(result, cfg.output, overwrite=cfg.overwrite, source=source,
                                            filters=cfg.filters())
-    except (ExportError, LakeError) as exc:
-        fail(str(exc))
     except RecordError as exc:  # a folder entry the lake could not store either (.usage.json nested 300 deep)
         fail(f"--skills {skills_dir}: {exc.message} (field {exc.field}); nothing was written")
     summary = {

@@ -1,6 +1,19 @@
 """The lake's one user-facing error type, in its own module so that every lake module can raise it."""
 from __future__ import annotations
 
+from ground.errors import UserError
 
-class LakeError(RuntimeError):
+
+class LakeError(UserError, RuntimeError):
     """A lake-level problem a user can act on (missing lake, unknown table, bad version, bad --as-of)."""
+
+
+class NoLakeError(LakeError):
+    """No lake at a root. The one message every command gives for it names the ways out: --lake, `lake init`, and
+    the command's own when it has one (`or_else`, e.g. "pass --no-lake")."""
+
+    def __init__(self, root: str, or_else: str | None = None):
+        self.root = root
+        ways = ["pass --lake with an existing lake", f"create one with `lake init --lake {root}`"]
+        ways += [or_else] if or_else else []
+        super().__init__(f"no lake at {root}: {', '.join(ways[:-1])} or {ways[-1]}")

@@ -6,8 +6,10 @@ from typing import Any
 
 import orjson
 
+from ground.errors import UserError
 
-class JsonlError(ValueError):
+
+class JsonlError(UserError, ValueError):
     def __init__(self, path: str, line: int, message: str, field: str | None = None):
         self.path, self.line, self.message, self.field = path, line, message, field
         where = f"{path}:{line}"

@@ -19,6 +19,7 @@ from lake.autocompact import AutoCompactor, CompactThresholds
 from lake.changes import read_changes
 from lake.commit import AppendResult, Batch, GroupCommitter
 from lake.envelope import TIMESTAMP, add_envelope, complete_payload, with_content_hash
+from lake.errors import NoLakeError
 from lake.locks import CommitGuard, TableLocks
 from lake.records import validate_records
 from lake.schemas import DEFAULT_EVENT_TYPES, SCHEMA_VERSIONS, TABLES, payload_schema
@@ -33,6 +34,16 @@ def resolve_root(path: str | os.PathLike | None) -> Path | str:
     """--lake PATH, else $LAKE_ROOT, else ./data/lake; an object-store URL (s3://bucket/prefix) stays a str."""
     root = path or os.environ.get("LAKE_ROOT") or DEFAULT_ROOT
     return root_text(root) if is_url(root) else Path(root)
+
+
+def open_lake(root: str | os.PathLike | None = None, *, or_else: str | None = None, fsync: bool = True) -> "Lake":
+    """The one way a command opens an existing lake: at `root`, else $LAKE_ROOT, else ./data/lake. None there is a
+    NoLakeError naming the ways out (--lake, `lake init`, and the command's own `or_else`); opening never creates a
+    lake, so a mistyped --lake makes nothing."""
+    try:
+        return Lake.open(root, fsync=fsync)
+    except NoLakeError as exc:
+        raise NoLakeError(exc.root, or_else) from None
 
 
 def process_writer_id(name: str = "lake") -> str:

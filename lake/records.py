@@ -13,13 +13,14 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from ground.errors import UserError
 from lake.schemas import DEFAULT_EVENT_TYPES, PAYLOADS, json_columns
 
 # Record keys that fill envelope columns instead of payload columns.
 ENVELOPE_INPUTS = {"event_type", "occurred_at"}
 
 
-class RecordError(ValueError):
+class RecordError(UserError, ValueError):
     """A record that does not fit its table. `index` is the record's position in the batch."""
 
     def __init__(self, index: int, field: str, message: str):

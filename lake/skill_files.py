@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
+from ground.errors import UserError
 from lake.folder_files import Refusal, read_regular
 
 # Hermes' scanners skip these folders (tools/skills_tool.py), and any dot-folder.
@@ -53,7 +54,7 @@ SIDECAR_BYTES = 16 << 20  # .usage.json, .hub/lock.json, .bundled_manifest, DESC
 MAX_DIGEST_BYTES = 256 << 20  # a file hashed for the folder digest (an oversized SKILL.md counts too)
 
 
-class SkillFileError(ValueError):
+class SkillFileError(UserError, ValueError):
     """A skill file that cannot be read as it is. `path` is relative to the skills folder, `field` the front
     matter key or part at fault (None for the whole file), `line` 1-based when known, `kind` a short code."""
 

@@ -26,7 +26,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from lake.as_of import AsOf, parse_as_of
-from lake.errors import LakeError
+from lake.errors import LakeError, NoLakeError
 from lake.schemas import TABLES
 from lake.store import Location, Store, to_fs_path
 
@@ -68,7 +68,7 @@ class TableSet:
         self.root = self.store.root  # a Path for a local lake, an s3://... URL otherwise
         self.store.check_reachable()  # an endpoint that never answers: one line in seconds, not 13 s of retries
         if not is_lake(self.store):
-            raise LakeError(f"no lake at {self.root} (create one with `lake init --lake {self.root}`)")
+            raise NoLakeError(str(self.root))
         self._lock = threading.Lock()
         self._latest: dict[str, DeltaTable] = {}
         self._states: OrderedDict[tuple[str, int], TableState] = OrderedDict()

@@ -169,11 +169,10 @@ def test_bad_input_errors(lake, tmp_path):
 # -- CLI --------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def cli_app():
-    import typer
-
+    from lachesis.console import App
     from lachesis.views_cli import register
 
-    app = typer.Typer(pretty_exceptions_enable=False)
+    app = App()  # as lachesis/cli.py builds `lake`: its commands' user errors end as one line and their exit code
     register(app)
     return app
 

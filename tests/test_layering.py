@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["lake", "views", "ingest", "envs", "trainers", "serving", "lachesis"]
+PACKAGES = ["ground", "lake", "views", "ingest", "envs", "trainers", "serving", "lachesis"]
 
 
 def lint(tree: Path) -> tuple[int, str]:

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 import envs
 
 from ingest.rollout import RolloutSpec, append_rollouts, run_rollouts, summarize
+from lachesis.console import App
 from lachesis.rollout_cli import register
 
 VOLATILE = ("trajectory_id", "group_id")
@@ -66,7 +67,7 @@ def test_append_to_lake_and_read_back(tmp_path):
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer()
+    app = App()  # as lachesis/cli.py builds `lake`: its commands' user errors end as one line and exit 2
     register(app)
 
     @app.command("noop")

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ground.errors import UserError
 from lake import Lake
 from lake.as_of import MANIFEST_NAME, AsOf
 from lake.query import QueryError, ident, where_clause
@@ -57,7 +58,7 @@ SPLIT_NAMES = {"train", "test", "validation"}
 _VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class ExportError(RuntimeError):
+class ExportError(UserError, RuntimeError):
     """A user-facing export failure (bad view name, bad --where, refused output folder)."""
 
 
@@ -104,6 +105,8 @@ def _coerce(value: Any) -> Any:
 
 class EmptyExportError(ExportError):
     """The view has no rows on this snapshot (and the caller did not allow an empty dataset)."""
+
+    exit_code = 1  # not a usage error: the command was right, the data is not there
 
 
 def export_view(lake: Lake, view: str, output: str | os.PathLike, *, format: str = "parquet", as_of: AsOf = None,

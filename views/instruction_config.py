@@ -15,6 +15,8 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any, Optional
 
+from ground.errors import UserError
+
 PROVENANCES = ("agent", "bundled", "hub")
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -24,7 +26,7 @@ TRY_SAMPLES = ("to try it on the sample skills (used often, created by the agent
                "`lake samples skills skills/ && skill_to_instruction --skills skills/`")
 
 
-class InstructionInputError(ValueError):
+class InstructionInputError(UserError, ValueError):
     """A bad skill_to_instruction option; one line, the CLI prints it and exits 2."""
 
 

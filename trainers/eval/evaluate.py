@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import envs
-from lake import Lake, LakeError
+from lake import Lake
 from trainers.generation.episodes import Episode, play
 from trainers.generation.generate import (
     BF16_HELP,
@@ -35,6 +35,7 @@ from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.options import DEFAULT_SEED, at_least
 from trainers.runtime.options import helped as _help
 from trainers.runtime.progress import Progress
+from trainers.runtime.runfolder import trainer_lake
 
 SOURCE = "hermes_eval"
 
@@ -106,16 +107,6 @@ def load_eval_tasks(env_name: str, split: str, tasks_file: str | None) -> list[e
     return tasks
 
 
-def _open_lake(s: EvalSettings) -> Lake | None:
-    """The lake the episodes go to, opened before any model work so a wrong --lake fails at once."""
-    if not s.record_in_lake:
-        return None
-    try:
-        return Lake.open(s.lake_root)
-    except LakeError as exc:
-        raise TrainerInputError(f"{exc}, or pass --no-lake") from None
-
-
 def run_eval(s: EvalSettings, console=None) -> dict:
     setup_env()
     from trainers.modeling.models import (
@@ -133,7 +124,8 @@ def run_eval(s: EvalSettings, console=None) -> dict:
     tasks = tasks[s.offset :]
     if s.limit:
         tasks = tasks[: s.limit]
-    lake = _open_lake(s)
+    # the lake the episodes go to, opened before any model work so a wrong --lake fails at once
+    lake = trainer_lake(s.lake_root, "pass --no-lake") if s.record_in_lake else None
     if s.model is None and s.adapter:  # the run's own base model, as rl_train_online --init reads it
         from trainers.modeling.policy import run_base_model
 

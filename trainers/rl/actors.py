@@ -37,7 +37,7 @@ from trainers.runtime import checkpoint
 from trainers.runtime.device import device as pick_device
 from trainers.runtime.device import set_threads, setup_env
 from trainers.runtime.errors import TrainerInputError
-from trainers.runtime.runfolder import open_lake
+from trainers.runtime.runfolder import trainer_lake
 
 SOURCE = "rl_actor"
 DIR = "actors"
@@ -57,10 +57,6 @@ def seed_key(version: int, index: int, count: int) -> int:
     return 1 + version * count + index
 
 
-def step_of(ckpt: Path) -> int:
-    return int(ckpt.name[len(checkpoint.PREFIX):])
-
-
 # ----------------------------------------------------------------------------------------------- the actor
 def run_actor(run_dir: Path, index: int, count: int, learner_pid: int) -> int:
     """Play batches until STOP or the learner is gone; returns the number of batches written."""
@@ -72,7 +68,7 @@ def run_actor(run_dir: Path, index: int, count: int, learner_pid: int) -> int:
     set_threads(cfg.threads)
     dev = pick_device(cfg.device)
     tok = tokenizer_for(spec)
-    writer = open_lake(cfg.lake_root).writer(f"{SOURCE}:{cfg.run_id}:{index}:{uuid.uuid4().hex[:8]}")
+    writer = trainer_lake(cfg.lake_root).writer(f"{SOURCE}:{cfg.run_id}:{index}:{uuid.uuid4().hex[:8]}")
     tasks = load_eval_tasks(cfg.env, "train", cfg.tasks_file)
     stream = (CurriculumStream(tasks, hp.seed, hp.group_size, floor=cfg.curriculum_floor, decay=cfg.curriculum_decay)
               if cfg.curriculum else TaskStream(tasks, hp.seed))
@@ -81,7 +77,7 @@ def run_actor(run_dir: Path, index: int, count: int, learner_pid: int) -> int:
     stop = run_dir / DIR / STOP
     while not stop.exists() and os.getppid() == learner_pid:
         ckpt = checkpoint.latest(run_dir)
-        version = step_of(ckpt) if ckpt else -1
+        version = checkpoint.step_of(ckpt) if ckpt else -1
         if version <= played:  # one batch per policy version: wait for the learner's next update
             time.sleep(POLL_S)
             continue

@@ -5,8 +5,10 @@ exits with code 2, never a traceback.
 """
 from __future__ import annotations
 
+from ground.errors import UserError
 
-class TrainerInputError(Exception):
+
+class TrainerInputError(UserError):
     """Bad input from the user (dataset, model path, tokenizer, option). Exit code 2 in the CLI."""
 
     exit_code = 2

@@ -7,6 +7,17 @@ import os
 from pathlib import Path
 
 TINY_MARKER = "lachesis_tiny.json"  # written beside a tiny model: how trained_from_scratch knows one
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+ADAPTER_CONFIG = "adapter_config.json"  # what makes a folder a LoRA adapter (peft)
+
+
+def is_model_folder(p: Path) -> bool:
+    """A folder from_pretrained loads as a whole model: its config.json and its weights."""
+    return (p / "config.json").is_file() and any((p / w).exists() for w in WEIGHT_FILES)
+
+
+def is_adapter_folder(p: Path) -> bool:
+    return (p / ADAPTER_CONFIG).is_file()
 
 
 def trained_from_scratch(model_path: str) -> bool:

@@ -29,8 +29,7 @@ from typing import Any, ClassVar, Iterator, Protocol
 
 from rich.markup import escape
 
-from lake import Lake, LakeError, resolve_root
-from lake.store import redact
+from lake import Lake, LakeError, open_lake
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import TINY_MARKER
 from trainers.runtime.plots import write_loss_plot
@@ -52,15 +51,16 @@ class RunConfig(Protocol):
 KIND = "train"  # the runs table's kind of every training run (eval runs are "eval"); the method says which
 
 
-def open_lake(lake_root: str | None) -> Lake:
-    """The existing lake at --lake / $LAKE_ROOT / ./data/lake, or a one-line error naming the ways out."""
-    root = resolve_root(lake_root)
+NO_LAKE = "train without recording the run (--no-lake)"
+
+
+def trainer_lake(lake_root: str | None, or_else: str | None = None) -> Lake:
+    """lake.open_lake for a trainer: the same one-line message (its ways out and the trainer's own `or_else`),
+    raised as the trainers' TrainerInputError."""
     try:
-        return Lake.open(root)
-    except LakeError:
-        raise TrainerInputError(f"no lake at {redact(root)}: pass --lake with an existing lake, create one with "
-                                f"`lake init --lake {redact(root)}`, or train without recording the run "
-                                "(--no-lake)") from None
+        return open_lake(lake_root, or_else=or_else)
+    except LakeError as exc:
+        raise TrainerInputError(str(exc)) from None
 
 
 class RunFolder:
@@ -80,7 +80,7 @@ class RunFolder:
     @classmethod
     def create(cls, config: RunConfig, method: str, trainer: str) -> "RunFolder":
         """Open the lake (when recording) and make the run's empty folder; a non-empty --output is refused."""
-        lake = open_lake(config.lake_root) if config.record_in_lake else None
+        lake = trainer_lake(config.lake_root, NO_LAKE) if config.record_in_lake else None
         run_id = f"{method}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
         path = Path(config.output or Path("runs") / run_id).expanduser()
         if path.exists() and any(path.iterdir()):
@@ -92,7 +92,7 @@ class RunFolder:
     def reopen(cls, path: Path, run_id: str, config, method: str, trainer: str, log_lines: int) -> "RunFolder":
         """A stopped run's folder, to continue it from a checkpoint: train_log.jsonl keeps its first `log_lines`
         lines (what the checkpoint had logged; the steps after it are trained again) and new lines append."""
-        lake = open_lake(config.lake_root) if config.record_in_lake else None
+        lake = trainer_lake(config.lake_root, NO_LAKE) if config.record_in_lake else None
         run = cls(run_id, Path(path), config, method, trainer, lake)
         kept = run.log_path.read_text().splitlines(keepends=True)[:log_lines] if run.log_path.exists() else []
         run.log_path.write_text("".join(kept))

@@ -35,12 +35,12 @@ from trainers.modeling.freeze import check_layers, checksums, freeze_report, mod
 from trainers.modeling.policy import build_policy, resolve_spec, spec_depth
 from trainers.rl.config import TransferInitConfig, TransferOnlineConfig, TransferSFTConfig, TransferTrainConfig
 from trainers.rl.learner import train_online
-from trainers.rl.online import find_run_folder
 from trainers.rl.project_config import MAX_LAYER, load_config, parse_layer_spec, read_text
 from trainers.runtime.device import device as pick_device
 from trainers.runtime.device import setup_env
 from trainers.runtime.errors import TrainerInputError
-from trainers.runtime.runfolder import open_lake
+from trainers.runtime.run_reader import RunReader
+from trainers.runtime.runfolder import trainer_lake
 
 SPEC_KIND = "transfer_spec"
 ONLINE_METHOD = "transfer-online"
@@ -96,9 +96,11 @@ def run_transfer_init(cfg: TransferInitConfig) -> dict:
     hp = load_config(cfg.config)
     spec_text = hp.freeze_layers if cfg.freeze_layers is None else cfg.freeze_layers
     layers = parse_layer_spec(spec_text)
-    lake = open_lake(cfg.lake_root)
+    lake = trainer_lake(cfg.lake_root)
     if cfg.from_run:
-        folder = find_run_folder(cfg.from_run, "--from")
+        source = RunReader.open(cfg.from_run, "--from", by_id=True)
+        source.require_config()
+        folder = source.path
         source_id = folder.name
     else:
         row = latest_run_on(lake, cfg.source_env)
@@ -197,7 +199,7 @@ def load_spec(cfg: TransferTrainConfig) -> dict:
         if not p.exists():
             raise TrainerInputError(f"transfer spec {p} does not exist: pass the file rl_transfer_init printed")
         return check_spec(_json_file(p, "transfer spec"), f"transfer spec {p}")
-    return latest_spec(open_lake(cfg.lake_root))
+    return latest_spec(trainer_lake(cfg.lake_root))
 
 
 def run_train_transfer(cfg: TransferTrainConfig, console=None) -> dict:
@@ -230,7 +232,7 @@ def _target_data(cfg: TransferTrainConfig, target: str, work: Path) -> str:
 
     if Path(cfg.data).expanduser().exists():
         return cfg.data
-    lake = open_lake(cfg.lake_root)
+    lake = trainer_lake(cfg.lake_root)
     try:  # the environment is a bound variable, never text pasted into the filter
         export_view(lake, cfg.data, work, format="parquet", where=f"env = getvariable('{TARGET_ENV_VARIABLE}')",
                     variables={TARGET_ENV_VARIABLE: target}, allow_empty=False)

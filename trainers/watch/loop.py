@@ -33,9 +33,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
-from lake import Lake, LakeError, resolve_root
 from lake.atomic import read_json, write_json_atomic
-from lake.store import redact
 from trainers.eval.evaluate import EvalSettings, run_eval
 from trainers.modeling.batches import encode_all
 from trainers.modeling.models import load_model, load_tokenizer, model_label, resolve_model
@@ -44,7 +42,7 @@ from trainers.runtime.device import device as pick_device
 from trainers.runtime.device import set_threads, setup_env
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import TINY_MARKER, trained_from_scratch
-from trainers.runtime.runfolder import KIND
+from trainers.runtime.runfolder import KIND, trainer_lake
 from trainers.sft.data import conversations
 from trainers.sft.loop import make_optimizer, prepare_model, train_loop
 from trainers.watch.config import (CONSUMED_FILE, HEARTBEAT_FILE, LOCK_FILE, META_KEYS, WATCH_FILE, WatchConfig,
@@ -81,12 +79,7 @@ class StreamTrainer:
         setup_env()
         self.emit = emit or (lambda _rec: None)
         self.dev = pick_device(cfg.device)
-        root = resolve_root(cfg.lake_root)
-        try:
-            self.lake = Lake.open(root)
-        except LakeError:
-            raise TrainerInputError(f"no lake at {redact(root)}: the streaming trainer follows an existing lake; pass "
-                                    f"--lake, or create one with `lake init --lake {redact(root)}`") from None
+        self.lake = trainer_lake(cfg.lake_root)  # the streaming trainer follows an existing lake
         self.folder = cfg.folder()
         self.folder.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _lock(self.folder / LOCK_FILE)

@@ -1,0 +1,5 @@
+"""What every package of Lachesis stands on: the user-error base (ground/errors.py), and nothing else.
+
+It imports nothing, of ours or anyone's, so the lake, the environments and the model code that runs where no lake
+is installed (the model-code-without-lake contract in pyproject.toml) can all derive from it.
+"""
