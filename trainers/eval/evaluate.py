@@ -129,7 +129,7 @@ def run_eval(s: EvalSettings, console=None) -> dict:
     if s.model is None and s.adapter:  # the run's own base model, as rl_train_online --init reads it
         from trainers.modeling.policy import run_base_model
 
-        spec, model_path = run_base_model(s.adapter)
+        spec, model_path = run_base_model(s.adapter, "--adapter")
         s = replace(s, model=spec)
     else:
         s = replace(s, model=s.model or "tiny")

@@ -23,12 +23,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trainers.export.gguf import GGUF_NAME, write_gguf
-from trainers.modeling.models import load_model, load_tokenizer, resolve_adapter, resolve_model
-from trainers.runtime import checkpoint
+from trainers.modeling.models import load_model, load_tokenizer, resolve_model
 from trainers.runtime.device import quiet_transformers, setup_env
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import TINY_MARKER, readable_like_created
 from trainers.runtime.options import helped
+from trainers.runtime.run_reader import RunReader
 
 FORMATS = ("merged", "gguf")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -71,24 +71,8 @@ class ExportModelConfig:
 
 
 def run_weights(run: str, step: int | None = None) -> tuple[Path, int | None]:
-    """The weights folder a run names, and its checkpoint step (None for a finished run's adapter/ or model/):
-    a finished run's adapter/ or model/, a trainer folder's checkpoint `step` (default the newest), a checkpoint
-    folder's weights/, or the adapter or model folder itself."""
-    p = Path(run).expanduser()
-    if not p.is_dir():
-        raise TrainerInputError(f"run {p} does not exist: pass a run folder such as runs/<run_id>")
-    if step is None and not checkpoint.complete(p) and not (p / "weights").is_dir():
-        return Path(resolve_adapter(str(p))), None
-    if (p / "weights").is_dir() and (p / "state.json").is_file():  # one checkpoint folder
-        return checkpoint.weights(p), int(checkpoint.read_state(p)["step"])
-    found = {int(c.name.removeprefix(checkpoint.PREFIX)): c for c in checkpoint.complete(p)}
-    if not found:
-        raise TrainerInputError(f"--step {step}: {p} has no checkpoints/ (only streaming and online trainers write them)")
-    if step is None:
-        step = max(found)
-    if step not in found:
-        raise TrainerInputError(f"{p} has no checkpoint of step {step}: it keeps steps {sorted(found)}")
-    return checkpoint.weights(found[step]), step
+    """The weights folder `lake export-model RUN [--step N]` exports and its checkpoint step (RunReader.weights)."""
+    return RunReader.open(run, "run").weights(step)
 
 
 def base_of(adapter: Path, model: str | None) -> str:

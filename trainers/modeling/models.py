@@ -26,7 +26,8 @@ from trainers.modeling.pretrained import SMOLLM2_NAMES, smollm2_path
 from trainers.runtime.device import cache_dir, load_dtype, quiet_transformers, setup_env
 from trainers.runtime.device import device as pick_device
 from trainers.runtime.errors import TrainerInputError
-from trainers.runtime.model_folder import TINY_MARKER
+from trainers.runtime.model_folder import TINY_MARKER, WEIGHT_FILES, is_model_folder
+from trainers.runtime.run_reader import RunReader
 
 ALIASES = {"hermes-3": "NousResearch/Hermes-3-Llama-3.1-8B", "hermes3": "NousResearch/Hermes-3-Llama-3.1-8B"}
 TINY_NAMES = ("tiny", "tiny-llama")
@@ -35,7 +36,6 @@ TINY_CONFIG = dict(layers=2, hidden=128, heads=4, kv_heads=2, vocab=1024, max_po
 # what a broken or foreign model/tokenizer folder raises inside from_pretrained: missing files, bad JSON, unknown
 # architectures, shape mismatches, a truncated safetensors file
 LOAD_ERRORS = (OSError, ValueError, KeyError, TypeError, RuntimeError, SafetensorError)
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 
 
 # ----------------------------------------------------------------------------------------------- tiny model corpus
@@ -323,25 +323,13 @@ def checkpoint_activations(model) -> None:
     model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
 
 
-def is_model_folder(p: Path) -> bool:
-    return (p / "config.json").is_file() and any((p / w).exists() for w in WEIGHT_FILES)
-
-
 def resolve_adapter(adapter: str | None) -> str | None:
-    """What `--adapter` names, as the folder to load: a run folder gives its adapter/ (LoRA) or model/ (full
-    fine-tuning: RunFolder writes one of them); an adapter folder or a model folder is taken as it is."""
+    """What `--adapter` names, as the folder to load (RunReader.weights): a run folder's adapter/ (LoRA) or model/
+    (full fine-tuning), a checkpoint's weights, a trainer folder's newest checkpoint, or an adapter or model folder
+    as it is."""
     if not adapter:
         return None
-    p = Path(adapter).expanduser()
-    if not p.is_dir():
-        raise TrainerInputError(f"adapter {p} does not exist: pass a run folder from rl_finetune_supervised or its adapter/")
-    for sub in ("adapter", "model"):
-        if (p / sub / "adapter_config.json").is_file() or is_model_folder(p / sub):
-            return str(p / sub)
-    if (p / "adapter_config.json").is_file() or is_model_folder(p):
-        return str(p)
-    raise TrainerInputError(f"{p} has no adapter/ or model/ folder and is neither a LoRA adapter (adapter_config.json) "
-                            "nor a model folder (config.json + weights): pass a run folder from rl_finetune_supervised")
+    return str(RunReader.open(adapter, "--adapter").weights()[0])
 
 
 def untrained_note(model: str, start_flag: str, start: str | None) -> str | None:

@@ -15,7 +15,6 @@ stopped one had (the same adapter placement, the same frozen tensors):
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from trainers.modeling.freeze import check_layers, freeze_full, layer_of, lora_l
 from trainers.modeling.models import is_model_folder, load_model, load_tokenizer, resolve_adapter, resolve_model
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import trained_from_scratch
+from trainers.runtime.run_reader import RunReader
 
 
 @dataclass
@@ -66,13 +66,12 @@ def resolve_spec(model: str, init: str | None, lora_rank: int, lora_alpha: int, 
                       layers=list(freeze or []), lora_rank=lora_rank, lora_alpha=lora_alpha)
 
 
-def run_base_model(run: str) -> tuple[str, str]:
+def run_base_model(run: str, option: str = "--init") -> tuple[str, str]:
     """(the --model a run folder was trained from as its config.json names it, that model's path): what
     `rl_train_online --init RUN` and `hermes_eval --adapter RUN` start from (the adapter alone is no model)."""
-    for cfg in (Path(run) / "config.json", Path(run).parent / "config.json"):  # the run folder, or its adapter/
-        config = json.loads(cfg.read_text()) if cfg.is_file() else {}
-        if config.get("model_path"):
-            return str(config.get("model") or config["model_path"]), resolve_model(config["model_path"])
+    config = RunReader.open(run, option).config()  # the run folder's, or its adapter/'s run folder's
+    if config.get("model_path"):
+        return str(config.get("model") or config["model_path"]), resolve_model(config["model_path"])
     raise TrainerInputError(f"{run} holds a LoRA adapter but no config.json naming its base model: pass the run "
                             "folder rl_finetune_supervised wrote (runs/<run_id>), or --model")
 

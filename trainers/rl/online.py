@@ -57,6 +57,7 @@ from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.interrupt import TrainingInterrupted, resume_hint, stop_on_interrupt
 from trainers.runtime.plots import write_eval_curve
 from trainers.runtime.runfolder import RunFolder
+from trainers.runtime.run_reader import RunReader
 
 SOURCE = "rl_train_online"
 METHOD = "online"
@@ -396,7 +397,7 @@ class OnlineTrainer:
     def interrupted(self) -> TrainingInterrupted:
         """What stopped it, where, and the command that resumes it (its own: rl_train_transfer for a transfer)."""
         ckpt = checkpoint.latest(self.run.path)
-        at = int(ckpt.name[len(checkpoint.PREFIX):]) if ckpt else None
+        at = checkpoint.step_of(ckpt) if ckpt else None
         return TrainingInterrupted(resume_hint(self.cfg.COMMAND, self.run.path, self.step or None, at))
 
     def finish(self) -> dict:
@@ -432,18 +433,9 @@ class OnlineTrainer:
 
 
 # ----------------------------------------------------------------------------------------------- entry points
-def find_run_folder(ref: str, option: str) -> Path:
-    """A run folder given as a path or as a run id under runs/."""
-    p = Path(ref).expanduser()
-    for cand in (p, Path("runs") / ref):
-        if (cand / "config.json").is_file():
-            return cand
-    raise TrainerInputError(f"{option} {ref}: no run folder there (neither {p} nor runs/{ref} has a config.json)")
-
-
 def read_run_config(folder: Path) -> OnlineConfig:
     """The config a stopped run recorded (rl_train_online's or rl_train_transfer's online one)."""
-    raw = json.loads((folder / "config.json").read_text())
+    raw = RunReader(Path(folder), "--resume").require_config()
     cls = TransferOnlineConfig if raw.get("command") == TransferOnlineConfig.COMMAND else OnlineConfig
     names = {f.name for f in fields(cls)}
     return cls(**{k: v for k, v in raw.items() if k in names and k != "resume"}, resume=str(folder))
@@ -456,7 +448,7 @@ def start(cfg: OnlineConfig, method: str = METHOD, make_trainer=OnlineTrainer) -
     setup_env()
     pick_device(cfg.device)  # --device cuda where there is none: the one-line error before any work
     if cfg.resume:
-        folder = find_run_folder(cfg.resume, "--resume")
+        folder = RunReader.open(cfg.resume, "--resume", by_id=True).path
         rec = read_run_config(folder)
         if (folder / "summary.json").is_file():
             raise TrainerInputError(f"{folder} is a completed run (summary.json): nothing to resume; start a new run "
