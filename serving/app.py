@@ -18,7 +18,8 @@ from fastapi import FastAPI
 from ingest.app import bind_socket
 from ingest.http import host_names
 from ingest.http_limits import uvicorn_config
-from lake import CompactThresholds, Lake, resolve_root
+from lake import CompactThresholds, Lake, LakeError, resolve_root
+from trainers.runtime.errors import TrainerInputError
 
 from . import routes_chat, routes_models
 from .config import ServeModelConfig
@@ -84,6 +85,11 @@ def create_app(config: ServeModelConfig, engine: EmbeddedEngine | None = None,
 
 def serve(config: ServeModelConfig, on_ready=None) -> None:
     """Load the model, bind, serve until SIGINT/SIGTERM. `on_ready(engine)` runs once the model is loaded."""
+    if config.record != "off":  # before the model loads: a lake that cannot be reached is one line, not uvicorn's
+        try:                    # startup traceback (the lake's errors never show the URL's credentials)
+            Lake.init(resolve_root(config.lake_root))
+        except LakeError as exc:
+            raise TrainerInputError(f"--lake: {exc}") from None
     engine, follower = load_engine(config)
     if on_ready is not None:
         on_ready(engine)

@@ -4,6 +4,8 @@ Kept free of heavy imports (no torch, no fastapi): the CLI builds its options fr
 """
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -13,6 +15,8 @@ from trainers.runtime.options import at_least, helped
 from trainers.runtime.errors import TrainerInputError
 
 RECORD_MODES = ("sync", "async", "off")
+SERVED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")  # goes into headers and <name>@<step>: no '@', no CR/LF
+THREADS_PER_CPU = 4  # --threads at most this many per CPU (100,000 made fork fail across the machine)
 ENGINES = ("embedded", "vllm")
 
 
@@ -113,6 +117,16 @@ class ServeModelConfig:
             raise TrainerInputError("give --adapter or --follow, not both (--follow serves the trainer's increments)")
         if self.promote_if_better and not self.follow:
             raise TrainerInputError("--promote-if-better needs --follow runs/<watch-run>")
+        if self.follow and Path(self.follow).exists() and not Path(self.follow).is_dir():
+            raise TrainerInputError(f"--follow {self.follow}: not a folder (give a streaming trainer's folder, "
+                                    "runs/<watch-run>)")
+        if self.served_name is not None and not SERVED_NAME.fullmatch(self.served_name):
+            raise TrainerInputError(f"--served-name {self.served_name!r}: 1-64 letters, digits, '.', '_', ':' or '-', "
+                                    "starting with a letter or digit")
+        cpus = os.cpu_count() or 1
+        if self.threads is not None and self.threads > THREADS_PER_CPU * cpus:
+            raise TrainerInputError(f"--threads {self.threads} is more than {THREADS_PER_CPU} per CPU "
+                                    f"({THREADS_PER_CPU * cpus} on this machine)")
         if not 0 <= self.port < 65536:
             raise TrainerInputError(f"--port must be between 0 and 65535, not {self.port}")
         at_least(self, 1, "keep_versions", "record_queue", "max_batch", "max_batch_tokens", "max_tokens",
