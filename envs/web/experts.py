@@ -257,13 +257,19 @@ def x_autocomplete(f, u, els, memo):
     box = next(iter(_text_fields(els)), None)
     if box is None:
         return None
+
+    def fits(text: str) -> bool:
+        return text.lower().startswith(start.lower()) and text.lower().endswith(end.lower())
+
     value = box.value or ""
-    if value.lower().startswith(start.lower()) and value.lower().endswith(end.lower()) and len(value) > len(start):
+    items = [e for e in els if e.tag in ("li", "div", "a") and e.ref != box.ref and e.text and fits(e.text)]
+    if fits(value) and (len(value) > len(start) or not items or any(i.text.lower() == value.lower() for i in items)):
+        if items and not memo.get("escaped"):  # the open list covers the submit button: close it first
+            memo["escaped"] = True
+            return {"name": "press", "arguments": {"key": "Escape"}}
         return _submit(els)
-    for e in els:
-        if e.tag in ("li", "div", "a") and e.text.lower().startswith(start.lower()) \
-                and e.text.lower().endswith(end.lower()) and e.ref != box.ref:
-            return click(e)
+    if items:
+        return click(items[0])
     return type_(box, start)
 
 
