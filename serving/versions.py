@@ -1,7 +1,8 @@
 """The served versions every engine keeps, and the errors of the engine interface.
 
 A version is `<name>@<step>` (`Version`): the base (`<name>@base`), a LoRA adapter or a fully fine-tuned model, with
-the sha256 of its weight files (`weights_sha256`), which every recorded call names. `ServedVersions` is the table an
+the sha256 of its weights file (trainers/runtime/model_folder.py `weights_sha256`: `sha256sum
+adapter_model.safetensors`, as the trainer's `runs` event has it), which every recorded call names. `ServedVersions` is the table an
 engine keeps of them: listing, resolving a request's `model` (a version name, or the bare served name for the
 newest), installing a new newest; it is replaced whole on change, so request handlers read it without a lock while
 the engine thread installs. `label_of` and `run_name` make the two halves of a version's name from `--model` and
@@ -10,7 +11,6 @@ neither imports the other. The errors are what the HTTP layer answers for (404 u
 """
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -18,8 +18,7 @@ from pathlib import Path
 
 from trainers.runtime import checkpoint
 from trainers.modeling.models import model_label
-
-WEIGHT_SUFFIXES = (".safetensors", ".bin")
+from trainers.runtime.model_folder import weights_sha256  # noqa: F401  (the engines' import; one implementation)
 
 
 class UnknownModel(LookupError):
@@ -51,18 +50,6 @@ class Version:
     def info(self) -> dict:
         return {"name": self.name, "step": self.step, "kind": self.kind, "path": self.path, "sha256": self.sha256,
                 "created": self.created}
-
-
-def weights_sha256(folder: str | Path) -> str:
-    """sha256 over a weight folder's weight files (name and bytes, in name order): what a recorded call names."""
-    h = hashlib.sha256()
-    files = sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
-    for p in files:
-        h.update(str(p.relative_to(folder)).encode() + b"\0")
-        with open(p, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
 
 
 class ServedVersions:

@@ -280,3 +280,35 @@ def test_an_increment_without_a_new_example_publishes_nothing_and_says_why(lake,
     status = watcher_status(tmp_path / "watch", lake)
     assert status["skipped"] is None and status["last_increment"]["left_out"] == ev["metrics"]["left_out"]
     assert status["increments"] == 1 and [r["run_id"] for r in runs_of(lake, serial)] == [ev["run_id"]]
+
+
+def test_each_increment_names_its_weights_by_their_sha256sum(lake, tmp_path, tiny_dir):
+    """Issue 37, item 7: adapter_sha256 is what `sha256sum` prints for the weights file, in the increment's runs
+    event (and so what the model server records for each call of that version: the same function)."""
+    import shutil
+    import subprocess
+
+    from trainers.runtime.model_folder import weights_sha256
+
+    lake.append("trajectories", good_batch(3, 500))
+    st = trainer(lake, tmp_path)
+    try:
+        ev = st.step()
+    finally:
+        st.close()
+    weights = Path(ev["adapter_path"])
+    (name,) = [p.name for p in weights.iterdir() if p.suffix == ".safetensors"]  # the tiny model: full fine-tuning
+    out = subprocess.run(["sha256sum", name], cwd=weights, capture_output=True, text=True, check=True).stdout
+    assert ev["metadata"]["adapter_sha256"] == out.split()[0]
+    (recorded,) = runs_of(lake, st.meta["serial"])
+    with lake.snapshot() as snap:
+        (meta,) = snap.arrow(f"SELECT metadata FROM runs WHERE run_id = '{recorded['run_id']}'").to_pylist()
+    assert json.loads(meta["metadata"])["adapter_sha256"] == out.split()[0]
+    # a model in several files: the sha256 of their sha256sum lines, in name order
+    two = tmp_path / "two"
+    two.mkdir()
+    for i in (1, 2):
+        shutil.copy(weights / name, two / f"model-0000{i}-of-00002.safetensors")
+    lines = subprocess.run("sha256sum *.safetensors | sha256sum", shell=True, cwd=two, capture_output=True,
+                           text=True, check=True).stdout
+    assert weights_sha256(two) == lines.split()[0]

@@ -2,6 +2,7 @@
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -60,3 +61,26 @@ def readable_like_created(folder: str | Path) -> None:
     for p in folder.rglob("*"):
         if p.is_file() and not p.is_symlink() and p.stat().st_mode & 0o777 != mode:
             p.chmod(mode)
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+def weights_sha256(folder: str | Path) -> str | None:
+    """What a recorded call and a `runs` event name a checkpoint by: the sha256 of the folder's weights file
+    (adapter_model.safetensors for a LoRA adapter, model.safetensors for a whole model), the hex digest
+    `sha256sum FOLDER/adapter_model.safetensors` prints. A model in several weight files gets the sha256 of their
+    `sha256sum` lines in name order (`cd FOLDER && sha256sum *.safetensors | sha256sum`). None: no weights file."""
+    files = sorted(p.name for p in Path(folder).iterdir() if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
+    sums = [f"{_file_sha256(Path(folder) / name)}  {name}\n" for name in files]
+    if len(sums) == 1:
+        return sums[0].split()[0]
+    return hashlib.sha256("".join(sums).encode()).hexdigest() if sums else None
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

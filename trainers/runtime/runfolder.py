@@ -31,7 +31,7 @@ from rich.markup import escape
 
 from lake import Lake, LakeError, open_lake
 from trainers.runtime.errors import TrainerInputError
-from trainers.runtime.model_folder import TINY_MARKER
+from trainers.runtime.model_folder import TINY_MARKER, weights_sha256
 from trainers.runtime.plots import write_loss_plot
 from trainers.runtime.reporting import NoReporter, Reporter, make_reporter
 
@@ -182,7 +182,8 @@ class RunFolder:
                 "adapter_path": str(self.saved.resolve()), "config": asdict(self.config), "metrics": metrics,
                 "manifest": self.manifest,
                 "metadata": {"run_dir": str(self.path.resolve()), "trainer": self.trainer, "command": self.config.COMMAND,
-                             "method": self.method, "full": self.config.full}}])
+                             "method": self.method, "full": self.config.full,
+                             "adapter_sha256": weights_sha256(self.saved) if self.saved else None}}])
             summary["lake_version"] = res.version
             self.write_json("summary.json", summary)
         return summary

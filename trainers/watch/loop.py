@@ -41,7 +41,7 @@ from trainers.runtime import checkpoint
 from trainers.runtime.device import device as pick_device
 from trainers.runtime.device import set_threads, setup_env
 from trainers.runtime.errors import TrainerInputError
-from trainers.runtime.model_folder import TINY_MARKER, trained_from_scratch
+from trainers.runtime.model_folder import TINY_MARKER, trained_from_scratch, weights_sha256
 from trainers.runtime.runfolder import KIND, trainer_lake
 from trainers.sft.data import conversations
 from trainers.sft.loop import make_optimizer, prepare_model, train_loop
@@ -308,7 +308,12 @@ class StreamTrainer:
                          "full": self.cfg.full, "command": self.cfg.COMMAND},
         }
         self.set_phase(f"saving increment {n}")
-        checkpoint.save(self.folder, n, self._save_weights, self.optimizer, self.counter,
+
+        def save_weights(folder: str) -> None:  # the event goes into state.json after the weights: with their sha256
+            self._save_weights(folder)
+            event["metadata"]["adapter_sha256"] = weights_sha256(folder)
+
+        checkpoint.save(self.folder, n, save_weights, self.optimizer, self.counter,
                         {"offsets": inc.upto, "event": event}, keep=self.cfg.keep or 1 << 62)
         self.offsets, self.recovery = dict(inc.upto), {}
         (self.folder / CONSUMED_FILE).unlink(missing_ok=True)  # superseded by this checkpoint's offsets
