@@ -131,8 +131,10 @@ def test_the_same_replies_are_the_same_messages_by_every_route(stored):
     assert [m["content"] for m in assistants] == ["Let me check.", "", "", "", ""]
     calls = [[(c["id"], c["name"], json.loads(c["arguments"])) for c in m["tool_calls"] or []] for m in assistants]
     assert calls == [[("call_0_0", "run", {"command": "ls"})],
-                     [("call_1_0", "run", {"command": "pwd", "timeout": 5}), ("call_1_1", "run", {"command": "echo hi"})],
-                     [("call_2_0", "run", {"command": "echo unclosed"})], [("call_3_0", "run", {"command": "echo 3"})],
+                     [("call_1_0", "run", {"command": "pwd", "timeout": 5}),
+                      ("call_1_1", "run", {"command": "echo hi"})],
+                     [("call_2_0", "run", {"command": "echo unclosed"})],
+                     [("call_3_0", "run", {"command": "echo 3"})],
                      []]
     # arguments as the model wrote them, compact: one text whichever route stored them
     assert assistants[1]["tool_calls"][0]["arguments"] == '{"command":"pwd","timeout":5}'

@@ -42,11 +42,11 @@ def test_tokenizer_splits_digits_and_keeps_tool_tokens_atomic(tiny_dir):
 
 
 def test_template_renders_tools_and_tool_calls_hermes_style(tiny_dir):
-    from trainers.modeling.chat import normalize_messages
+    from envs.messages import template_messages
     from trainers.modeling.models import load_tokenizer
 
     row = th.tool_chats(1)[0]
-    msgs = normalize_messages(row["messages"])
+    msgs = template_messages(row["messages"])
     for kind in ("tiny", "chatml"):
         tok = load_tokenizer(str(tiny_dir), None if kind == "tiny" else "chatml")
         text = tok.apply_chat_template(msgs, tools=row["tools"], tokenize=False)

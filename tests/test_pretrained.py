@@ -55,7 +55,8 @@ def test_smollm2_alias_resolves_to_the_verified_cache(smollm2_dir):
 
 
 def test_chat_template_is_chatml_and_labels_are_the_assistant_turns(smollm2_dir):
-    from trainers.modeling.chat import CHATML_TEMPLATE, normalize_messages
+    from envs.messages import template_messages
+    from trainers.modeling.chat import CHATML_TEMPLATE
     from trainers.modeling.models import load_tokenizer
     from trainers.modeling.forward import IGNORE
     from trainers.modeling.batches import encode_conversation
@@ -67,7 +68,7 @@ def test_chat_template_is_chatml_and_labels_are_the_assistant_turns(smollm2_dir)
     tok = load_tokenizer(str(smollm2_dir))
     assert tok.chat_template == CHATML_TEMPLATE and tok.padding_side == "left"
     row = th.tool_chats(1)[0]
-    ids, labels = encode_conversation(tok, {"messages": normalize_messages(row["messages"]), "tools": row["tools"]})
+    ids, labels = encode_conversation(tok, {"messages": template_messages(row["messages"]), "tools": row["tools"]})
     text = tok.decode(ids)
     assert text.startswith("<|im_start|>system\nYou operate a shell workspace.") and "<tools>" in text
     result = row["messages"][3]["content"]  # the tool's answer: a tool turn, context only, never a label
@@ -91,7 +92,7 @@ def test_one_lora_step_changes_only_the_adapter(smollm2_dir):
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from trainers.modeling.chat import normalize_messages
+    from envs.messages import template_messages
     from trainers.modeling.models import load_model, load_tokenizer
     from trainers.modeling.batches import collate, encode_conversation
 
@@ -99,7 +100,7 @@ def test_one_lora_step_changes_only_the_adapter(smollm2_dir):
     tok = load_tokenizer(str(smollm2_dir))
     model = get_peft_model(load_model(str(smollm2_dir)), LoraConfig(r=8, lora_alpha=16, target_modules="all-linear",
                                                                     task_type="CAUSAL_LM"))
-    examples = [encode_conversation(tok, {"messages": normalize_messages(r["messages"]), "tools": r["tools"]})
+    examples = [encode_conversation(tok, {"messages": template_messages(r["messages"]), "tools": r["tools"]})
                 for r in th.tool_chats(2)]
     ids, labels, att = collate(examples, [0, 1], tok.pad_token_id)
     trainable = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
@@ -121,7 +122,7 @@ def test_label_only_logits_give_the_models_loss_and_gradients(smollm2_dir):
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from trainers.modeling.chat import normalize_messages
+    from envs.messages import template_messages
     from trainers.modeling.models import load_model, load_tokenizer
     from trainers.modeling.forward import causal_lm_loss
     from trainers.modeling.batches import collate, encode_conversation
@@ -130,7 +131,7 @@ def test_label_only_logits_give_the_models_loss_and_gradients(smollm2_dir):
     tok = load_tokenizer(str(smollm2_dir))
     model = get_peft_model(load_model(str(smollm2_dir)), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
                                                                     task_type="CAUSAL_LM", init_lora_weights=False))
-    examples = [encode_conversation(tok, {"messages": normalize_messages(r["messages"]), "tools": r["tools"]})
+    examples = [encode_conversation(tok, {"messages": template_messages(r["messages"]), "tools": r["tools"]})
                 for r in th.tool_chats(2, seed=3)]
     ids, labels, att = collate(examples, [0, 1], tok.pad_token_id)
     lora = [p for p in model.parameters() if p.requires_grad]

@@ -21,14 +21,14 @@ def _assistant_char_spans(text: str) -> list[tuple[int, int]]:
 
 
 def test_labels_cover_exactly_the_assistant_tokens(tiny_dir):
-    from trainers.modeling.chat import normalize_messages
+    from envs.messages import template_messages
     from trainers.modeling.models import load_tokenizer
     from trainers.modeling.forward import IGNORE
     from trainers.modeling.batches import encode_conversation
 
     tok = load_tokenizer(str(tiny_dir))
     row = th.tool_chats(1, seed=3)[0]
-    conv = {"messages": normalize_messages(row["messages"]), "tools": row["tools"]}
+    conv = {"messages": template_messages(row["messages"]), "tools": row["tools"]}
     ids, labels = encode_conversation(tok, conv)
     # independent expectation: character spans of the assistant turns in the rendered text -> tokens by offsets
     text = tok.apply_chat_template(conv["messages"], tools=conv["tools"], tokenize=False)
@@ -85,14 +85,14 @@ def test_sft_lowers_loss_saves_adapter_that_reproduces_logits(tiny_dir, tmp_path
 def test_reloaded_adapter_reproduces_trained_model_logits(tiny_dir, tmp_path):
     import torch
 
-    from trainers.modeling.chat import normalize_messages
+    from envs.messages import template_messages
     from trainers.modeling.models import load_model, load_tokenizer
     from trainers.sft.config import SFTConfig
     from trainers.modeling.batches import encode_all
     from trainers.sft.loop import prepare_model, train_loop
 
     tok = load_tokenizer(str(tiny_dir))
-    convs = [{"messages": normalize_messages(r["messages"]), "tools": r["tools"]} for r in th.tool_chats(16)]
+    convs = [{"messages": template_messages(r["messages"]), "tools": r["tools"]} for r in th.tool_chats(16)]
     examples, _ = encode_all(tok, convs, 512)
     s = SFTConfig(data="-", max_steps=6, batch_size=8, full=False, lr=3e-3, warmup_steps=1, seed=1)
     model, n = prepare_model(load_model(str(tiny_dir)), s)
@@ -148,13 +148,13 @@ def test_empty_export_folder_is_a_one_line_error(tiny_dir, tmp_path):
 def test_shared_prefix_batches_give_the_full_sequence_loss_and_gradients(tiny_dir):
     import torch
 
-    from trainers.modeling.chat import normalize_messages
+    from envs.messages import template_messages
     from trainers.modeling.models import load_model, load_tokenizer
     from trainers.modeling.batches import collate, collate_suffix, encode_all, first_label_pos, shared_prefix_len
     from trainers.modeling.forward import forward_shared_prefix
 
     tok = load_tokenizer(str(tiny_dir))
-    convs = [{"messages": normalize_messages(r["messages"]), "tools": r["tools"]} for r in th.tool_chats(4, seed=5)]
+    convs = [{"messages": template_messages(r["messages"]), "tools": r["tools"]} for r in th.tool_chats(4, seed=5)]
     examples, _ = encode_all(tok, convs, 1024)
     batch = [0, 1, 2, 3]
     P = shared_prefix_len(examples, batch, [first_label_pos(y) for _, y in examples])

@@ -1,7 +1,10 @@
 """Training data: an export folder (parquet or jsonl + manifest.json), a .jsonl/.parquet file, or a lake view name.
 
 Rows are chat conversations (`messages`, optionally `tools` and `split`). A view name is exported from the lake
-through the views wing first, so the run trains on a pinned, manifested snapshot.
+through the views wing first, so the run trains on a pinned, manifested snapshot. Messages reach the chat template
+through the message model (envs/messages.py `template_messages`), the one normaliser the importers stored them
+with: an export (OpenAI's spelling of the stored messages) reads back as what was stored, and a file in another
+spelling (ShareGPT turns, Hermes markup in an assistant's text) as an importer would have stored it.
 
 What one row can cost is bounded before it is tokenized: a conversation is cut to CHARS_PER_TOKEN_MAX characters
 per token of --max-length by the rule of trainers/modeling/fit.py (system prompt, tools, task and last turn kept,
@@ -16,9 +19,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from envs.messages import template_messages
 from lake import Lake, LakeError, resolve_root
 from lake.store import redact
-from trainers.modeling.chat import normalize_messages, normalize_tools
+from trainers.modeling.chat import normalize_tools
 from trainers.modeling.fit import fit
 from trainers.runtime.errors import TrainerInputError
 from views.export import ExportError, export_view, file_sha256
@@ -165,7 +169,7 @@ def conversations(rows: list[dict], source: str, split: str | None = "train", ma
             stats["dropped_split"] += 1
             continue
         try:
-            msgs = normalize_messages(r.get("messages"))
+            msgs = template_messages(r.get("messages"))
             tools = normalize_tools(r.get("tools"))
         except (ValueError, TypeError) as exc:
             raise TrainerInputError(f"dataset {source}, row {i}: bad messages ({exc}): each message needs a role and content") from None
