@@ -210,7 +210,10 @@ async def post_skills(obj=Depends(json_body), idem: Idempotency | None = Depends
                                  or not all(valid_name(p) for p in category.split("/"))):
         raise BadInput(f"category {category!r} is not allowed (no path separators or '..')",
                        field=["body", "category"], status=422, kind="bad_name")
-    rec = _skill_from_content(obj, category) if isinstance(obj.get("content"), str) else _skill_from_record(obj)
+    if isinstance(obj.get("content"), str):  # parsed in a worker thread: YAML is pure Python, a SKILL.md up to 1 MiB
+        rec = await asyncio.to_thread(_skill_from_content, obj, category)
+    else:
+        rec = _skill_from_record(obj)
     if idem:
         rec["metadata"].update(idem.metadata())
     h = rec["metadata"]["sha256"]

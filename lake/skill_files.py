@@ -44,6 +44,10 @@ MAX_DESCRIPTION = 1024
 MAX_FRONTMATTER_DEPTH = 32  # Hermes' frontmatter nests 3 levels (metadata.hermes.tags); deeper is refused
 # Hermes' bundled skills have at most a few dozen front matter values; the bound is on the expanded count
 MAX_FRONTMATTER_NODES = 10_000
+# Bounds looked at before YAML composes the front matter (PyYAML's composer is pure Python: 100,000 plain keys took
+# 5 s): its size, and its lines plus commas, an upper bound on the keys and values it can hold in block or flow style
+MAX_FRONTMATTER_BYTES = 64 << 10
+MAX_FRONTMATTER_ITEMS = 2_000
 # tools/skill_usage.py::_empty_record: what a sidecar record lacks is filled from here.
 USAGE_DEFAULTS = {"archived_at": None, "created_at": None, "created_by": None, "last_patched_at": None,
                   "last_used_at": None, "last_viewed_at": None, "patch_count": 0, "pinned": False,
@@ -103,7 +107,16 @@ def split_frontmatter(text: str, path: str) -> tuple[str, str]:
 
 def parse_frontmatter(fm_text: str, path: str = "frontmatter") -> tuple[dict, str | None]:
     """-> (mapping, warning or None). YAML first; what is not a YAML mapping gets Hermes' line scan. Raises
-    SkillFileError when aliases would expand it beyond the bounds (checked before any object is built)."""
+    SkillFileError when it is larger than a front matter is (MAX_FRONTMATTER_BYTES, MAX_FRONTMATTER_ITEMS: checked
+    before it is parsed), or when aliases would expand it beyond the bounds (checked before any object is built)."""
+    size, items = len(fm_text.encode("utf-8", "surrogatepass")), fm_text.count("\n") + fm_text.count(",")
+    if size > MAX_FRONTMATTER_BYTES:
+        raise SkillFileError(path, f"frontmatter is {size} bytes, more than {MAX_FRONTMATTER_BYTES} (a skill's "
+                             "front matter is a few hundred)", line=1, kind="frontmatter_too_large")
+    if items > MAX_FRONTMATTER_ITEMS:
+        raise SkillFileError(path, f"frontmatter has {items} lines and commas, more than {MAX_FRONTMATTER_ITEMS}: "
+                             "more keys and values than a skill's front matter holds (a few dozen)", line=1,
+                             kind="frontmatter_too_large")
     loader = yaml.SafeLoader(fm_text)
     try:
         node = loader.get_single_node()  # aliases are references to one node here: linear in the text

@@ -191,3 +191,48 @@ def test_a_reused_key_is_refused_by_a_server_that_did_not_see_it(server, tmp_pat
         assert r.status_code == 200 and r.json().get("duplicate") is True
     assert scalar(root, "SELECT count(*) FROM trajectories WHERE "
                         "json_extract_string(metadata, '$.idempotency_key') = 'other-server'") == 2
+
+
+# -- issue 38 item 10: a skill's front matter bounded before it is parsed, off the event loop ------------------------
+def _skill_with_keys(n: int) -> str:
+    return "---\nname: many\n" + "".join(f"k{i}: v\n" for i in range(n)) + "---\nbody\n"
+
+
+@pytest.mark.attack
+@pytest.mark.parametrize("content, words", [
+    (_skill_with_keys(100_000), "bytes"),  # ~1 MB: the red team's 100k plain keys
+    (_skill_with_keys(3_000), "lines and commas"),  # within the byte bound, beyond the item bound
+    ("---\nname: many\nk: [" + ",".join(["1"] * 5000) + "]\n---\nbody\n", "lines and commas"),  # flow style
+])
+def test_a_skill_with_too_many_keys_is_a_422_at_once_for_the_right_reason(server, content, words):
+    """Refused before YAML composes it (100k keys took 5.2 s on the event loop and was called an alias bomb),
+    and health answers meanwhile."""
+    _, _, c = server
+    t0 = time.perf_counter()
+    r = c.post("/v1/skills", json={"content": content})
+    took = time.perf_counter() - t0
+    assert r.status_code == 422, r.text
+    assert words in r.text and "alias bomb" not in r.text and "frontmatter_too_large" in r.text, r.text
+    assert took < 1.5, took
+    assert _health_while(c, lambda: c.post("/v1/skills", json={"content": content})) < 0.5
+
+
+def _health_while(c, work) -> float:
+    """The slowest /v1/health answer while `work` runs in another thread."""
+    import threading
+
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (work(), done.set()))
+    t.start()
+    worst = 0.0
+    while not done.is_set():
+        t0 = time.perf_counter()
+        assert c.get("/v1/health").status_code == 200
+        worst = max(worst, time.perf_counter() - t0)
+    t.join()
+    return worst
+
+
+def test_a_front_matter_of_a_few_dozen_keys_still_reads():
+    fm, warning = parse_frontmatter("name: ok\n" + "".join(f"k{i}: v, w\n" for i in range(60)))
+    assert warning is None and fm["name"] == "ok" and fm["k59"] == "v, w"
