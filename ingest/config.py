@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional
 
+from ground.errors import UserError
+
 MiB = 1 << 20
 KiB = 1 << 10
 INFLATE_FLOOR = MiB  # any gzip body or file may inflate this far, whatever its ratio
@@ -19,6 +21,11 @@ INFLATE_FLOOR = MiB  # any gzip body or file may inflate this far, whatever its 
 # JSON takes up to ~10x its size in memory, so 64 MiB per request leaves room for several at once.
 RATIO_HELP = ("Largest gunzip ratio beyond the first MiB: N bytes of gzip may inflate to max(1 MiB, ratio x N), "
               "so a gzip bomb (1000:1) stops early while real JSON (3-10:1) passes.")
+
+
+class OptionError(UserError, ValueError):
+    """A bad option of an ingest command (or of `just up`, which starts them): one line naming it, a ValueError to
+    the code that checks options."""
 
 
 def is_loopback(host: str) -> bool:
@@ -30,7 +37,7 @@ def is_loopback(host: str) -> bool:
 
 def check_compact_interval(seconds: float) -> None:
     if seconds < 0:
-        raise ValueError("--compact-interval must not be negative (0 turns automatic compaction off)")
+        raise OptionError("--compact-interval must not be negative (0 turns automatic compaction off)")
 
 
 def inflate_limit(compressed: int, cap: int, ratio: float) -> int:
@@ -41,16 +48,16 @@ def inflate_limit(compressed: int, cap: int, ratio: float) -> int:
 
 def resolve_token(token: str | None, token_file: Path | None) -> str | None:
     """The bearer token of a server of ours (`lake serve`, `lake serve-model`): --token / LACHESIS_TOKEN, or the
-    first line of --token-file; ValueError (one line) when it cannot be read."""
+    first line of --token-file; OptionError (one line) when it cannot be read."""
     if token_file is not None:
         if token:
-            raise ValueError("give the token one way: --token-file, --token or LACHESIS_TOKEN")
+            raise OptionError("give the token one way: --token-file, --token or LACHESIS_TOKEN")
         try:
             token = token_file.read_text(encoding="utf-8").splitlines()[0].strip()
         except (OSError, UnicodeDecodeError, IndexError) as exc:
-            raise ValueError(f"--token-file {token_file}: cannot read a token ({exc})") from None
+            raise OptionError(f"--token-file {token_file}: cannot read a token ({exc})") from None
         if not token:
-            raise ValueError(f"--token-file {token_file}: the first line is empty")
+            raise OptionError(f"--token-file {token_file}: the first line is empty")
     return token or None  # an empty LACHESIS_TOKEN is no token
 
 
@@ -92,7 +99,7 @@ class HttpLimits:
     def __post_init__(self):
         for f in fields(self):
             if not getattr(self, f.name) > 0:
-                raise ValueError(f"--{f.name.replace('_', '-')} must be positive, not {getattr(self, f.name)}")
+                raise OptionError(f"--{f.name.replace('_', '-')} must be positive, not {getattr(self, f.name)}")
 
     @property
     def max_head(self) -> int:
@@ -144,15 +151,15 @@ class ServeConfig:
 
     def __post_init__(self):
         if self.serve_mode not in SERVE_MODES:
-            raise ValueError(f"--serve-mode must be one of {', '.join(SERVE_MODES)}, not {self.serve_mode!r}")
+            raise OptionError(f"--serve-mode must be one of {', '.join(SERVE_MODES)}, not {self.serve_mode!r}")
         if not 0 <= self.port < 65536:
-            raise ValueError(f"--port must be between 0 and 65535, not {self.port}")
+            raise OptionError(f"--port must be between 0 and 65535, not {self.port}")
         if self.max_body_mb <= 0 or self.max_inflated_mb <= 0:
-            raise ValueError("--max-body-mb and --max-inflated-mb must be positive")
+            raise OptionError("--max-body-mb and --max-inflated-mb must be positive")
         if self.max_inflate_ratio < 1:
-            raise ValueError("--max-inflate-ratio must be at least 1")
+            raise OptionError("--max-inflate-ratio must be at least 1")
         if self.bind_retry_s < 0:
-            raise ValueError("--bind-retry-s must not be negative")
+            raise OptionError("--bind-retry-s must not be negative")
         check_compact_interval(self.compact_interval)
         self.token = resolve_token(self.token, self.token_file)
 
@@ -199,16 +206,16 @@ class FolderWatchConfig:
     def __post_init__(self):
         check_compact_interval(self.compact_interval)
         if self.skills is None and self.inbox is None and self.hermes_dir is None:
-            raise ValueError("give --skills DIR and/or --inbox DIR (or --hermes-dir DIR)")
+            raise OptionError("give --skills DIR and/or --inbox DIR (or --hermes-dir DIR)")
         if self.inbox is not None and self.hermes_dir is not None:
-            raise ValueError("give --inbox DIR (a dedicated folder: every trajectory file) or --hermes-dir DIR (Hermes' "
+            raise OptionError("give --inbox DIR (a dedicated folder: every trajectory file) or --hermes-dir DIR (Hermes' "
                              "working folder: its own file names only), not both")
         if self.settle < 0 or self.interval <= 0:
-            raise ValueError("--settle must not be negative and --interval must be positive")
+            raise OptionError("--settle must not be negative and --interval must be positive")
         if self.max_file_mb <= 0:
-            raise ValueError("--max-file-mb must be positive")
+            raise OptionError("--max-file-mb must be positive")
         if self.max_inflate_ratio < 1:
-            raise ValueError("--max-inflate-ratio must be at least 1")
+            raise OptionError("--max-inflate-ratio must be at least 1")
 
     @property
     def max_file_bytes(self) -> int:
@@ -223,4 +230,4 @@ class ImportConfig:
 
     def __post_init__(self):
         if self.format not in FORMATS:
-            raise ValueError(f"--format must be one of {', '.join(FORMATS)}, not {self.format!r}")
+            raise OptionError(f"--format must be one of {', '.join(FORMATS)}, not {self.format!r}")

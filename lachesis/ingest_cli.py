@@ -15,13 +15,6 @@ from ingest.config import FolderWatchConfig, HttpLimits, ImportConfig, ServeConf
 from lachesis.console import JsonOption, LakeOption, fail, literal, new_console, option, print_json
 
 
-def _config(cls, **kw):
-    try:
-        return cls(**kw)
-    except ValueError as exc:
-        fail(str(exc))
-
-
 def serve(
     ctx: typer.Context,
     host: str = option(ServeConfig, "host", "--host"),
@@ -51,21 +44,19 @@ def serve(
 ) -> None:
     """Serve the durable trajectory API: native /v1 routes and the Atropos run-api routes."""
     from ingest.app import serve as _serve
-    from lake import Lake, LakeError, resolve_root
+    from lake import Lake, resolve_root
 
-    cfg = _config(ServeConfig, host=host, port=port, token=token, token_file=token_file, allowed_hosts=allowed_hosts,
-                  max_body_mb=max_body_mb, max_inflated_mb=max_inflated_mb, max_inflate_ratio=max_inflate_ratio,
-                  log_level=log_level, serve_mode=serve_mode, bind_retry_s=bind_retry_s,
-                  compact_interval=compact_interval, fsync=fsync,
-                  limits=_config(HttpLimits, max_header_kb=max_header_kb, max_headers=max_headers,
-                                 max_request_line_kb=max_request_line_kb, header_timeout=header_timeout,
-                                 read_timeout=read_timeout, body_timeout=body_timeout,
-                                 keep_alive_timeout=keep_alive_timeout, max_connections=max_connections,
-                                 max_per_client=max_per_client))
-    try:  # reached before serving: an unreachable store is one line here, a traceback in uvicorn's startup
-        root = Lake.init(resolve_root(lake), fsync=cfg.fsync).root
-    except LakeError as exc:
-        fail(str(exc))
+    cfg = ServeConfig(host=host, port=port, token=token, token_file=token_file, allowed_hosts=allowed_hosts,
+                      max_body_mb=max_body_mb, max_inflated_mb=max_inflated_mb, max_inflate_ratio=max_inflate_ratio,
+                      log_level=log_level, serve_mode=serve_mode, bind_retry_s=bind_retry_s,
+                      compact_interval=compact_interval, fsync=fsync,
+                      limits=HttpLimits(max_header_kb=max_header_kb, max_headers=max_headers,
+                                        max_request_line_kb=max_request_line_kb, header_timeout=header_timeout,
+                                        read_timeout=read_timeout, body_timeout=body_timeout,
+                                        keep_alive_timeout=keep_alive_timeout, max_connections=max_connections,
+                                        max_per_client=max_per_client))
+    # reached before serving: an unreachable store is one line here, a traceback in uvicorn's startup
+    root = Lake.init(resolve_root(lake), fsync=cfg.fsync).root
     source = ctx.get_parameter_source("token")  # typer's own click: compared by name
     if token and source is not None and source.name == "COMMANDLINE":
         print("warning: --token shows in `ps` to every user of this machine; pass it as LACHESIS_TOKEN or "
@@ -100,9 +91,9 @@ def watch(
     from ingest.watch import Watcher
     from lake import CompactThresholds, Lake
 
-    cfg = _config(FolderWatchConfig, skills=skills, inbox=inbox, hermes_dir=hermes_dir, settle=0 if once else settle,
-                  interval=interval,
-                  max_file_mb=max_file_mb, max_inflate_ratio=max_inflate_ratio, compact_interval=compact_interval)
+    cfg = FolderWatchConfig(skills=skills, inbox=inbox, hermes_dir=hermes_dir, settle=0 if once else settle,
+                            interval=interval, max_file_mb=max_file_mb, max_inflate_ratio=max_inflate_ratio,
+                            compact_interval=compact_interval)
     console = new_console(stderr=True)
     lk = Lake.init(lake)  # `lake watch` may create the lake it is pointed at
     for d in (cfg.skills, cfg.inbox, cfg.hermes_dir):
@@ -139,7 +130,7 @@ def import_(
     from ingest.importer import run_import
     from lake import Lake
 
-    cfg = _config(ImportConfig, format=format)
+    cfg = ImportConfig(format=format)
     if not path.exists():
         fail(f"{path} does not exist")
     lk = Lake.init(lake)  # `lake import` may create the lake it is pointed at

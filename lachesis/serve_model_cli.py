@@ -15,7 +15,6 @@ import typer
 from ingest.config import HTTP_LIMIT_OPTIONS, HttpLimits
 from lachesis.console import config_command, fail, option
 from serving.config import ServeModelConfig
-from trainers.runtime.errors import TrainerInputError
 
 SERVE_MODEL_OPTIONS = [
     ("model", "--model"), ("adapter", "--adapter"), ("follow", "--follow"),
@@ -43,14 +42,8 @@ def _serve_model(values: dict, as_json: bool, quiet: bool) -> None:
               "--token-file", file=sys.stderr, flush=True)
     elif not values["token_file"]:
         values["token"] = os.environ.get("LACHESIS_TOKEN") or os.environ.get("LAKE_TOKEN") or None
-    try:
-        limits = HttpLimits(**{name: values.pop(name) for name, _ in HTTP_LIMIT_OPTIONS})
-    except ValueError as exc:
-        fail(str(exc))
-    try:
-        cfg = ServeModelConfig(**values, limits=limits)
-    except TrainerInputError as exc:
-        fail(str(exc), exc.exit_code)
+    limits = HttpLimits(**{name: values.pop(name) for name, _ in HTTP_LIMIT_OPTIONS})
+    cfg = ServeModelConfig(**values, limits=limits)
     if not cfg.token and not cfg.loopback:
         print(f"WARNING: lake serve-model listens on {cfg.host}, beyond this machine, WITHOUT A TOKEN: anyone who "
               f"can reach port {cfg.port} can use the model and write calls into the lake. Set LACHESIS_TOKEN or "
@@ -62,8 +55,6 @@ def _serve_model(values: dict, as_json: bool, quiet: bool) -> None:
 
     try:
         serve(cfg, on_ready=ready)
-    except TrainerInputError as exc:
-        fail(str(exc), exc.exit_code)
     except OSError as exc:  # the port is taken, the address is not ours
         fail(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}")
 

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from ingest.config import FolderWatchConfig, ServeConfig
+from ingest.config import FolderWatchConfig, OptionError, ServeConfig
 from lachesis.console import config_app, fail, run
 from lachesis.supervisor import USAGE_ERROR, Component, Supervisor
 from trainers.runtime.options import helped
@@ -59,12 +59,12 @@ class UpConfig:
         ServeConfig(host=self.host, port=self.port)
         FolderWatchConfig(skills=Path(self.skills), inbox=Path(self.inbox))
         if self.recipe not in RECIPES:  # online RL is a run of its own (lake train watch --recipe online)
-            raise ValueError(f"unknown --recipe {self.recipe!r}: use {' or '.join(RECIPES)}")
+            raise OptionError(f"unknown --recipe {self.recipe!r}: use {' or '.join(RECIPES)}")
         if self.serve_model:
             if self.no_train:
-                raise ValueError("--serve-model serves the streaming trainer's increments: drop --no-train")
+                raise OptionError("--serve-model serves the streaming trainer's increments: drop --no-train")
             if self.model_port == self.port:
-                raise ValueError(f"--model-port {self.model_port} is the lake server's --port: pick another")
+                raise OptionError(f"--model-port {self.model_port} is the lake server's --port: pick another")
             ServeModelConfig(host=self.host, port=self.model_port)
         self.train_arg_list(), self.serve_model_arg_list()  # an unclosed quote: one line now
 
@@ -91,7 +91,7 @@ def _split(flag: str, text: str) -> list[str]:
     try:
         return shlex.split(text)
     except ValueError as exc:  # an unclosed quote
-        raise ValueError(f"{flag} {text!r}: {exc}") from None
+        raise OptionError(f"{flag} {text!r}: {exc}") from None
 
 
 UP_OPTIONS = [("lake_root", "--lake"), ("host", "--host"), ("port", "--port"), ("skills", "--skills"),
@@ -140,14 +140,11 @@ def up(values: dict, _as_json: bool, _quiet: bool) -> None:
 
     from lake import Lake, resolve_root
 
-    try:
-        cfg = UpConfig(**values)
-        if cfg.dry_run:  # the commands as they would start, one per line: nothing is created
-            for c in components(cfg, resolve_root(cfg.lake_root)):
-                print(f"{c.name}: {shlex.join(c.argv)}")
-            return
-    except ValueError as exc:
-        fail(str(exc))
+    cfg = UpConfig(**values)
+    if cfg.dry_run:  # the commands as they would start, one per line: nothing is created
+        for c in components(cfg, resolve_root(cfg.lake_root)):
+            print(f"{c.name}: {shlex.join(c.argv)}")
+        return
     root = Lake.init(cfg.lake_root).root
     console = new_console(stderr=True)
     stop = threading.Event()
