@@ -1,6 +1,6 @@
 """Lachesis environments: gymnasium text environments with seeded task suites and a real sandbox.
 
-Imports gymnasium and the stdlib only (no torch, nothing else of Lachesis), so it works on its own.
+Imports gymnasium, orjson and the stdlib only (no torch, nothing else of Lachesis), so it works on its own.
 
     import envs
     env = envs.make("bash_exec_env", split="test")       # or an alias ("shell"), tasks="my_tasks.jsonl", max_steps=6
