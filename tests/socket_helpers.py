@@ -97,3 +97,31 @@ class Tricklers:
         self._thread.join(5)
         for s in self.socks:
             s.close()
+
+
+def huge_header(url: str, path: str = "/v1/health") -> tuple[bytes, int, float, float]:
+    """Up to 100 MiB of one header value sent to `path` (as the red team sent), health asked meanwhile: (the
+    server's answer, bytes sent, seconds until it answered, health's time in ms)."""
+    s = connect(int(url.rsplit(":", 1)[1]))
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ".encode())
+    sent, stop = [0], threading.Event()
+
+    def flood():
+        chunk = b"a" * 65536
+        try:
+            while sent[0] < 100 << 20 and not stop.is_set():
+                s.sendall(chunk)
+                sent[0] += len(chunk)
+        except OSError:  # the server answered and closed
+            pass
+
+    t = threading.Thread(target=flood, daemon=True)
+    t0 = time.monotonic()
+    t.start()
+    health = health_ms(url)
+    answer = read_all(s, 10)
+    took = time.monotonic() - t0
+    stop.set()
+    t.join(10)
+    s.close()
+    return answer, sent[0], took, health
