@@ -133,6 +133,10 @@ bench-smollm2 *ARGS:
 bench-serve *ARGS:
     {{py}} bench/bench_serve.py {{ARGS}}
 
+# On a GPU, bf16: SFT step vs TRL SFTTrainer, GRPO update shared prefix vs whole, generation vs plain generate (bench/gpu/README.md).
+gpu-check *ARGS:
+    {{py}} bench/gpu_check.py {{ARGS}}
+
 hermes_venv := env_var_or_default("HERMES_VENV", "/tmp/hermes-venv")
 vllm_venv := env_var_or_default("VLLM_VENV", "/tmp/vllm-venv")
 

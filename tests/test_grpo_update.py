@@ -20,7 +20,8 @@ def played(tiny_dir):  # noqa: F811
     from trainers.eval.evaluate import EvalSettings
     from trainers.generation.episodes import play
     from trainers.generation.generate import Generation, Sampling, Turns
-    from trainers.rl.grpo import Rollout, group_advantages
+    from trainers.rl.grpo import group_advantages
+    from trainers.rl.rollout import Rollout
     from trainers.modeling.models import load_model, load_tokenizer
 
     th.set_threads()

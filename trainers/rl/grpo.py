@@ -29,63 +29,20 @@ The rows of a micro-batch share the environment's system prompt and tools (~250 
 first prompt): that prefix runs once and its KV cache is expanded to the batch, as SFT does
 (sft.shared_prefix_inputs; the same loss, gradients within 1e-5 relative, tested): 2.3x fewer CPU-seconds per
 SmolLM2 update of 8 two-turn rollouts (bench/bench_generation.py).
+
+The Rollout class, an environment's episode, is in trainers/rl/rollout.py: this module imports no environment and
+no lake, so the update runs where neither is installed (bench/gpu_check.py, the model-code-without-lake contract).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from trainers.generation.episodes import Episode
-from trainers.generation.generate import Generation
-
 ADV_EPS = 1e-4  # trl's epsilon in the std normalisation
 TIS_CAP = 2.0  # trl's vllm_importance_sampling_cap default
 LOSS_TYPES = ("dapo", "grpo")
 NOT_SAMPLED = 1.0  # the log-prob written where the policy did not sample (Atropos' inference_logprobs convention)
 MIN_SHARED = 16  # shared-prefix tokens below which the prefix pass costs more than it saves (as SFT)
-
-
-class Rollout(Episode):
-    """An episode that keeps the spans of tokens the model generated (what the loss trains on)."""
-
-    def __init__(self, env, task_id: str, seed: int, tok, group: int):
-        super().__init__(env, task_id, seed, tok)
-        self.group = group
-        self.spans: list[tuple[int, int]] = []
-        self.tail: list[int] = []  # the final turn: the environment ended the episode, so ids does not hold it
-        self.logps: list[float] = []  # the sampled tokens' log-probs at generation, in order
-        self.advantage = 0.0
-
-    def advance(self, tok, gen: Generation, max_context: int) -> None:
-        start = len(self.ids)
-        super().advance(tok, gen, max_context)
-        self.spans.append((start, start + len(gen.token_ids)))
-        self.logps += gen.logprobs
-        if len(self.ids) == start:  # the episode ended on this turn: its tokens are not in ids
-            self.tail = list(gen.token_ids)
-
-    def sequence(self) -> tuple[list[int], list[int]]:
-        """(token ids, 1 where the model sampled the token)."""
-        ids = self.ids + self.tail
-        mask = [0] * len(ids)
-        for a, b in self.spans:
-            mask[a:b] = [1] * (b - a)
-        return ids, mask
-
-    def inference_logprobs(self) -> list[float]:
-        """The generation's log-prob of each token of `sequence()`, NOT_SAMPLED where the policy did not sample."""
-        ids, mask = self.sequence()
-        out = [NOT_SAMPLED] * len(ids)
-        at = iter(self.logps)
-        for i, m in enumerate(mask):
-            if m:
-                lp = next(at)
-                out[i] = lp if lp == lp else NOT_SAMPLED  # NaN: a scripted reply, no log-prob recorded
-        return out
-
-    @property
-    def generated_tokens(self) -> int:
-        return sum(b - a for a, b in self.spans)
 
 
 @dataclass
@@ -214,10 +171,12 @@ def token_norm(rollout, episodes: int, sampled: int, loss_type: str) -> float:
     raise ValueError(f"loss_type must be one of {', '.join(LOSS_TYPES)}, got {loss_type!r}")
 
 
-def backward_policy_loss(model, rollouts: list[Rollout], pad_id: int, micro_batch: int, kl_beta: float = 0.0,
+def backward_policy_loss(model, rollouts: list, pad_id: int, micro_batch: int, kl_beta: float = 0.0,
                          ref_model=None, *, share_prefix: bool = True, tis_cap: float = TIS_CAP,
                          loss_type: str = "dapo") -> LossStats:
-    """Accumulate the gradient of the batch's GRPO loss (the caller steps the optimizer). Episodes with a zero
+    """Accumulate the gradient of the batch's GRPO loss (the caller steps the optimizer). `rollouts`: Rollouts
+    (trainers/rl/rollout.py) or SampledSequences, anything with their `sequence()`, `inference_logprobs()`,
+    `generated_tokens`, `advantage`, `ids` and `tail`. Episodes with a zero
     advantage are skipped when there is no KL term: their gradient is zero. share_prefix: the micro-batch's shared
     prompt prefix runs once (exact); tis_cap: the truncated importance-sampling cap (0: no correction); loss_type:
     how tokens are weighted (LOSS_TYPES, the module's docstring). The reported losses are per sampled token."""

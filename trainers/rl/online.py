@@ -48,16 +48,17 @@ from trainers.modeling.models import checkpoint_activations, model_label, untrai
 from trainers.modeling.policy import PolicySpec, build_policy, resolve_spec, tokenizer_for
 from trainers.rl.config import OnlineConfig, TransferOnlineConfig
 from trainers.rl.curriculum import curriculum_stream, signal_groups
-from trainers.rl.grpo import Rollout, group_advantages, policy_update
+from trainers.rl.grpo import group_advantages, policy_update
 from trainers.rl.project_config import ProjectConfig, load_config, reward_weights
+from trainers.rl.rollout import Rollout
 from trainers.runtime import checkpoint
 from trainers.runtime.device import device as pick_device
 from trainers.runtime.device import set_threads, setup_env
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.interrupt import TrainingInterrupted, resume_hint, stop_on_interrupt
 from trainers.runtime.plots import write_eval_curve
-from trainers.runtime.runfolder import RunFolder
 from trainers.runtime.run_reader import RunReader
+from trainers.runtime.runfolder import RunFolder
 
 SOURCE = "rl_train_online"
 METHOD = "online"

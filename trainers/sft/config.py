@@ -8,8 +8,10 @@ and the `config.json` a run folder records cannot disagree.
     rl_finetune_supervised  -> SFTConfig
     llm_finetune            -> InstructConfig (--method sft | dpo)
 
-`start_run` settles the model-dependent defaults once data and model are known and writes them into the run
-folder. The runtime defaults every trainer shares (device, threads, dtype) are in trainers/runtime/device.py.
+It imports no lake, so the training loop (trainers/sft/loop.py) runs where there is none (bench/gpu_check.py):
+`start_run`, which settles the model-dependent defaults once data and model are known and writes them into the
+run folder, is in trainers/sft/run.py. The runtime defaults every trainer shares (device, threads, dtype) are in
+trainers/runtime/device.py.
 """
 from __future__ import annotations
 
@@ -19,10 +21,9 @@ from typing import ClassVar
 
 from trainers.runtime.device import check_device
 from trainers.runtime.errors import TrainerInputError
-from trainers.runtime.model_folder import context_length, trained_from_scratch
+from trainers.runtime.model_folder import context_length
 from trainers.runtime.options import DEFAULT_SEED, GRADIENT_CHECKPOINTING_HELP, at_least, helped
 from trainers.runtime.reporting import REPORT_TO_HELP, check_report_to
-from trainers.runtime.runfolder import RunFolder
 
 
 # The default --max-length is the model's context, capped for memory: activations grow with the tokens of a batch,
@@ -192,25 +193,3 @@ class InstructConfig(SFTConfig):
         super().__post_init__()
         if self.beta <= 0:
             raise TrainerInputError(f"--beta must be positive, got {self.beta}")
-
-
-# ----------------------------------------------------------------------------------------------- runtime defaults
-
-
-
-
-def start_run(run: RunFolder, config: TrainConfig, model_path: str, examples: int, manifest: dict, console=None,
-              processes: int = 1) -> tuple[TrainConfig, StepPlan]:
-    """Once data and model are known: settle the model-dependent defaults (full fine-tuning from scratch, LoRA
-    for pretrained; the lr), plan the steps (of `processes` training together), warn when they are too few to
-    learn, write config.json and manifest.json into the run folder. Returns (the settled config, the step plan)."""
-    scratch = trained_from_scratch(model_path)
-    config = config.settle(scratch)
-    plan = config.plan(examples, processes)
-    warning = plan.warning(scratch)
-    if warning:
-        run.warn(warning, console)
-    run.write_manifest(manifest)
-    run.write_config(config, model_path)
-    run.start_reporting(config.report_to)
-    return config, plan

@@ -19,8 +19,9 @@ from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.plots import loss_points
 from trainers.runtime.progress import Progress
 from trainers.runtime.runfolder import RunFolder
-from trainers.sft.config import InstructConfig, start_run
+from trainers.sft.config import InstructConfig
 from trainers.sft.data import load_rows
+from trainers.sft.run import start_run
 
 
 def _side(v, name: str, i: int):

@@ -25,10 +25,11 @@ from trainers.runtime.device import set_threads, setup_env
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import trained_from_scratch
 from trainers.runtime.runfolder import RunFolder
-from trainers.sft.config import SFTConfig, start_run
+from trainers.sft.config import SFTConfig
 from trainers.sft.data import conversations, load_rows
 from trainers.sft.distributed import Processes
 from trainers.sft.loop import prepare_model, train_loop
+from trainers.sft.run import start_run
 
 # ----------------------------------------------------------------------------------------------- tokenisation
 
