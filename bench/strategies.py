@@ -39,7 +39,8 @@ class Size:
     instruct_accum: int = 1                # 16 at once; skill pairs run to 1,024 tokens: ~20 GB with SmolLM2, 13 at 4)
     score_pairs: int | None = None  # strategy 4's losses on at most this many pairs per part (a seeded sample)
     score_questions: int = 40       # ... and its answers to this many skills' questions per part
-    families: bool = False          # strategy 1 also on bash_exec_env's test_families split (families never trained)
+    families: bool = False          # strategy 1 also on the env's test_families split (families never trained)
+    families_limit: int | None = None  # tasks per test_families evaluation (None: eval_limit)
     online_curriculum: bool = False  # rl_train_online --curriculum (tasks the policy solves sometimes)
 
 
@@ -71,25 +72,27 @@ PRETRAINED = {"freeze": "0-8", "transfer_lr": 1e-3}  # SmolLM2 has 30 layers: th
 
 
 def supervised_curve(c: Commands, size: Size, lake: Path, seed: int, *, strategy: str, arm: str, env: str,
-                     steps: tuple, tag: str, extra: tuple = ()) -> list[dict]:
-    """rl_finetune_supervised on the lake's sft view for each step count, each run evaluated on env's test split."""
+                     steps: tuple, tag: str, extra: tuple = (), families: bool = False) -> list[dict]:
+    """rl_finetune_supervised on the lake's sft view for each step count, each run evaluated on env's test split
+    (and its test_families split with `families`)."""
     recs = []
     for k in steps:
         run = c.work / tag / f"seed{seed}-steps{k}"
         c.run("rl_finetune_supervised", "--model", c.model, "--data", "sft", "--lake", lake, "--max-steps", k,
               *extra, "--seed", seed, "--output", run, "--no-plot", "--quiet", log=f"{tag}-seed{seed}-steps{k}")
-        fam = c.evaluate(env, size.eval_limit, run, log=f"{tag}-fam-seed{seed}-steps{k}", split="test_families") \
-            if size.families and env == BASH else {}
+        fam = c.evaluate(env, size.families_limit or size.eval_limit, run, log=f"{tag}-fam-seed{seed}-steps{k}",
+                         split="test_families") if families else {}
         recs.append({"strategy": strategy, "arm": arm, "seed": seed, "step": k, "run": str(run),
                      **c.evaluate(env, size.eval_limit, run, log=f"{tag}-eval-seed{seed}-steps{k}"), **fam})
     return recs
 
 
-def strategy_sft(c: Commands, size: Size, lake: Path, seed: int) -> list[dict]:
-    extra = (*(("--lr", size.sft_lr) if size.sft_lr else ()), *(("--batch-size", size.sft_batch) if size.sft_batch
-                                                                  else ()))
-    return supervised_curve(c, size, lake, seed, strategy="sft", arm="sft", env=BASH, steps=size.sft_steps, tag="s1",
-                            extra=extra)
+def strategy_sft(c: Commands, size: Size, lake: Path, seed: int, env: str = BASH, extra: tuple = ()) -> list[dict]:
+    """Strategy 1 on `env` (bash_exec_env unless told), `extra`: more rl_finetune_supervised options."""
+    own = (*(("--lr", size.sft_lr) if size.sft_lr else ()), *(("--batch-size", size.sft_batch) if size.sft_batch
+                                                                else ()))
+    return supervised_curve(c, size, lake, seed, strategy="sft", arm="sft", env=env, steps=size.sft_steps, tag="s1",
+                            extra=(*own, *extra), families=size.families)
 
 
 def online_curve(c: Commands, lake: Path, seed: int, init: Path, *, strategy: str, arm: str, run: Path, cfg: Path,
