@@ -1,6 +1,8 @@
-"""The Hermes-style ChatML chat template, message normalisation, and rendering conversations through a
-tokenizer's template: shared by training and evaluation, so both see one format. Tool calls in generated
-text are read by envs.toolcalls, the parser the environments execute.
+"""The Hermes-style ChatML chat template and rendering conversations through a tokenizer's template: shared by
+training and evaluation, so both see one format. The messages it renders are the message model's play form
+(envs/messages.py `template_messages`: tool-call arguments as objects); tool calls in generated text are read by
+envs.toolcalls, the parser the environments execute. This module imports neither (the model-code-without-lake
+contract): its callers hand it messages already in that form.
 
 Format (Hermes-3): `<|im_start|>role\\n...<|im_end|>\\n`; tools listed as JSON inside `<tools></tools>` in the
 system prompt; assistant tool calls as `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`; tool
@@ -70,48 +72,6 @@ assert TINY_TEMPLATE != CHATML_TEMPLATE and "tojson }}{%- endfor" not in TINY_TE
 
 SPECIAL_TOKENS = ["<|begin_of_text|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
 TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
-
-def _canon_args(args: Any) -> Any:
-    """Tool-call arguments as a dict where they parse (the lake stores them as JSON text)."""
-    if isinstance(args, str):
-        try:
-            return json.loads(args) if args.strip() else {}
-        except ValueError:
-            return args
-    return {} if args is None else args
-
-
-def normalize_message(m: dict) -> dict:
-    """One message in the template's shape: role, content (str), tool_calls [{name, arguments}], reasoning."""
-    if not isinstance(m, dict):
-        raise ValueError(f"a message must be an object, got {type(m).__name__}")
-    role = m.get("role") or m.get("from")
-    role = {"human": "user", "gpt": "assistant", "function_call": "assistant", "observation": "tool"}.get(role, role)
-    if role not in ("system", "user", "assistant", "tool"):
-        raise ValueError(f"unknown message role {role!r}")
-    content = m.get("content", m.get("value"))
-    out: dict = {"role": role, "content": "" if content is None else str(content)}
-    calls = []
-    for tc in m.get("tool_calls") or []:
-        if isinstance(tc, dict) and isinstance(tc.get("function"), dict):
-            tc = tc["function"]
-        if not isinstance(tc, dict) or not tc.get("name"):
-            continue
-        calls.append({"name": str(tc["name"]), "arguments": _canon_args(tc.get("arguments"))})
-    if calls:
-        out["tool_calls"] = calls
-    if m.get("reasoning"):
-        out["reasoning"] = str(m["reasoning"])
-    if role == "tool" and m.get("tool_call_id"):
-        out["tool_call_id"] = str(m["tool_call_id"])
-    return out
-
-
-def normalize_messages(messages: Any) -> list[dict]:
-    if isinstance(messages, str):
-        messages = json.loads(messages)
-    return [normalize_message(m) for m in (messages or [])]
-
 
 def normalize_tools(tools: Any) -> list[dict] | None:
     if tools is None:

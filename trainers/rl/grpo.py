@@ -38,10 +38,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from trainers.modeling.token_columns import NOT_SAMPLED
+
 ADV_EPS = 1e-4  # trl's epsilon in the std normalisation
 TIS_CAP = 2.0  # trl's vllm_importance_sampling_cap default
 LOSS_TYPES = ("dapo", "grpo")
-NOT_SAMPLED = 1.0  # the log-prob written where the policy did not sample (Atropos' inference_logprobs convention)
 MIN_SHARED = 16  # shared-prefix tokens below which the prefix pass costs more than it saves (as SFT)
 
 

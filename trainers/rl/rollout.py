@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from trainers.generation.episodes import Episode
 from trainers.generation.generate import Generation
-from trainers.rl.grpo import NOT_SAMPLED
+from trainers.modeling.token_columns import NOT_SAMPLED
 
 
 class Rollout(Episode):

@@ -1,9 +1,10 @@
 """Preference tuning with TRL's DPOTrainer (llm_finetune --method dpo) on prompt/chosen/rejected rows.
 
 Rows in TRL's preference format: `prompt` (text or a list of messages) with `chosen` / `rejected` (text or
-assistant message lists), as the views wing's `dpo` view writes them. Messages are normalised to our chat
-template's shape (tool-call arguments as objects). The same InstructConfig, step plan (seeded step count,
-warm-up bounded by the run) and RunFolder as SFT; CPU-safe trl arguments from config.cpu_defaults().
+assistant message lists), as the views wing's `dpo` view writes them. Messages reach our chat template through
+the message model (envs/messages.py `template_messages`: tool-call arguments as objects). The same
+InstructConfig, step plan (seeded step count, warm-up bounded by the run) and RunFolder as SFT; CPU-safe trl
+arguments from config.cpu_defaults().
 """
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import json
 import shutil
 import time
 
-from trainers.modeling.chat import normalize_messages, normalize_tools
+from envs.messages import template_messages
+from trainers.modeling.chat import normalize_tools
 from trainers.modeling.models import load_model, load_tokenizer, model_label, resolve_model
 from trainers.runtime.device import cpu_defaults, set_threads, setup_env
 from trainers.runtime.device import device as pick_device
@@ -34,7 +36,7 @@ def _side(v, name: str, i: int):
             return v
     if isinstance(v, list):
         try:
-            return normalize_messages(v)
+            return template_messages(v)
         except (ValueError, TypeError) as exc:
             raise TrainerInputError(f"preference row {i}: bad `{name}` messages ({exc})") from None
     if v is None:
