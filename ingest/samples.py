@@ -7,7 +7,9 @@ folder `lake watch --skills` watches: `~/.hermes/skills` after the optional skil
 There every skill is bundled or hub, and none has usage counts, so skill_to_instruction (agent-created skills
 used at least 5 times) rightly selects none of them; `agent_skills_tree` lays the same skills out as an agent's
 own (no bundle manifest, no hub lock) with a sample `.usage.json`, so strategy 4 runs end to end out of the box
-(`lake samples skills DIR`).
+(`lake samples skills DIR`). That layout adds the project's own skills for its environments (`ingest/data/skills/`,
+`<category>/<name>/SKILL.md` in Hermes' format: web form filling for web_form_env), which an agent writes, not
+Hermes' installer.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from importlib.resources import as_file, files
 from pathlib import Path
 
 CORPUS = "hermes_skills_0.19.0.tar.gz"
+OWN_SKILLS = "skills"  # ingest/data/skills: the project's own SKILL.md files, beside the corpus
 
 
 def extract_corpus(dest: Path) -> Path:
@@ -40,7 +43,12 @@ def _copy_trees(src: Path, dest: Path) -> list[str]:
     """The bundled and optional trees merged into `dest`; the skill names, sorted."""
     shutil.copytree(src / "skills", dest, dirs_exist_ok=True)
     shutil.copytree(src / "optional-skills", dest, dirs_exist_ok=True)
-    return sorted({n for p in dest.rglob("SKILL.md") if (n := _frontmatter_name(p))})
+    return skill_names(dest)
+
+
+def skill_names(root: Path) -> list[str]:
+    """The front-matter names of every SKILL.md under `root`, sorted."""
+    return sorted({n for p in root.rglob("SKILL.md") if (n := _frontmatter_name(p))})
 
 
 # The sample counters: a fixed date and a use count from the name's hash, 0-14, so about two thirds of the skills
@@ -58,12 +66,16 @@ def sample_usage(name: str) -> dict:
 
 
 def agent_skills_tree(dest: Path) -> Path:
-    """The 177 sample skills at `dest` as an agent's own skills folder: `<category>/<name>/SKILL.md`, no
-    `.bundled_manifest` and no `.hub/lock.json` (so every skill's provenance is agent), and a `.usage.json` of
-    sample counters (`sample_usage`, written as Hermes writes it: indent 2, sorted keys). Returns `dest`."""
+    """The 177 sample skills and the project's own (2 for web forms) at `dest` as an agent's own skills folder:
+    `<category>/<name>/SKILL.md`, no `.bundled_manifest` and no `.hub/lock.json` (so every skill's provenance is
+    agent), and a `.usage.json` of sample counters (`sample_usage`, written as Hermes writes it: indent 2, sorted
+    keys). Returns `dest`."""
     dest = Path(dest)
     with tempfile.TemporaryDirectory() as tmp:
-        names = _copy_trees(extract_corpus(Path(tmp)), dest)
+        _copy_trees(extract_corpus(Path(tmp)), dest)
+    with as_file(files("ingest") / "data" / OWN_SKILLS) as own:
+        shutil.copytree(own, dest, dirs_exist_ok=True)
+    names = skill_names(dest)
     usage = {n: sample_usage(n) for n in names}
     (dest / ".usage.json").write_text(json.dumps(usage, indent=2, sort_keys=True, ensure_ascii=False),
                                       encoding="utf-8")

@@ -3,7 +3,8 @@
 The package carries Hermes Agent 0.19.0's 177 SKILL.md files (ingest/samples.py). Laid out as Hermes installs
 them they are all bundled or hub skills without usage counts, which the guide's skill_to_instruction filter
 (agent-created, used at least 5 times) rightly skips; by default this command lays them out as an agent's own
-skills with a sample `.usage.json`, so `skill_to_instruction --skills DIR` has something to select.
+skills with a sample `.usage.json`, so `skill_to_instruction --skills DIR` has something to select, plus the
+project's own 2 web-form skills (ingest/data/skills) for web_form_env.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def skills(
              "with sample use counts (0-14, marked \"sample\": true in .usage.json)."),
     json: bool = JsonOption,
 ) -> None:
-    """Unpack the 177 sample SKILL.md files (Hermes Agent 0.19.0, MIT) into DEST."""
+    """Unpack the 177 sample SKILL.md files (Hermes Agent 0.19.0, MIT) into DEST, with 2 web-form skills of ours
+    unless --as-installed."""
     from ingest.samples import agent_skills_tree, sample_skills_tree
 
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):

@@ -23,11 +23,11 @@ def test_sample_skills_select_by_the_guides_filter_end_to_end(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     res = runner.invoke(lake_app, ["samples", "skills", "skills", "--json"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["skills"] == 177
+    assert json.loads(res.output)["skills"] == 179  # the corpus and the 2 web-form skills
     usage = json.loads((tmp_path / "skills" / ".usage.json").read_text())
-    assert len(usage) == 177 and all(r["created_by"] == "agent" and r["sample"] for r in usage.values())
+    assert len(usage) == 179 and all(r["created_by"] == "agent" and r["sample"] for r in usage.values())
     expected = sorted(n for n in usage if sample_usage(n)["use_count"] >= 5)
-    assert 60 < len(expected) < 177  # the filter keeps some and drops some
+    assert 60 < len(expected) < 179  # the filter keeps some and drops some
     res = runner.invoke(skills_app(), ["--skills", "skills", "--json"])  # default output: ft_prompts/
     assert res.exit_code == 0, res.output
     summary = json.loads(res.output)
@@ -37,6 +37,11 @@ def test_sample_skills_select_by_the_guides_filter_end_to_end(tmp_path, monkeypa
     assert len(files) == len(expected)
     first = json.loads(files[0].read_text().splitlines()[0])
     assert [m["role"] for m in first["messages"]] == ["user", "assistant"]
+    # the web-form skills (ingest/data/skills) reach instruction data with their own steps
+    assert (tmp_path / "skills" / "web-forms" / "fill-web-form" / "SKILL.md").is_file()
+    goal = next(json.loads(x) for x in (tmp_path / "ft_prompts" / "fill-web-form.jsonl").read_text().splitlines()
+                if json.loads(x)["kind"] == "goal")
+    assert "type(ref, text)" in goal["messages"][-1]["content"]
     # a non-empty folder is refused, nothing overwritten
     again = runner.invoke(lake_app, ["samples", "skills", "skills"])
     assert again.exit_code == 2 and "not an empty folder" in again.output
