@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from ground.errors import UserError
 from lake import Lake
+from lake.atomic import folder_atomically
 from lake.as_of import MANIFEST_NAME, AsOf
 from lake.query import QueryError, ident, where_clause
 from lake.snapshot import Snapshot
@@ -208,10 +209,7 @@ def export_snapshot(snap: Snapshot, view: str, output: str | os.PathLike, *, for
                                f"{pins}: nothing written (--allow-empty writes an empty dataset)")
     event_hash, event_count = _event_ids_hash(con, table)
 
-    parent = out.resolve().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
-    try:
+    with folder_atomically(out, in_place_of=replaced) as tmp:  # an existing output folder stays, its old dataset goes
         files = _write_files(con, table, tmp, format, rows_per_file)
         writer = _writer_info(format)
         writer["rows_per_file"] = rows_per_file
@@ -237,9 +235,6 @@ def export_snapshot(snap: Snapshot, view: str, output: str | os.PathLike, *, for
             "writer": writer,
         }
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-        _install(tmp, out, replaced)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return manifest
 
 
@@ -287,16 +282,6 @@ def _manifest_files(out: Path) -> set[str] | None:
     if not all(isinstance(n, str) and n == Path(n).name for n in names):
         return None  # a manifest naming paths outside its folder is none of ours
     return names | {MANIFEST_NAME}
-
-
-def _install(tmp: Path, out: Path, replaced: list[Path]) -> None:
-    if out.is_dir():
-        for p in replaced:
-            p.unlink()
-        for p in sorted(tmp.iterdir()):
-            os.replace(p, out / p.name)
-        return
-    os.replace(tmp, out)
 
 
 def _split_counts(table: pa.Table) -> dict[str, int] | None:

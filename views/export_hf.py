@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Mapping
@@ -31,6 +30,7 @@ from huggingface_hub.errors import HFValidationError, HfHubHTTPError, LocalToken
 
 from lake import Lake
 from lake.as_of import MANIFEST_NAME, AsOf
+from lake.atomic import folder_atomically
 from lake.snapshot import Snapshot
 from views.export import ExportError, check_outside_lake, export_snapshot, file_sha256, view_snapshot
 
@@ -57,14 +57,14 @@ def export_snapshot_hf(snap: Snapshot, view: str, output: str | os.PathLike, *, 
     out = Path(output)
     check_outside_lake(snap, out)
     _check_output(out, overwrite)
+    old = list(out.iterdir()) if out.is_dir() else None  # _check_output allowed only this format's entries
     parent = out.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
-    try:
-        staged = tmp / "parquet"
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.parquet-", dir=parent) as parquet, \
+            folder_atomically(out, in_place_of=old) as folder:
+        staged = Path(parquet) / "parquet"
         manifest = export_snapshot(snap, view, staged, format="parquet", where=where, variables=variables,
                                    allow_empty=allow_empty)
-        folder = tmp / "hf"
         dataset = _dataset_dict(staged, manifest["files"])
         was_disabled = datasets.are_progress_bars_disabled()
         datasets.disable_progress_bars()  # a progress bar per split is noise in a CLI that prints a summary
@@ -77,9 +77,6 @@ def export_snapshot_hf(snap: Snapshot, view: str, output: str | os.PathLike, *, 
                         writer={**manifest["writer"], "datasets": datasets.__version__, "staged_as": "parquet"})
         (folder / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         (folder / CARD_NAME).write_text(dataset_card(manifest, dataset), encoding="utf-8")
-        _install(folder, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return manifest
 
 
@@ -174,13 +171,3 @@ def _check_output(out: Path, overwrite: bool) -> None:
         if stray:
             raise ExportError(f"refusing to overwrite {out}: it holds files that are not part of an hf export "
                               f"({', '.join(sorted(stray)[:5])}); choose an empty or new folder")
-
-
-def _install(folder: Path, out: Path) -> None:
-    if out.is_dir():
-        for p in out.iterdir():
-            shutil.rmtree(p) if p.is_dir() else p.unlink()  # _check_output allowed only this format's entries
-        for p in sorted(folder.iterdir()):
-            os.replace(p, out / p.name)
-        return
-    os.replace(folder, out)

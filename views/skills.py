@@ -12,8 +12,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from lake.atomic import folder_atomically
 from lake.envelope import content_hashes
 from lake.records import validate_record
 from lake.schemas import TABLES, payload_schema, table_schema
@@ -174,11 +173,9 @@ def write_instruction_files(result: InstructionResult, output: str | os.PathLike
     by_skill: dict[str, list[dict]] = {}
     for p in result.pairs:
         by_skill.setdefault(p["skill"], []).append(p)
-    parent = out.resolve().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
     files = []
-    try:
+    # an existing output folder stays; its files (the checks above allowed only ours) make way for the new ones
+    with folder_atomically(out, in_place_of=list(out.iterdir()) if out.is_dir() else None) as tmp:
         for skill in sorted(by_skill):
             name = skill_file_name(skill)
             path = tmp / name
@@ -206,15 +203,6 @@ def write_instruction_files(result: InstructionResult, output: str | os.PathLike
             "files": files,
         }
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        if out.is_dir():
-            for p in out.iterdir():
-                p.unlink()
-            for p in sorted(tmp.iterdir()):
-                os.replace(p, out / p.name)
-        else:
-            os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return manifest
 
 

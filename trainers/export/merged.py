@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from lake.atomic import folder_atomically
 from trainers.export.gguf import GGUF_NAME, write_gguf
 from trainers.modeling.models import load_model, load_tokenizer, resolve_model
 from trainers.runtime.device import quiet_transformers, setup_env
@@ -105,10 +105,7 @@ def export_model(cfg: ExportModelConfig, console=None) -> dict:
     model = model.to(getattr(torch, cfg.dtype))
     tok = load_tokenizer(str(weights) if (weights / "tokenizer_config.json").is_file() else base)
     out = Path(cfg.output).expanduser()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    with folder_atomically(out) as tmp:  # the empty folder the user made, if any, is replaced by the complete one
         model.save_pretrained(tmp)  # safetensors
         tok.save_pretrained(tmp)  # tokenizer + chat_template.jinja
         if (Path(base) / TINY_MARKER).is_file():  # still a from-scratch model: full fine-tuning by default
@@ -122,11 +119,5 @@ def export_model(cfg: ExportModelConfig, console=None) -> dict:
                 "parameters": sum(p.numel() for p in model.parameters()), "config": asdict(cfg)}
         (tmp / PROVENANCE).write_text(json.dumps(info, indent=2))
         readable_like_created(tmp)  # save_pretrained leaves model.safetensors 0600
-        if out.exists():  # the empty folder the user made: replaced by the complete one
-            out.rmdir()
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     info["export_s"] = round(time.perf_counter() - t0, 3)
     return info

@@ -22,6 +22,7 @@ import envs
 from envs.base import ToolEnv
 from envs.tasks import Task
 from trainers.modeling.chat import CHATML_TEMPLATE, SPECIAL_TOKENS, TINY_TEMPLATE, TOOL_TOKENS, has_generation_markers
+from lake.atomic import folder_atomically
 from trainers.modeling.pretrained import SMOLLM2_NAMES, smollm2_path
 from trainers.runtime.device import cache_dir, load_dtype, quiet_transformers, setup_env
 from trainers.runtime.device import device as pick_device
@@ -166,20 +167,17 @@ def tiny_model_path(rebuild: bool = False, root: Path | None = None) -> Path:
         return path
     setup_env()
     quiet_transformers()
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tok = build_tokenizer(texts, TINY_CONFIG["vocab"])
     model = build_tiny_model(tok)
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
     meta = {"recipe_version": TINY_VERSION, "config": TINY_CONFIG, "corpus_sha": h, "n_texts": len(texts), **info,
             "note": "tokenizer trained on train-split task text only"}
-    (tmp / TINY_MARKER).write_text(json.dumps(meta, indent=2))
-    try:
-        os.replace(tmp, path)
-    except OSError:  # another process won the race: use its copy
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
+    try:  # a partial folder there, or --rebuild: replaced
+        with folder_atomically(path, replace=rebuild or path.exists()) as tmp:
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
+            (tmp / TINY_MARKER).write_text(json.dumps(meta, indent=2))
+    except FileExistsError:  # another process won the race: use its copy
+        pass
     return path
 
 

@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import envs
+from lake.jsonl import read_jsonl
 from trainers.eval.evaluate import EvalSettings, evaluate_model, load_eval_tasks
 from trainers.generation.episodes import play
 from trainers.generation.generate import Sampling, Turns, rollout_model, use_bf16
@@ -207,8 +208,7 @@ class OnlineTrainer:
         return ref.eval()
 
     def _reload_history(self) -> None:
-        for line in self.run.log_path.read_text().splitlines():
-            rec = json.loads(line)
+        for rec in read_jsonl(self.run.log_path)[0]:
             if rec.get("eval"):
                 self.evals.append(rec)
             elif "reward_mean" in rec:

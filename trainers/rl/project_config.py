@@ -23,12 +23,12 @@ import difflib
 import math
 import os
 import re
-import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from envs import RewardWeights
+from lake.atomic import write_bytes_atomic
 from lake.folder_files import Refusal, read_named
 from trainers.generation.generate import STOP_REPETITION, check_stop_repetition
 from trainers.rl.grpo import LOSS_TYPES
@@ -278,28 +278,8 @@ def edit_config(key: str, value: str, path: Path | None = None) -> tuple[object,
     written = tomllib.loads(text)  # what the file will say: exactly the old keys with this one changed
     if written != {**data, key: new}:
         raise TrainerInputError(f"{path}: cannot edit {key} in place (quoted key or multi-line value?): edit the file")
-    _write_atomic(path, text)
+    write_bytes_atomic(path, text.encode("utf-8"))  # through a symbolic link: its target, the link stays
     return old, new, path
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Replace the file at once; through a symbolic link, its target is replaced and the link stays."""
-    path = Path(os.path.realpath(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def describe_config(path: Path | None = None) -> list[dict]:

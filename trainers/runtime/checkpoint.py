@@ -33,6 +33,7 @@ import zipfile
 from pathlib import Path
 from typing import Callable, Iterable
 
+from lake.atomic import folder_atomically
 from trainers.runtime.errors import TrainerInputError
 
 DIR = "checkpoints"
@@ -71,19 +72,6 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(root: Path) -> None:
-    for p in sorted(root.rglob("*")) + [root]:
-        _fsync(p)
-
-
 def save(run_dir: Path, step: int, save_weights, optimizer, scheduler, state: dict, keep: int = 2) -> Path:
     """Write checkpoint `step` atomically; `save_weights(folder)` writes the adapter or model. Returns its path."""
     import torch
@@ -91,19 +79,14 @@ def save(run_dir: Path, step: int, save_weights, optimizer, scheduler, state: di
     root = Path(run_dir) / DIR
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{PREFIX}{step:08d}"
-    tmp = root / f".tmp-{PREFIX}{step:08d}-{os.getpid()}"
-    for stale in root.glob(".tmp-*"):  # left by a run killed while writing one
+    for stale in root.glob(".*"):  # a write killed midway leaves a temp or set-aside folder (a dot name: lake.atomic)
         shutil.rmtree(stale, ignore_errors=True)
-    tmp.mkdir()
-    save_weights(str(tmp / "weights"))
-    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state()},
-               tmp / "state.pt")
-    (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=2))
-    _fsync_tree(tmp)
-    if final.exists():  # the same step written again after a resume: the new copy replaces it
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    _fsync(root)
+    # the same step written again after a resume: the new copy replaces it
+    with folder_atomically(final, replace=True, durable=True) as tmp:
+        save_weights(str(tmp / "weights"))
+        torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state()},
+                   tmp / "state.pt")
+        (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=2))
     for old in complete(run_dir)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final

@@ -10,7 +10,6 @@ had a signal), and end-of-line labels are moved apart so close values stay reada
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
@@ -19,6 +18,8 @@ matplotlib.use("Agg")  # files only: no display on a server, and no GUI backend 
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
+
+from lake.jsonl import read_jsonl  # noqa: E402
 
 LOG_SCALE_RATIO = 10  # a loss falling more than 10x is drawn on a log axis, else a linear one shows the shape better
 FEW_POINTS = 30  # below this many logged steps every point gets a marker (one point alone is no line at all)
@@ -70,10 +71,7 @@ def plain_number(value: float, _pos=None) -> str:
 def loss_points(log_path: Path) -> tuple[list[int], list[float]]:
     """(steps, losses) of a train_log.jsonl, every logged step including the last."""
     steps, losses = [], []
-    for line in Path(log_path).read_text().splitlines():
-        if not line.strip():
-            continue
-        rec = json.loads(line)
+    for rec in read_jsonl(log_path)[0]:
         if "step" in rec and rec.get("loss") is not None:
             steps.append(int(rec["step"]))
             losses.append(float(rec["loss"]))

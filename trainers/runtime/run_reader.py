@@ -18,12 +18,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from lake.folder_files import Refusal, read_named
 from trainers.runtime import checkpoint
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import is_adapter_folder, is_model_folder
 
 RUNS = Path("runs")  # where a run id (`--resume sft-20261201-...`) is looked for
 RUN_CONFIG = "config.json"  # a run's own names its command and model_path; a model folder's is the model's
+RUN_CONFIG_BYTES = 1 << 20
 WEIGHTS = ("adapter", "model")  # a finished run's weights: LoRA, or the whole fine-tuned model
 
 
@@ -50,9 +52,9 @@ class RunReader:
         """The config the run recorded (RunFolder's config.json, with its command and model_path), read from the
         run folder or, for its adapter/ or model/, from the folder above; {} when there is none."""
         for folder in (self.path, self.path.parent):
-            try:
-                cfg = json.loads((folder / RUN_CONFIG).read_text())
-            except (OSError, ValueError):
+            try:  # a regular file of bounded size: a FIFO or a device named config.json never blocks the reader
+                cfg = json.loads(read_named(folder / RUN_CONFIG, RUN_CONFIG_BYTES))
+            except (OSError, Refusal, ValueError):
                 continue
             if isinstance(cfg, dict) and ("command" in cfg or cfg.get("model_path")):
                 return cfg

@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Iterator, Protocol
 from rich.markup import escape
 
 from lake import Lake, LakeError, open_lake
+from lake.jsonl import read_jsonl
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import TINY_MARKER, weights_sha256
 from trainers.runtime.plots import write_loss_plot
@@ -136,8 +137,8 @@ class RunFolder:
     def start_reporting(self, report_to: str) -> None:
         """From now on every logged step also goes to the `--report-to` reporter (trainers/runtime/reporting.py), after
         write_config. A reopened run's reporter resumes after the last step its kept log holds."""
-        kept = self.log_path.read_text().splitlines() if self.log_path.exists() else []
-        steps = [s for s in (json.loads(x).get("step") for x in kept) if isinstance(s, int)]
+        kept = read_jsonl(self.log_path)[0] if self.log_path.exists() else []
+        steps = [s for s in (rec.get("step") for rec in kept) if isinstance(s, int)]
         self.reporter = make_reporter(report_to, self.path, self.run_id, asdict(self.config),
                                       resume_step=max(steps) + 1 if steps else None)
 

@@ -98,9 +98,7 @@ def run_transfer_init(cfg: TransferInitConfig) -> dict:
     layers = parse_layer_spec(spec_text)
     lake = trainer_lake(cfg.lake_root)
     if cfg.from_run:
-        source = RunReader.open(cfg.from_run, "--from", by_id=True)
-        source.require_config()
-        folder = source.path
+        folder = RunReader.open(cfg.from_run, "--from", by_id=True).path  # its config.json: source_model reads it
         source_id = folder.name
     else:
         row = latest_run_on(lake, cfg.source_env)
