@@ -27,6 +27,8 @@ def iter_rollouts(spec: RolloutSpec) -> Iterator[dict]:
         kw["tasks"] = spec.tasks_file
     if spec.templates:
         kw["templates"] = list(spec.templates)
+    if spec.screenshots:
+        kw["screenshots"] = spec.screenshots
     env = envs.make(name, **kw)
     policy = envs.get_policy(name, spec.policy, seed=spec.seed)
     n = env.unwrapped.suite.count(spec.split)

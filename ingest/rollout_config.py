@@ -31,6 +31,9 @@ class RolloutSpec:
     tasks_file: str | None = field(default=None, metadata=_help("Your own tasks (JSONL) instead of the built-in suite."))
     max_steps: int = field(default=6, metadata=_help("Steps before an episode is cut off."))
     templates: tuple[str, ...] = field(default=(), metadata=_help("Only these task templates (default: all)."))
+    screenshots: str | None = field(default=None, metadata=_help(
+        "Folder for each episode's final page as a PNG, its path in the row's metadata (checks.details[0]"
+        ".screenshot); environments tagged web only."))
 
     def __post_init__(self):
         import envs  # here, not at the top: the `lake` CLI imports this module at start-up for the option help
@@ -43,6 +46,9 @@ class RolloutSpec:
             raise RolloutInputError(f"unknown policy {self.policy!r}; policies: {', '.join(envs.POLICY_KINDS)}")
         if self.split not in envs.SPLITS:
             raise RolloutInputError(f"unknown split {self.split!r}; splits: {', '.join(envs.SPLITS)}")
+        if self.screenshots and "web" not in envs.env_info(envs.resolve_name(self.env)).tags:
+            raise RolloutInputError(f"--screenshots: {self.env} has no page to take; only environments tagged "
+                                    "web do")
         for flag, value in (("--episodes", self.episodes), ("--max-steps", self.max_steps)):
             if value < 1:
                 raise RolloutInputError(f"{flag} must be at least 1, got {value}")

@@ -22,6 +22,7 @@ def rollout(
     max_steps: int = option(RolloutSpec, "max_steps", "--max-steps"),
     templates: Optional[str] = typer.Option(None, "--templates",
                                             help="Only these task templates, comma-separated (default: all)."),
+    screenshots: Optional[Path] = option(RolloutSpec, "screenshots", "--screenshots"),
     lake: Optional[Path] = LakeOption,
     json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of text."),
 ) -> None:
@@ -34,7 +35,8 @@ def rollout(
 
     spec = RolloutSpec(env=env, policy=policy, episodes=episodes, split=split, seed=seed,
                        tasks_file=str(tasks) if tasks else None, max_steps=max_steps,
-                       templates=tuple(t.strip() for t in templates.split(",") if t.strip()) if templates else ())
+                       templates=tuple(t.strip() for t in templates.split(",") if t.strip()) if templates else (),
+                       screenshots=str(screenshots) if screenshots else None)
     name = envs.resolve_name(env)
     records: list[dict] = []
     progress = Progress(TextColumn(f"[bold green]{name} {policy}"), BarColumn(), MofNCompleteColumn(),

@@ -266,6 +266,27 @@ def test_rollouts_into_a_real_lake(tmp_path):
     assert [r[:5] for r in rows] == [("web_form_env", ["web"], "test_families", True, 1.0)] * 2
     meta = json.loads(rows[0][6])
     assert meta["checks"]["details"][0]["miniwob"] == HELD_OUT[0] and meta["checks"]["details"][0]["raw_reward"] > 0
+    assert "screenshot" not in meta["checks"]["details"][0]  # only where --screenshots asks
+
+
+@needs_browser
+def test_screenshots_are_files_the_lake_rows_point_at(tmp_path):
+    from ingest.rollout import RolloutSpec, append_rollouts, run_rollouts
+    from lake import Lake
+
+    spec = RolloutSpec(env="web-form", episodes=2, seed=2, screenshots=str(tmp_path / "shots"))
+    append_rollouts(run_rollouts(spec), tmp_path / "lake")
+    metas = Lake(tmp_path / "lake").snapshot().sql("SELECT metadata FROM trajectories").fetchall()
+    paths = sorted(json.loads(m[0])["checks"]["details"][0]["screenshot"] for m in metas)
+    assert paths == sorted(str(p) for p in (tmp_path / "shots").iterdir()) and len(paths) == 2
+    assert all(open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and os.path.getsize(p) > 1000 for p in paths)
+
+
+def test_screenshots_of_an_environment_without_a_page_are_refused():
+    from ingest.rollout import RolloutInputError, RolloutSpec
+
+    with pytest.raises(RolloutInputError, match="--screenshots: shell has no page"):
+        RolloutSpec(env="shell", screenshots="shots")
 
 
 # ------------------------------------------------------------------ process ownership

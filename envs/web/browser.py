@@ -280,6 +280,10 @@ class Page:
         """Execute JavaScript in the tab (see call)."""
         return self.call(lambda d: d.execute_script(script, *args))
 
+    def screenshot(self) -> bytes:
+        """The tab's viewport as PNG bytes."""
+        return self.call(lambda d: d.get_screenshot_as_png())
+
     def goto(self, url: str) -> None:
         if url != self.url:
             self.call(lambda d: d.get(url))

@@ -17,10 +17,16 @@ malformed one, a call that failed on the page: no such ref, a covered element, t
 with `partial_credit` a `field_filled` term on every step that changes how many of the task's fields hold their
 value (FILL in suite.py; negative when one is wiped), paid as it happens; the final term is the other
 environments' final reward less what the field terms already paid, so an episode's return is theirs.
+
+With `screenshots` (a folder), the page as the episode ends is saved there as a PNG (`<task>-<id>.png`) and
+its path is a file reference in the final info's checks (`details[0]["screenshot"]`), so the lake row's
+metadata points at it; an episode whose browser died has none.
 """
 from __future__ import annotations
 
 import time
+import uuid
+from pathlib import Path
 
 import gymnasium
 
@@ -35,6 +41,9 @@ from envs.web.observe import SNAPSHOT_JS, render
 from envs.web.suite import ENV, FILL, builtin_suite, page_url, validate_task
 
 MAX_CALLS_PER_STEP = 10
+# MiniWoB covers a finished task with its START div (the next episode's start button); the task's last state is
+# still under it, and reset() starts the next episode without the cover
+UNCOVER_JS = "var c = document.getElementById('sync-task-cover'); if (c) { c.style.display = 'none'; }"
 SYSTEM_PROMPT = ("You operate a web page. Each element is listed as [ref] tag text. Use click, type, select and "
                  "press with a ref; the page's own submit button finishes the task.")
 
@@ -55,10 +64,14 @@ class WebFormEnv(ToolEnv):
 
     def __init__(self, split: str = "train", tasks=None, max_steps: int = 10, limits=None,
                  render_mode: str | None = None, templates: list[str] | None = None,
-                 reward_weights: RewardWeights | None = None, pool: browsers.BrowserPool | None = None):
+                 reward_weights: RewardWeights | None = None, pool: browsers.BrowserPool | None = None,
+                 screenshots: str | Path | None = None):
         super().__init__(split=split, tasks=tasks, max_steps=max_steps, limits=limits, render_mode=render_mode,
                          templates=templates, reward_weights=reward_weights)
         self._pool = pool
+        self.screenshots = Path(screenshots) if screenshots is not None else None
+        if self.screenshots is not None:
+            self.screenshots.mkdir(parents=True, exist_ok=True)
         self.page: browsers.Page | None = None
         self.fields: dict[str, str] = {}
         self._paid_share = 0.0
@@ -201,6 +214,9 @@ class WebFormEnv(ToolEnv):
                           "parse_errors": parsed.errors, "tool_results": per_call, "reward_terms": terms}
         if terminated or truncated:
             report = self._report(snap, share, gone)
+            shot = self._screenshot() if self.screenshots is not None and not gone else None
+            if shot:
+                report.details[0]["screenshot"] = shot
             final = final_reward(self.reward_weights, report) - (pc * self._paid_share if pc is not None else 0.0)
             terms["final"] = final
             info.update(reward=final_reward(self.reward_weights, report), success=report.success,
@@ -236,6 +252,18 @@ class WebFormEnv(ToolEnv):
             return exc
         tally.well_formed += 1
         return text
+
+    def _screenshot(self) -> str | None:
+        """The page as it is now, saved as a PNG in the screenshots folder; its absolute path (None: the browser
+        went away before it answered)."""
+        try:
+            self.page.run(UNCOVER_JS)
+            png = self.page.screenshot()
+        except browsers.BrowserGone:
+            return None
+        path = (self.screenshots / f"{self.task.task_id.replace(':', '-')}-{uuid.uuid4().hex[:8]}.png").resolve()
+        path.write_bytes(png)
+        return str(path)
 
     # ------------------------------------------------------------ scoring
 
