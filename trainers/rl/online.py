@@ -47,6 +47,7 @@ from trainers.generation.generate import Sampling, Turns, rollout_model, use_bf1
 from trainers.modeling.freeze import checksums, freeze_report, model_depth, trainable_names
 from trainers.modeling.models import checkpoint_activations, model_label, untrained_note
 from trainers.modeling.policy import PolicySpec, build_policy, resolve_spec, tokenizer_for
+from trainers.modeling.token_columns import token_columns
 from trainers.rl.config import OnlineConfig, TransferOnlineConfig
 from trainers.rl.curriculum import curriculum_stream, signal_groups
 from trainers.rl.grpo import group_advantages, policy_update
@@ -65,7 +66,6 @@ SOURCE = "rl_train_online"
 METHOD = "online"
 GENERATE_BATCH = 64  # episodes generated together (all of a step's episodes for the usual batch x group sizes)
 EVAL_BATCH = 64
-MASKED = -100  # a token of `masks` the policy did not sample (Atropos' convention)
 
 
 def settle_project(cfg: OnlineConfig) -> ProjectConfig:
@@ -135,9 +135,9 @@ def play_groups(model, tok, cfg: OnlineConfig, hp: ProjectConfig, stream: TaskSt
 def rollout_rows(res: StepResult, label: str, hp: ProjectConfig, source: str, version: str, group_prefix: str,
                  position: int, metadata: dict) -> list[dict]:
     """The lake rows of a step's rollouts: policy_version, per-step rewards, the group, and the token ids with
-    the sampled ones marked (`tokens`, `masks` as Atropos writes them: -100 where the policy did not sample) and
-    their sampling log-probs (`inference_logprobs`, 1.0 elsewhere), so a learner in another process trains on
-    exactly what the actor sampled, with the same importance-sampling correction."""
+    the sampled ones marked and their sampling log-probs (`tokens`, `masks`, `inference_logprobs` in Atropos'
+    conventions, trainers/modeling/token_columns.py), so a learner in another process trains on exactly what the
+    actor sampled, with the same importance-sampling correction."""
     rows = []
     for e in res.rollouts:
         ids, sampled = e.sequence()
@@ -145,8 +145,7 @@ def rollout_rows(res: StepResult, label: str, hp: ProjectConfig, source: str, ve
             model=label, policy_version=version, source=source, group_id=f"{group_prefix}/{e.group}", seed=e.seed,
             metadata={**metadata, "advantage": e.advantage, "temperature": hp.temperature,
                       "reward_scale": hp.reward_scale, "data_position": position + e.group})
-        rows.append({**rec, "tokens": ids, "masks": [t if m else MASKED for t, m in zip(ids, sampled)],
-                     "inference_logprobs": e.inference_logprobs()})
+        rows.append({**rec, **token_columns(ids, sampled, e.inference_logprobs())})
     return rows
 
 
