@@ -145,7 +145,7 @@ class ServeModelConfig:
         if self.adapter:  # a missing or foreign folder, pickle weights: the one-line error now, before any model
             from trainers.modeling.models import resolve_adapter
 
-            from .weights_files import check_weights
+            from trainers.runtime.weights_files import check_weights
 
             check_weights(resolve_adapter(self.adapter))
 

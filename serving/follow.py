@@ -23,10 +23,10 @@ from pathlib import Path
 from lake import Lake, LakeError
 from trainers.runtime import checkpoint
 from trainers.runtime.errors import TrainerInputError
+from trainers.runtime.weights_files import check_weights
 from trainers.watch.config import WATCH_FILE
 
 from .engine import EmbeddedEngine
-from .weights_files import check_weights
 
 
 class Follower:

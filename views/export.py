@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from ground.errors import UserError
 from lake import Lake
 from lake.atomic import folder_atomically
+from lake.output_folder import check_output_folder
 from lake.as_of import MANIFEST_NAME, AsOf
 from lake.query import QueryError, ident, where_clause
 from lake.snapshot import Snapshot
@@ -239,15 +240,10 @@ def export_snapshot(snap: Snapshot, view: str, output: str | os.PathLike, *, for
 
 
 def check_outside_lake(snap: Snapshot, out: Path) -> None:
-    """An export folder never lies inside the lake of `snap`: --overwrite there could delete the lake's data files
-    (a lake on object storage holds no local folder)."""
-    if not snap.table_set.store.local:
-        return
-    lake_root = snap.table_set.root
-    target, root = out.resolve(), lake_root.resolve()
-    if target == root or root in target.parents:
-        raise ExportError(f"refusing to export into {out}: it is inside the lake at {lake_root}; "
-                          "choose a folder outside it")
+    """An export folder never lies inside the lake of `snap` nor any other (--overwrite there could delete the lake's
+    data files), nor where nothing can be written: lake/output_folder.py's rules, `lake export-model`'s too."""
+    store = snap.table_set.store
+    check_output_folder(out, lakes=[store.root] if store.local else [], error=ExportError)
 
 
 def _check_output(out: Path, overwrite: bool) -> list[Path]:

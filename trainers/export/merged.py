@@ -22,13 +22,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lake.atomic import folder_atomically
+from lake.output_folder import check_output_folder
 from trainers.export.gguf import GGUF_NAME, write_gguf
 from trainers.modeling.models import load_model, load_tokenizer, resolve_model
+from trainers.runtime import checkpoint
 from trainers.runtime.device import quiet_transformers, setup_env
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import TINY_MARKER, readable_like_created
 from trainers.runtime.options import helped
 from trainers.runtime.run_reader import RunReader
+from trainers.runtime.weights_files import check_weights
 
 FORMATS = ("merged", "gguf")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -75,6 +78,19 @@ def run_weights(run: str, step: int | None = None) -> tuple[Path, int | None]:
     return RunReader.open(run, "run").weights(step)
 
 
+def check_export(cfg: ExportModelConfig) -> tuple[Path, int | None]:
+    """The run's weights and step once the output may be written (lake/output_folder.py's rules, as `lake export`'s:
+    outside every lake, and outside what this run's later exports read: its weights and its checkpoints/, where a
+    model folder would pass for the newest step) and the weights may be opened (no pickle, FIFO or truncated
+    file: trainers/runtime/weights_files.py). One line, before the model loads."""
+    reader = RunReader.open(cfg.run, "run")
+    weights, step = reader.weights(cfg.step)
+    run_folder = reader.path.parent.parent if reader.is_checkpoint() else reader.path
+    check_output_folder(cfg.output, avoid=[weights, run_folder / checkpoint.DIR], error=TrainerInputError)
+    check_weights(weights)
+    return weights, step
+
+
 def base_of(adapter: Path, model: str | None) -> str:
     """The base model folder of a LoRA adapter: --model, else the adapter's base_model_name_or_path."""
     if model:
@@ -93,7 +109,7 @@ def export_model(cfg: ExportModelConfig, console=None) -> dict:
     setup_env()
     quiet_transformers()
     t0 = time.perf_counter()
-    weights, step = run_weights(cfg.run, cfg.step)
+    weights, step = check_export(cfg)
     lora = (weights / "adapter_config.json").is_file()
     base = base_of(weights, cfg.model) if lora else str(weights)
     say = console.print if console is not None else (lambda *_a, **_k: None)

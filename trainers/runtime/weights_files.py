@@ -1,4 +1,5 @@
-"""What a weights folder must be before the model server opens any file in it (--adapter, each --follow increment).
+"""What a weights folder must be before any file in it is opened: the model server's --adapter and each --follow
+increment, and the run `lake export-model` merges.
 
 A followed run's folder is written by a trainer, but also by hands, copies and failing disks, and the server runs
 unattended: a truncated or garbage `adapter_model.safetensors`, a pickle `adapter_model.bin` or `pytorch_model.bin`,
@@ -10,7 +11,8 @@ held (the whole server froze: health timed out, SIGTERM was ignored), and a pick
 * no pickle weights (.bin, .pt, .pth, .pkl, .ckpt): safetensors only (what save_pretrained writes);
 * at least one .safetensors file, each whose header parses and whose data is all there (safe_open reads the header
   and checks the data's extent against the file's size).
-A refusal is a CheckpointError (one line naming the file); the caller skips the folder and goes on.
+A refusal is a CheckpointError (one line naming the file): the follower skips the folder and goes on, a command
+stops with it.
 """
 from __future__ import annotations
 
