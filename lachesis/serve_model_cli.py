@@ -30,7 +30,7 @@ SERVE_MODEL_OPTIONS = [
     ("default_max_tokens", "--default-max-tokens"), ("kv_cache_tokens", "--kv-cache-tokens"),
     ("context", "--context"), ("poll_interval", "--poll-interval"),
     ("max_body_mb", "--max-body-mb"), ("max_messages", "--max-messages"), ("seed", "--seed"), ("threads", "--threads"), ("device", "--device"),
-    ("chat_template", "--chat-template"), ("log_level", "--log-level"),
+    ("chat_template", "--chat-template"), ("log_level", "--log-level"), ("quiet", "--quiet"),
 ]
 
 
@@ -43,15 +43,16 @@ def _serve_model(values: dict, as_json: bool, quiet: bool) -> None:
     elif not values["token_file"]:
         values["token"] = os.environ.get("LACHESIS_TOKEN") or os.environ.get("LAKE_TOKEN") or None
     limits = HttpLimits(**{name: values.pop(name) for name, _ in HTTP_LIMIT_OPTIONS})
-    cfg = ServeModelConfig(**values, limits=limits)
+    cfg = ServeModelConfig(**values, limits=limits, quiet=quiet)  # --quiet: the command's own flag, this field
     if not cfg.token and not cfg.loopback:
         print(f"WARNING: lake serve-model listens on {cfg.host}, beyond this machine, WITHOUT A TOKEN: anyone who "
               f"can reach port {cfg.port} can use the model and write calls into the lake. Set LACHESIS_TOKEN or "
               "--token-file.", file=sys.stderr, flush=True)
 
     def ready(engine) -> None:
-        print(f"lake serve-model: http://{cfg.host}:{cfg.port}/v1 serving {', '.join(v.name for v in engine.versions())}"
-              f" record={cfg.record} auth={'on' if cfg.token else 'off'}", file=sys.stderr, flush=True)
+        print(f"lake serve-model: ready at http://{cfg.host}:{cfg.port}/v1 serving "
+              f"{', '.join(v.name for v in engine.versions())} (a request for {engine.label!r} gets the newest) "
+              f"record={cfg.record} auth={'on' if cfg.token else 'off'}", file=sys.stderr, flush=True)
 
     try:
         serve(cfg, on_ready=ready)

@@ -17,7 +17,8 @@ from lachesis.console import App, JsonOption, LakeOption, config_command, print_
 from trainers.watch.config import ONLINE, WatchConfig
 
 WATCH_OPTIONS = [
-    ("recipe", "--recipe"), ("view", "--view"), ("model", "--model"), ("lake_root", "--lake"), ("name", "--name"),
+    ("recipe", "--recipe"), ("view", "--view"), ("model", "--model"), ("from_run", "--from"), ("lake_root", "--lake"),
+    ("name", "--name"),
     ("output", "--output"), ("min_rows", "--min-rows"), ("debounce", "--debounce"), ("poll_interval", "--poll-interval"),
     ("replay", "--replay"), ("max_versions", "--max-versions"), ("once", "--once"),
     ("max_increments", "--max-increments"), ("eval_every", "--eval-every"), ("eval_task", "--eval-task"),
@@ -45,6 +46,7 @@ def _emitter(as_json: bool, quiet: bool):
         kind = rec["event"]
         if kind == "ready":
             err.print(f"[bold]{literal(rec['name'])}[/]: from increment {rec['increment']}, offsets {rec['offsets']}"
+                      + (f", weights of {literal(rec['from'])}" if rec.get("from") else "")
                       + (f", {rec['reconciled']} runs events recovered" if rec["reconciled"] else ""), highlight=False)
         elif kind == "increment":
             loss = f", loss {rec['final_loss']:.3f}" if rec.get("final_loss") is not None else ""

@@ -3,7 +3,10 @@ command, under lachesis/supervisor.py: one live status line per component, a cra
 Ctrl-C stops them all. `--serve-model` adds the model server (`lake serve-model --follow` on the trainer's folder):
 agents call the newest increment over the OpenAI API, each call lands in the lake the trainer learns from, and each
 new increment is served as it is written; the loop agent -> model server -> lake -> trainer -> model server. The
-model server serves the base model until the trainer (started at the same time) has written its folder.
+model server serves the base model until the trainer (started at the same time) has written its folder; with
+`--from runs/<run>` the trainer continues that run's weights and the server serves them until the first increment,
+all under one served name (the model's short name, or `--served-name`), so an agent configured with it keeps
+talking to the newest version of that line.
 
 The lake is created first (an explicit `up` may, like `lake serve`), so the trainer, which never creates a lake,
 finds it. Each component is the `lake` command a user could run alone, with this config's options.
@@ -21,6 +24,7 @@ from ingest.config import FolderWatchConfig, OptionError, ServeConfig
 from lachesis.console import config_app, fail, run
 from lachesis.supervisor import USAGE_ERROR, Component, Supervisor
 from trainers.runtime.options import helped
+from trainers.runtime.run_reader import RunReader
 from serving.config import ServeModelConfig
 from trainers.watch.config import RECIPES, WatchConfig
 
@@ -43,6 +47,10 @@ class UpConfig:
     inbox: str = like(FolderWatchConfig, "inbox", default="data/inbox")
     recipe: str = field(default="sft", **helped(f"the streaming trainer's recipe: {' | '.join(RECIPES)}"))
     model: str = field(default="tiny", **helped("the streaming trainer's model: tiny | smollm2 | a folder"))
+    from_run: str | None = field(default=None, **helped(
+        "a trained run (runs/<run>) the streaming trainer continues from (`lake train watch --from`) and the model "
+        "server serves until the trainer's first increment (`lake serve-model --adapter`), under the served name "
+        "(--serve-model-args '--served-name NAME'; default --model's short name)"))
     train_args: str = field(default="", **helped("more options for `lake train watch`, e.g. '--min-rows 32 --replay 0'"))
     logs: str = field(default="runs/up-logs", **helped("where each component's output goes (<name>.log)"))
     no_train: bool = field(default=False, **helped("run only the server and the watcher"))
@@ -66,6 +74,10 @@ class UpConfig:
             if self.model_port == self.port:
                 raise OptionError(f"--model-port {self.model_port} is the lake server's --port: pick another")
             ServeModelConfig(host=self.host, port=self.model_port)
+        if self.from_run:
+            if self.no_train:
+                raise OptionError("--from starts the streaming trainer from a run: drop --no-train")
+            RunReader.open(self.from_run, "--from").weights()  # a missing or empty run: one line now
         self.train_arg_list(), self.serve_model_arg_list()  # an unclosed quote: one line now
 
     def trainer_folder(self) -> Path:
@@ -95,7 +107,8 @@ def _split(flag: str, text: str) -> list[str]:
 
 
 UP_OPTIONS = [("lake_root", "--lake"), ("host", "--host"), ("port", "--port"), ("skills", "--skills"),
-              ("inbox", "--inbox"), ("recipe", "--recipe"), ("model", "--model"), ("train_args", "--train-args"),
+              ("inbox", "--inbox"), ("recipe", "--recipe"), ("model", "--model"), ("from_run", "--from"),
+              ("train_args", "--train-args"),
               ("logs", "--logs"), ("no_train", "--no-train"), ("serve_model", "--serve-model"),
               ("model_port", "--model-port"), ("serve_model_args", "--serve-model-args"), ("dry_run", "--dry-run")]
 
@@ -112,13 +125,15 @@ def components(cfg: UpConfig, root: Path) -> list[Component]:
     out = [Component("serve", lake_command("serve", *lake, "--host", cfg.host, "--port", str(cfg.port))),
            Component("watch", lake_command("watch", *lake, "--skills", cfg.skills, "--inbox", cfg.inbox))]
     if not cfg.no_train:
+        start = ["--from", cfg.from_run] if cfg.from_run else []
         out.append(Component("train", lake_command("train", "watch", *lake, "--recipe", cfg.recipe, "--model",
-                                                   cfg.model, *cfg.train_arg_list())))
+                                                   cfg.model, *start, *cfg.train_arg_list())))
     if cfg.serve_model:
         folder = cfg.trainer_folder()
+        start = ["--adapter", cfg.from_run] if cfg.from_run else []
         out.append(Component("model", lake_command("serve-model", *lake, "--host", cfg.host, "--port",
-                                                   str(cfg.model_port), "--model", cfg.model, "--follow", str(folder),
-                                                   *cfg.serve_model_arg_list())))
+                                                   str(cfg.model_port), "--model", cfg.model, *start, "--follow",
+                                                   str(folder), *cfg.serve_model_arg_list())))
     return out
 
 

@@ -10,6 +10,7 @@ bad --model or --adapter is a one-line error at start and a client never meets a
 from __future__ import annotations
 
 import asyncio
+import sys
 from contextlib import asynccontextmanager
 
 import uvicorn
@@ -22,6 +23,7 @@ from lake import CompactThresholds, Lake, LakeError, resolve_root
 from trainers.runtime.errors import TrainerInputError
 
 from . import routes_chat, routes_models
+from .access_log import AccessLog
 from .config import ServeModelConfig
 from .engine import EmbeddedEngine
 from .follow import Follower
@@ -34,11 +36,15 @@ def load_engine(config: ServeModelConfig) -> tuple[EmbeddedEngine, Follower | No
     """The engine with its first version loaded (a TrainerInputError, one line, for a bad model, adapter or
     followed folder), and the follower of --follow (not started)."""
     engine = VLLMEngine(config) if config.engine == "vllm" else EmbeddedEngine(config)
+    print(f"lake serve-model: loading {engine.model_path}" + (f" + {config.adapter}" if config.adapter else "")
+          + (f", following {config.follow}" if config.follow else "")
+          + (f", {engine.threads} torch threads" if isinstance(engine, EmbeddedEngine) else ""),
+          file=sys.stderr, flush=True)
     follower = None
     if config.follow:
         follower = Follower(engine, config.follow, poll_interval=config.poll_interval,
                             promote_if_better=config.promote_if_better, lake_root=config.lake_root)
-        engine.load_initial(None, follower.newest())
+        engine.load_initial(config.adapter, follower.newest())
     else:
         engine.load_initial(config.adapter, None)
     return engine, follower
@@ -80,6 +86,7 @@ def create_app(config: ServeModelConfig, engine: EmbeddedEngine | None = None,
     app.include_router(routes_chat.router)
     app.include_router(routes_models.router)
     install_error_handlers(app)
+    app.add_middleware(AccessLog, version_header=routes_chat.VERSION_HEADER, quiet=config.quiet)
     return app
 
 

@@ -26,7 +26,8 @@ class ServeModelConfig:
 
     model: str = field(default="tiny", **helped("tiny | smollm2 | hermes-3 | a local model folder | a hub id"))
     adapter: Optional[str] = field(default=None, **helped(
-        "serve this run folder's adapter (its adapter/ or, for --full runs, model/) on the model"))
+        "serve this run folder's adapter (its adapter/ or, for --full runs, model/) on the model; with --follow, "
+        "until the followed trainer has an increment (`lake train watch --from` the same run)"))
     follow: Optional[str] = field(default=None, **helped(
         "a streaming trainer's folder (runs/<watch-run>): serve its newest increment and swap to each new one "
         "as it is written, without failing requests in flight"))
@@ -96,10 +97,14 @@ class ServeModelConfig:
         "HTTP limits, the same as lake serve's: head size and fields, head and body timeouts, keep-alive, "
         "connections in all and per client address (ingest/http_limits.py)"))
     seed: int = field(default=0, **helped("seed of sampling for requests without their own seed"))
-    threads: Optional[int] = field(default=None, **helped("torch threads (default 1 or $LACHESIS_THREADS)"))
+    threads: Optional[int] = field(default=None, **helped(
+        "torch threads (default $LACHESIS_THREADS, else every CPU this process may use)"))
     device: str = field(default="auto", **helped("auto (cuda when available) | cpu | cuda | cuda:N"))
     chat_template: Optional[str] = field(default=None, **helped("chatml (ours, Hermes-style) or a .jinja file"))
     log_level: str = field(default="warning", **helped("uvicorn log level"))
+    quiet: bool = field(default=False, **helped(
+        "no access-log line per request (method, route, status, version, tokens, time); loading, readiness and "
+        "each swap are still said"))
 
     def __post_init__(self):
         from ingest.config import resolve_token
@@ -113,8 +118,6 @@ class ServeModelConfig:
             self.record = "off"
         if self.record not in RECORD_MODES:
             raise TrainerInputError(f"--record must be one of {', '.join(RECORD_MODES)}, not {self.record!r}")
-        if self.adapter and self.follow:
-            raise TrainerInputError("give --adapter or --follow, not both (--follow serves the trainer's increments)")
         if self.promote_if_better and not self.follow:
             raise TrainerInputError("--promote-if-better needs --follow runs/<watch-run>")
         if self.follow and Path(self.follow).exists() and not Path(self.follow).is_dir():

@@ -40,13 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from trainers.runtime.device import device as pick_device, set_threads, setup_env
+from trainers.runtime.device import device as pick_device, set_threads, setup_env, usable_cpus
 from trainers.runtime.errors import TrainerInputError
 from trainers.generation.generate import Generation, Sampling, TurnCache, generate
 from trainers.modeling.models import is_model_folder, load_model, load_tokenizer, resolve_adapter, resolve_model
 
 from .config import ServeModelConfig
-from .versions import GenerationFailed, ServedVersions, Version, VersionGone, label_of, run_name, weights_sha256
+from .versions import (GenerationFailed, ServedVersions, Version, VersionGone, check_base, label_of, run_name,
+                       weights_sha256)
 
 
 @dataclass
@@ -101,7 +102,7 @@ class EmbeddedEngine(ServedVersions):
         setup_env()
         self.cfg = cfg
         self.dev = pick_device(cfg.device)
-        set_threads(cfg.threads)
+        self.threads = set_threads(cfg.threads, default=usable_cpus())  # a server uses the machine's cores
         import torch
 
         self.model_path = resolve_model(cfg.model)
@@ -123,16 +124,18 @@ class EmbeddedEngine(ServedVersions):
 
     # ------------------------------------------------------------------------------------------- versions
     def load_initial(self, adapter: str | None, follow_step: tuple[str, str] | None) -> Version:
-        """The version served from the start (before the thread runs): --adapter's, a followed run's newest
-        increment (step, weights folder), or the base."""
-        if follow_step is not None:  # increments will follow: their first swap is a copy too
-            v = self._install(self._load(follow_step[0], follow_step[1]))
-            self._make_spare()
-            return v
-        if adapter:
+        """The version served from the start (before the thread runs): a followed run's newest increment (step,
+        weights folder), else --adapter's (with --follow: until the trainer's first increment), else the base."""
+        if follow_step is None and adapter:
             path = resolve_adapter(adapter)
-            return self._install(self._load(run_name(path), path))
-        return self._install(self._load("base", None))
+            check_base(path, self.model_path)
+            follow_step = (run_name(path), path)
+        if follow_step is None:
+            return self._install(self._load("base", None))
+        v = self._install(self._load(*follow_step))
+        if self.cfg.follow:  # increments will follow: their first swap is a copy too
+            self._make_spare()
+        return v
 
     def add_version(self, step: str, path: str) -> Version:
         """Load a new version and make it the newest; blocks until it serves. The weights are read here, on the

@@ -27,6 +27,7 @@ from trainers.runtime.weights_files import check_weights
 from trainers.watch.config import WATCH_FILE
 
 from .engine import EmbeddedEngine
+from .versions import check_base, run_name
 
 
 class Follower:
@@ -75,14 +76,14 @@ class Follower:
         for ckpt in reversed(checkpoint.complete(self.folder)):  # the newest whose weights may be loaded
             n = checkpoint.step_of(ckpt)
             try:
-                check_weights(checkpoint.weights(ckpt))
+                self._check(ckpt)
             except TrainerInputError as exc:
                 self._refuse(n, exc)
                 continue
             self.seen = max(self.seen, n)
             if self.promote:
                 self.best = self._success_rate(ckpt)
-            return str(n), str(checkpoint.weights(ckpt))
+            return run_name(str(checkpoint.weights(ckpt))), str(checkpoint.weights(ckpt))
         return None
 
     def start(self) -> None:
@@ -129,8 +130,8 @@ class Follower:
                     continue
             t0 = time.time()
             try:
-                check_weights(checkpoint.weights(ckpt))  # before any file is opened: no FIFO, no pickle, all there
-                v = self.engine.add_version(str(n), str(checkpoint.weights(ckpt)))
+                self._check(ckpt)
+                v = self.engine.add_version(run_name(str(checkpoint.weights(ckpt))), str(checkpoint.weights(ckpt)))
             except (TrainerInputError, OSError, ValueError, RuntimeError) as exc:
                 self._refuse(n, exc)
                 continue
@@ -139,6 +140,15 @@ class Follower:
             written = ckpt.stat().st_mtime if ckpt.exists() else t0
             self._note(n, "served", v.name, load_s=round(time.time() - t0, 3),
                        written_to_served_s=round(time.time() - written, 3))
+            print(f"lake serve-model: increment {n} served as {v.name} (loaded in {time.time() - t0:.2f} s)",
+                  file=sys.stderr, flush=True)
+
+    def _check(self, ckpt: Path) -> None:
+        """An increment's weights, before any file is opened (no FIFO, no pickle, all there), and a LoRA adapter's
+        base (adapter_config.json) against the served one: an adapter of another model is refused, one line."""
+        weights = checkpoint.weights(ckpt)
+        check_weights(weights)
+        check_base(weights, self.engine.model_path)
 
     def _note(self, n: int | None, what: str, detail: str, **extra) -> None:
         if n is not None:

@@ -39,6 +39,7 @@ class ServingState:
     requests: int = 0
     rejected: int = 0
     failed: int = 0
+    unknown_routes: int = 0  # requests for a route this server does not have (clients probing): a 404, no rejection
 
 
 async def get_serving(request: Request) -> ServingState:
@@ -107,7 +108,10 @@ def install_error_handlers(app) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException):
-        count(request, True)
+        if exc.status_code == 404 and "endpoint" not in request.scope:  # no route matched: nothing was refused
+            request.app.state.serving.unknown_routes += 1
+        else:
+            count(request, True)
         kind = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}.get(
             exc.status_code, "invalid_request_error")
         return error(exc.status_code, str(exc.detail), kind=kind, headers=exc.headers)

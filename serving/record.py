@@ -13,7 +13,10 @@ Calls of one conversation share a `trajectory_id`: the `X-Lachesis-Session` head
 (trajectory id = uuid5 of it, so it survives a restart), else a call whose messages start with an earlier call's
 messages plus its reply continues that call's trajectory (prefix matching; kept in memory for the last
 PREFIX_MEMORY conversations, and read back from the lake's latest recorded calls at start, so a restart keeps
-joining them). Each continued call appends a new row with the same id, and
+joining them). The first call asked again by the same client (its address and user agent) while its reply left
+the turn open (tool calls, or a reply cut at max_tokens: Hermes asks again after an invalid tool call or a cut
+reply) is a retry of call 0 in the same trajectory; once a first call was answered in full or its conversation
+went on, the same first messages begin a new conversation. Each continued call appends a new row with the same id, and
 views/trajectories_current.sql picks the latest row per trajectory: the whole conversation. The id goes back in
 the `X-Lachesis-Trajectory` header, so a reward can be posted later to `lake serve`'s /v1/rewards.
 
@@ -80,9 +83,14 @@ class Conversations:
         self.limit = limit
         self._ends: OrderedDict[str, tuple[str, int]] = OrderedDict()  # key of messages + reply -> (id, calls)
         self._sessions: dict[str, int] = {}
+        # (client, key of a first call's messages) -> its trajectory, while its reply leaves the turn open and the
+        # conversation has not gone on; and back, to close it when it does
+        self._open_starts: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._start_of: dict[str, tuple[str, str]] = {}
 
-    def join(self, messages: list[dict], session: str | None) -> tuple[str, int]:
-        """(trajectory id, index of this call in it) for a call with these messages."""
+    def join(self, messages: list[dict], session: str | None, client: str = "") -> tuple[str, int]:
+        """(trajectory id, index of this call in it) for a call with these messages from `client` (its address
+        and user agent)."""
         if session:
             tid = str(uuid.uuid5(SESSION_NS, session))
             return tid, self._sessions.get(tid, 0)
@@ -93,7 +101,8 @@ class Conversations:
             hit = self._ends.get(keys[k - 1])
             if hit is not None:
                 return hit
-        return str(uuid.uuid4()), 0
+        again = self._open_starts.get((client, keys[-1])) if keys else None
+        return (again, 0) if again is not None else (str(uuid.uuid4()), 0)
 
     def load(self, lake: Lake) -> int:
         """The latest recorded calls (recent_calls.sql), oldest first, as if they had just been answered: a
@@ -105,7 +114,12 @@ class Conversations:
             self.remember(r["messages"], r["trajectory_id"], int(r["call"] or 0))
         return len(rows)
 
-    def remember(self, messages_with_reply: list[dict], tid: str, call: int) -> None:
+    def remember(self, messages_with_reply: list[dict], tid: str, call: int, client: str = "",
+                 open_turn: bool = False) -> None:
+        """A call answered: its conversation with the reply is what a next call extends. `open_turn`: the reply
+        leaves the turn open (tool calls, which the client runs or rejects, or a reply cut at max_tokens), so the
+        same first call asked again by the same client (Hermes after an invalid tool call) is a retry of call 0
+        in this trajectory, not a new conversation; a first call answered in full, or any later call, closes it."""
         self._sessions[tid] = call + 1
         key = _key(messages_with_reply)
         self._ends[key] = (tid, call + 1)
@@ -114,6 +128,19 @@ class Conversations:
             self._ends.popitem(last=False)
         if len(self._sessions) > self.limit:
             self._sessions.pop(next(iter(self._sessions)))
+        self._close_start(tid)
+        if call == 0 and open_turn:
+            start = (client, _key(messages_with_reply[:-1]))
+            self._close_start(self._open_starts.get(start))
+            self._open_starts[start], self._start_of[tid] = tid, start
+            while len(self._open_starts) > self.limit:
+                self._start_of.pop(self._open_starts.popitem(last=False)[1], None)
+
+    def _close_start(self, tid: str | None) -> None:
+        """The first call of `tid` is no longer open to a retry (answered in full, or the conversation went on)."""
+        start = self._start_of.pop(tid, None) if tid is not None else None
+        if start is not None:
+            self._open_starts.pop(start, None)
 
 
 def reply_message(text: str, call: int, *, tools: bool) -> dict:

@@ -23,6 +23,7 @@ from trainers.modeling.chat import prompt_ids
 from trainers.generation.generate import Generation
 
 from . import protocol as P
+from .access_log import note_tokens
 from .http import ServingState, get_serving, guard, json_request
 from .record import RecordFailed, call_record, recorded_messages, reply_message
 from .versions import GenerationFailed, Version, VersionGone
@@ -32,6 +33,11 @@ SESSION_HEADER = "x-lachesis-session"
 TRAJECTORY_HEADER = "X-Lachesis-Trajectory"
 VERSION_HEADER = "X-Lachesis-Version"
 TOOL_OPEN = "<tool_call>"
+
+
+def client_of(request: Request) -> str:
+    """Who asks, for joining a retried first call to its conversation: the peer's address and its user agent."""
+    return f"{request.client.host if request.client else ''} {request.headers.get('user-agent', '')}"
 
 
 def _budget(st: ServingState, prompt: int, asked: int | None) -> int:
@@ -63,8 +69,8 @@ async def _render(tok, messages: list[dict], tools: list[dict] | None) -> list[i
 class _Call:
     """One chat request, parsed and rendered: what generation, the answer and the record need."""
 
-    def __init__(self, st: ServingState, req: P.ChatRequest, session: str | None):
-        self.st, self.req, self.session = st, req, session
+    def __init__(self, st: ServingState, req: P.ChatRequest, session: str | None, client: str = ""):
+        self.st, self.req, self.session, self.client = st, req, session, client
         self.tok = st.engine.tokenizer
         self.version = st.engine.resolve(req.model)
         self.template, self.tools, self.lake_messages = P.chat_inputs(req)
@@ -74,7 +80,8 @@ class _Call:
     async def prepare(self) -> None:
         # the conversation: its trajectory id names the row and the KV the engine keeps for its next call (joined
         # in a worker thread: hashing a long conversation's prefixes must not hold the event loop)
-        self.tid, self.call = await asyncio.to_thread(self.st.conversations.join, self.lake_messages, self.session)
+        self.tid, self.call = await asyncio.to_thread(self.st.conversations.join, self.lake_messages, self.session,
+                                                      self.client)
         self.prompt = await _render(self.tok, self.template, self.tools)
         req = self.req
         top = (req.top_logprobs or 0) if req.logprobs else 0
@@ -113,7 +120,7 @@ class _Call:
                           "sampling": {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_new_tokens,
                                        "stop_token_ids": list(s.stop_token_ids), "seed": self.req.seed,
                                        "top_logprobs": s.top_logprobs}}))
-        st.conversations.remember(messages, self.tid, self.call)
+        st.conversations.remember(messages, self.tid, self.call, self.client, finish in ("tool_calls", "length"))
 
 
 @router.post("/v1/chat/completions")
@@ -122,7 +129,7 @@ async def chat_completions(request: Request, obj=Depends(json_request), st: Serv
     P.check_messages(obj, st.config.max_messages)
     req = P.parse(P.ChatRequest, obj)
     P.check_common(req)
-    call = _Call(st, req, request.headers.get(SESSION_HEADER))
+    call = _Call(st, req, request.headers.get(SESSION_HEADER), client_of(request))
     await call.prepare()
     if req.stream:
         body = _sse_stream(lambda tokens: _stream(call, tokens), st, call.prompt, call.sampling, call.version,
@@ -130,6 +137,7 @@ async def chat_completions(request: Request, obj=Depends(json_request), st: Serv
         return StreamingResponse(body, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", **_headers(call.recorded_id, call.version)})
     gen = await st.engine.generate(call.prompt, call.sampling, call.version, req.seed, key=call.tid)
+    note_tokens(len(call.prompt), len(gen.token_ids))
     msg, finish = call.reply(gen)
     await call.record(gen, msg, finish)
     choice = {"index": 0, "message": call.message(msg), "finish_reason": finish,
@@ -208,6 +216,7 @@ async def _sse_stream(body, st: ServingState, prompt: list[int], sampling, versi
     except (GenerationFailed, VersionGone) as exc:
         yield _sse(P.ApiError(500, str(exc), kind="server_error").body())
     finally:
+        note_tokens(len(prompt), len(tokens.ids))
         tokens.cancel()
 
 
@@ -317,6 +326,7 @@ async def completions(request: Request, obj=Depends(json_request), st: ServingSt
         return StreamingResponse(body, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", **_headers(call.tid, call.version)})
     gen = await st.engine.generate(call.ids, call.sampling, call.version, req.seed)
+    note_tokens(len(call.ids), len(gen.token_ids))
     text = call.tok.decode(gen.token_ids, skip_special_tokens=True)
     await call.record(gen, text)
     choice = {"index": 0, "text": text, "finish_reason": call.finish(gen),

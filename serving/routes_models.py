@@ -21,7 +21,7 @@ async def health(st: ServingState = Depends(get_serving)):
     e, r = st.engine, st.recorder
     return {"status": "ok", "model": e.label, "versions": [v.name for v in e.versions()],
             "newest": e.versions()[-1].name if e.versions() else None, "context": e.context,
-            "requests": st.requests, "rejected": st.rejected, "failed": st.failed,
+            "requests": st.requests, "rejected": st.rejected, "failed": st.failed, "unknown_routes": st.unknown_routes,
             "batches": e.batches, "batched_requests": e.batched_requests, "cancelled_rows": e.cancelled_rows,
             "record": r.mode, "recorded": r.recorded, "record_failed": r.failed,
             "follow": st.follower.events if st.follower is not None else None}

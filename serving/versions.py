@@ -11,6 +11,7 @@ neither imports the other. The errors are what the HTTP layer answers for (404 u
 """
 from __future__ import annotations
 
+import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from pathlib import Path
 
 from trainers.runtime import checkpoint
 from trainers.modeling.models import model_label
+from trainers.runtime.errors import TrainerInputError
+from trainers.runtime.model_folder import adapter_base_differs
 from trainers.runtime.model_folder import weights_sha256  # noqa: F401  (the engines' import; one implementation)
 
 
@@ -91,10 +94,32 @@ def label_of(model: str) -> str:
 
 
 def run_name(path: str) -> str:
-    """The step part of an --adapter version: a checkpoint's step number, else the run folder's name."""
+    """The part after '@' of the version serving the weights folder `path`, so two runs never share a name: a
+    streaming trainer's increment is `<serial>:<N>` (its serial, which begins the run_id of each of its `runs`
+    events, `<serial>-inc-<N:06d>`, and the increment), a finished run's weights its run_id (summary.json), other
+    weights their folder's name. The folder's name stands in for what a run folder does not say."""
     p = Path(path)
     if p.name in ("adapter", "model", "weights"):  # a run's adapter/ or model/, a checkpoint's weights/
         p = p.parent
-    if p.name.startswith(checkpoint.PREFIX) and p.name[len(checkpoint.PREFIX):].isdigit():
-        return str(int(p.name[len(checkpoint.PREFIX):]))
-    return p.name
+    if checkpoint.STEP_NAME.fullmatch(p.name):
+        n = checkpoint.step_of(p)
+        try:  # a regular file only: a FIFO in its place must not hold the follower
+            serial = (checkpoint.read_state(p, ("event",))["event"]["metadata"]["serial"]
+                      if (p / "state.json").is_file() else None)
+        except (checkpoint.CheckpointError, KeyError, TypeError):
+            serial = None
+        trainer = p.parent.parent  # <trainer folder>/checkpoints/step-<N>
+        return f"{serial if isinstance(serial, str) and serial else trainer.name}:{n}"
+    try:
+        run_id = json.loads((p / "summary.json").read_text()).get("run_id") if (p / "summary.json").is_file() else None
+    except (OSError, ValueError, AttributeError):
+        run_id = None
+    return run_id if isinstance(run_id, str) and run_id else p.name
+
+
+def check_base(weights: str | Path, base: str) -> None:
+    """A LoRA adapter trained on another model than the served base `base` is refused in one line (its
+    adapter_config.json's base against the base's folder: trainers/runtime/model_folder.py adapter_base_differs)."""
+    other = adapter_base_differs(weights, base)
+    if other:
+        raise TrainerInputError(f"the adapter {weights} was trained on {other}, not on the served base {base}")

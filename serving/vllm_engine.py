@@ -43,7 +43,8 @@ from trainers.runtime.errors import TrainerInputError
 from trainers.generation.generate import END_OF_TURN, Generation, Sampling
 from trainers.modeling.models import is_model_folder, load_tokenizer, resolve_adapter, resolve_model
 
-from .versions import GenerationFailed, ServedVersions, Version, VersionGone, label_of, run_name, weights_sha256
+from .versions import (GenerationFailed, ServedVersions, Version, VersionGone, check_base, label_of, run_name,
+                       weights_sha256)
 
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the --max-lora-rank values vLLM accepts
 START_TIMEOUT_S = 600.0  # vLLM's start: imports, weights, KV-cache allocation, CPU kernels warm-up
@@ -158,6 +159,8 @@ class VLLMEngine(ServedVersions):
         the base. A full model as the first version is what vLLM serves as its base."""
         step, path = follow_step if follow_step is not None else (
             (run_name(resolve_adapter(adapter)), resolve_adapter(adapter)) if adapter else ("base", None))
+        if path is not None:
+            check_base(path, self.model_path)
         lora = path is not None and (Path(path) / "adapter_config.json").is_file()
         if path is not None and not lora and not is_model_folder(Path(path)):
             raise TrainerInputError(f"{path} is neither a LoRA adapter nor a model folder")

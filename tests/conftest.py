@@ -10,6 +10,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("LACHESIS_THREADS", "1")  # the model server's default is every CPU: one here
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 # pytest-xdist's workers inherit COLUMNS=80, and Rich fixes a console's width when COLUMNS is set as it is built

@@ -278,3 +278,33 @@ def test_a_restarted_server_keeps_joining_a_conversation(tiny_dir, tmp_path):
                                             {"role": "user", "content": "and?"}], max_tokens=4, temperature=0)
     assert again.headers["x-lachesis-trajectory"] == tid
     assert [r["metadata"]["call"] for r in lake_rows(tmp_path / "lake", f"trajectory_id = '{tid}'")] == [0, 1]
+
+
+def test_a_first_call_asked_again_joins_its_conversation(served):
+    """Hermes' retry pattern (issue 37, item 5): a reply with a tool call Hermes rejects (an invalid tool call) is
+    not sent back; Hermes asks call 0 again with the same messages, then goes on with the retry's reply. One
+    conversation, one trajectory: rows of calls 0, 0 (the retry) and 1. The same first messages from another
+    client, or after the conversation went on, begin a new trajectory."""
+    url, _, lake = served
+    oa = client(url)
+    hermes = {"User-Agent": "hermes-retry-test/1"}
+
+    def ask(messages, head=hermes):
+        raw = oa.chat.completions.with_raw_response.create(model="tiny", messages=messages, tools=TOOLS,
+                                                           temperature=0, max_tokens=40, extra_headers=head)
+        return raw.headers["x-lachesis-trajectory"], raw.parse().choices[0]
+
+    tid, first = ask(TOOL_PROMPT)
+    assert first.finish_reason == "tool_calls"  # the turn is open: Hermes must answer the call or ask again
+    other_client, _ = ask(TOOL_PROMPT, {"User-Agent": "another-agent/2"})
+    again, retry = ask(TOOL_PROMPT)  # the retry of call 0
+    assert again == tid != other_client
+    call = retry.message.tool_calls[0]
+    went_on, _ = ask(TOOL_PROMPT + [retry.message.model_dump(exclude_none=True),
+                                    {"role": "tool", "tool_call_id": call.id, "content": "a.txt"}])
+    assert went_on == tid
+    rows = lake_rows(lake, f"trajectory_id = '{tid}'")
+    assert [r["metadata"]["call"] for r in rows] == [0, 0, 1]
+    assert [m["role"] for m in rows[-1]["messages"]] == ["user", "assistant", "tool", "assistant"]
+    new, _ = ask(TOOL_PROMPT)  # the conversation went on: the same first messages are a new conversation
+    assert new not in (tid, other_client)

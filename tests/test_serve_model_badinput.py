@@ -82,7 +82,7 @@ def test_token_guards_every_route_but_health(server):
 
 def test_loopback_by_default_and_bad_options_are_one_line():
     assert ServeModelConfig().host == "127.0.0.1"
-    for kw, words in (({"record": "maybe"}, "--record"), ({"adapter": "a", "follow": "b"}, "not both"),
+    for kw, words in (({"record": "maybe"}, "--record"), ({"adapter": "no-such-run", "follow": "b"}, "no-such-run"),
                       ({"promote_if_better": True}, "--follow"), ({"max_tokens": 8, "default_max_tokens": 9}, "above")):
         with pytest.raises(TrainerInputError, match=words):
             ServeModelConfig(**kw)

@@ -29,6 +29,7 @@ def test_hot_swap_two_increments_no_failed_request(tiny_dir, tmp_path):
     cfg = ServeModelConfig(model="tiny", follow=str(tmp_path / "watch"), lake_root=str(tmp_path / "served"),
                            threads=1, poll_interval=0.1, keep_versions=2)
     answers, failures, stop = [], [], threading.Event()
+    v1, v2 = (f"tiny@{trainer.meta['serial']}:{n}" for n in (1, 2))  # versions named by the trainer's run id
     try:
         with running(cfg) as (url, app):
             def loop():
@@ -50,7 +51,7 @@ def test_hot_swap_two_increments_no_failed_request(tiny_dir, tmp_path):
                 for n in (1, 2):
                     train_lake.append("trajectories", good_batch(6, 100 * n))
                     assert trainer.step() is not None
-                    wait_for(lambda: any(m == f"tiny@{n}" for _, m, _ in answers[-3:]))
+                    wait_for(lambda: any(m == f"tiny@{trainer.meta['serial']}:{n}" for _, m, _ in answers[-3:]))
                 n_seen = len(answers)
                 wait_for(lambda: len(answers) >= n_seen + 2)
             finally:
@@ -62,18 +63,18 @@ def test_hot_swap_two_increments_no_failed_request(tiny_dir, tmp_path):
         trainer.close()
     assert failures == []
     order = [m for _, m, _ in answers]
-    assert order[0] == "tiny@base" and {"tiny@1", "tiny@2"} <= set(order)
-    first = {m: order.index(m) for m in ("tiny@base", "tiny@1", "tiny@2")}
-    assert first["tiny@base"] < first["tiny@1"] < first["tiny@2"]
-    assert order.index("tiny@2") > max(i for i, m in enumerate(order) if m == "tiny@base")  # no going back
-    assert [v.name for v in models] == ["tiny@1", "tiny@2"]  # --keep-versions 2: the base was unloaded
+    assert order[0] == "tiny@base" and {v1, v2} <= set(order)
+    first = {m: order.index(m) for m in ("tiny@base", v1, v2)}
+    assert first["tiny@base"] < first[v1] < first[v2]
+    assert order.index(v2) > max(i for i, m in enumerate(order) if m == "tiny@base")  # no going back
+    assert [v.name for v in models] == [v1, v2]  # --keep-versions 2: the base was unloaded
     assert [e["event"] for e in events] == ["served", "served"]
     print("increment written -> served (s):", [e["written_to_served_s"] for e in events])
     rows = {r["metadata"]["request_id"]: r for r in lake_rows(tmp_path / "served")}
     assert len(rows) == len(answers)
     assert all(rows[i]["policy_version"] == m for i, m, _ in answers)
     sha = {r["policy_version"]: r["metadata"]["adapter_sha256"] for r in rows.values()}
-    assert sha["tiny@base"] is None and sha["tiny@1"] != sha["tiny@2"] and len(sha["tiny@2"]) == 64
+    assert sha["tiny@base"] is None and sha[v1] != sha[v2] and len(sha[v2]) == 64
 
 
 def test_promote_if_better_skips_an_increment_whose_eval_fell(tiny_dir, tmp_path):
@@ -101,11 +102,12 @@ def test_promote_if_better_skips_an_increment_whose_eval_fell(tiny_dir, tmp_path
         assert [(e["increment"], e["event"]) for e in follower.events] == [(1, "served"), (2, "served"),
                                                                            (3, "skipped")]
         assert follower.events[2]["detail"] == "eval success 0.000 < 0.500 served"
-        assert [v.name for v in engine.versions()] == ["tiny@1", "tiny@2"]
+        serial = trainer.meta["serial"]
+        assert [v.name for v in engine.versions()] == [f"tiny@{serial}:1", f"tiny@{serial}:2"]
         lake.append("runs", [{"run_id": "eval-4", "kind": "eval", "adapter_path": weights[4],
                               "metrics": {"success_rate": 0.5}}])
         follower.poll()  # 4's evaluation landed and did not fall: served
-        assert follower.events[-1]["event"] == "served" and engine.versions()[-1].name == "tiny@4"
+        assert follower.events[-1]["event"] == "served" and engine.versions()[-1].name == f"tiny@{serial}:4"
     finally:
         engine.close()
         trainer.close()

@@ -3,6 +3,7 @@ trainer, `--follow`ing the trainer's own folder (serving the base until the trai
 (rows in the lake -> an increment -> served -> a call recorded with that version) runs under `just up`."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -34,6 +35,26 @@ def test_serve_model_follows_the_trainers_folder(tmp_path):
         UpConfig(serve_model=True, no_train=True)
     with pytest.raises(ValueError, match="is the lake server's --port"):
         UpConfig(serve_model=True, port=9100, model_port=9100)
+
+
+def test_from_starts_the_trainer_from_the_run_and_the_server_on_it(tmp_path):
+    """Issue 37, item 2: `just up --from runs/<run>` gives the trainer `--from` and the model server `--adapter`
+    (the run served until the trainer's first increment), under --model's served name."""
+    from trainers.runtime.errors import TrainerInputError
+
+    run = tmp_path / "run"
+    (run / "adapter").mkdir(parents=True)
+    (run / "adapter" / "adapter_config.json").write_text("{}")
+    cfg = UpConfig(serve_model=True, model="smollm2", from_run=str(run), port=free_port(), model_port=free_port())
+    comps = {c.name: c.argv for c in components(cfg, tmp_path / "lake")}
+    train, model = comps["train"], comps["model"]
+    assert train[train.index("--from") + 1] == str(run) and train[train.index("--model") + 1] == "smollm2"
+    assert model[model.index("--adapter") + 1] == str(run) and model[model.index("--follow") + 1] == "runs/watch-sft"
+    assert "--from" not in comps["serve"] + comps["watch"]
+    with pytest.raises(TrainerInputError, match="--from .*no-such-run"):
+        UpConfig(from_run=str(tmp_path / "no-such-run"))
+    with pytest.raises(ValueError, match="drop --no-train"):
+        UpConfig(from_run=str(run), no_train=True)
 
 
 @pytest.mark.slow
@@ -70,12 +91,17 @@ def test_up_serve_model_serves_each_increment_and_records_its_calls(tmp_path):
         for r in rows:
             r["success"], r["reward"] = True, 1.0
         Lake.open(lake_root).append("trajectories", rows)
-        wait_for("tiny@1")
+        deadline = time.monotonic() + 300
+        while not (folder / "watch.json").is_file():
+            assert time.monotonic() < deadline and up.poll() is None
+            time.sleep(0.2)
+        v1 = f"tiny@{json.loads((folder / 'watch.json').read_text())['serial']}:1"  # the trainer's run id
+        wait_for(v1)
         answer = httpx.post(url + "/v1/chat/completions", json={
             "model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}, timeout=120).json()
-        assert answer["model"] == "tiny@1"
+        assert answer["model"] == v1
         served = [r for r in lake_rows(lake_root, "policy_version IS NOT NULL")]
-        assert [r["policy_version"] for r in served] == ["tiny@1"]
+        assert [r["policy_version"] for r in served] == [v1]
     finally:
         up.send_signal(signal.SIGINT)
         try:

@@ -33,13 +33,22 @@ def cache_dir() -> Path:
     return Path(root).expanduser() if root else Path.home() / ".cache" / "lachesis"
 
 
-def set_threads(n: int | None = None) -> int:
-    """Torch intra-op threads: $LACHESIS_THREADS or 1 (2 threads on a shared 2-core box can be 10x slower)."""
+def set_threads(n: int | None = None, default: int = 1) -> int:
+    """Torch intra-op threads: `n`, else $LACHESIS_THREADS, else `default` (the trainers' 1: 2 threads on a shared
+    2-core box can be 10x slower; the model server's usable_cpus(): it serves one machine's requests)."""
     import torch
 
-    n = int(n or os.environ.get("LACHESIS_THREADS", "1"))
+    n = int(n or os.environ.get("LACHESIS_THREADS") or default)
     torch.set_num_threads(n)
     return n
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask: a container's or taskset's share, not the host's)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # no affinity masks on this platform (macOS)
+        return os.cpu_count() or 1
 
 
 DEVICES = ("auto", "cpu", "cuda")  # `cuda:N` picks one GPU

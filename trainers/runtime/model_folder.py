@@ -84,3 +84,41 @@ def _file_sha256(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def adapter_base(adapter: str | Path) -> str:
+    """The base model a LoRA adapter names (adapter_config.json's base_model_name_or_path: the folder or hub id
+    peft was given when the adapter was made); "" when it names none or the file does not read."""
+    try:
+        cfg = json.loads((Path(adapter) / ADAPTER_CONFIG).read_text())
+    except (OSError, ValueError):
+        return ""
+    named = cfg.get("base_model_name_or_path") if isinstance(cfg, dict) else None
+    return named if isinstance(named, str) else ""
+
+
+def adapter_base_differs(adapter: str | Path, base: str) -> str | None:
+    """None when the LoRA `adapter` may go on the model folder `base`, else the base it was trained on. The same
+    base: the same folder, or a folder whose weights have the same sha256 (a copy). An adapter that names no
+    base, or a base that is not a folder here (a hub id, another machine's path), cannot be compared: None, and
+    loading it checks the tensors' shapes."""
+    named = adapter_base(adapter)
+    if not named or named == base or not Path(named).is_dir() or not Path(base).is_dir():
+        return None
+    if os.path.samefile(named, base) or _identity(Path(named)) == _identity(Path(base)):
+        return None
+    return named
+
+
+_identities: dict[tuple, str | None] = {}
+
+
+def _identity(folder: Path) -> str | None:
+    """A model folder's weights_sha256, computed once per folder and weights files' sizes and times (a server
+    checks every increment against the same base)."""
+    stats = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.iterdir())
+                  if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
+    key = (str(folder.resolve()), stats)
+    if key not in _identities:
+        _identities[key] = weights_sha256(folder)
+    return _identities[key]

@@ -20,6 +20,7 @@ from typing import ClassVar
 from trainers.rl.config import OnlineConfig
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.options import at_least, helped
+from trainers.runtime.run_reader import RunReader
 from trainers.sft.config import SFTConfig
 
 
@@ -41,7 +42,7 @@ ONLINE_FIELDS = {"model": "model", "lake_root": "lake_root", "output": "output",
                  "eval_every": "eval_interval", "progress": "progress", "plot": "plot", "report_to": "report_to"}
 # fields set by the command itself, not options a user gives
 INTERNAL = {"recipe", "data", "record_in_lake"}
-FLAGS = {"full": "--full/--lora"}  # the option of a field whose flag is not --field-name
+FLAGS = {"full": "--full/--lora", "from_run": "--from"}  # the option of a field whose flag is not --field-name
 MIN_ACTORS = 2
 # the files of a watcher's folder (trainers/watch/loop.py describes them)
 WATCH_FILE, HEARTBEAT_FILE, LOCK_FILE = "watch.json", "heartbeat.json", "lock"
@@ -64,6 +65,10 @@ class WatchConfig(SFTConfig):
         "the watcher's name: its consumer name in the lake and its folder runs/<name> (default watch-<recipe>)"))
     output: str | None = field(default=None, **helped(
         "the watcher's folder (default runs/<name>); a restarted watcher continues from its last increment there"))
+    from_run: str | None = field(default=None, **helped(
+        "a trained run to continue (runs/<run>: its LoRA adapter, trained on as it is, or its fully fine-tuned "
+        "model): the first increment starts from its weights instead of --model's; a folder that already has "
+        "increments continues from its own newest"))
     min_rows: int = field(default=1, **helped("train once at least this many new view rows are there"))
     debounce: float = field(default=0.25, **helped(
         "seconds to wait after a commit is seen, so a burst of commits becomes one increment"))
@@ -107,6 +112,8 @@ class WatchConfig(SFTConfig):
         if not NAME.match(self.name):
             raise TrainerInputError(f"bad --name {self.name!r}: letters, digits, '.', '_' and '-' only, up to 64")
         super().__post_init__()
+        if self.from_run:  # a missing or empty run folder: one line now, before any model loads
+            RunReader.open(self.from_run, "--from").weights()
         at_least(self, 0, "debounce", "replay", "eval_every", "keep")
         at_least(self, 1, "min_rows", "max_versions", "max_increments", "eval_limit")
         if self.poll_interval <= 0:

@@ -41,7 +41,9 @@ from trainers.runtime import checkpoint
 from trainers.runtime.device import device as pick_device
 from trainers.runtime.device import set_threads, setup_env
 from trainers.runtime.errors import TrainerInputError
-from trainers.runtime.model_folder import TINY_MARKER, trained_from_scratch, weights_sha256
+from trainers.runtime.model_folder import (TINY_MARKER, adapter_base_differs, is_adapter_folder, trained_from_scratch,
+                                           weights_sha256)
+from trainers.runtime.run_reader import RunReader
 from trainers.runtime.runfolder import KIND, trainer_lake
 from trainers.sft.data import conversations
 from trainers.sft.loop import make_optimizer, prepare_model, train_loop
@@ -93,7 +95,8 @@ class StreamTrainer:
             self.close()  # a watcher that failed to start holds no lock and is not reported alive
             raise
         self.emit({"event": "ready", "name": self.cfg.name, "increment": self.counter.n, "offsets": self.offsets,
-                   "reconciled": self.reconciled, "trainable": self.trainable, **self.recovery})
+                   "reconciled": self.reconciled, "trainable": self.trainable, "from": self.started_from,
+                   **self.recovery})
 
     def warn(self, line: str) -> None:
         """One line about something found broken or redone at start; it also goes into the next runs event."""
@@ -114,18 +117,20 @@ class StreamTrainer:
         import torch
 
         torch.manual_seed(self.cfg.seed)
-        if last is None:
+        start = checkpoint.weights(last) if last is not None else self._from_run()
+        self.started_from = str(start) if last is None and start is not None else None
+        if start is None:
             self.model, self.trainable = prepare_model(load_model(self.model_path, device=self.dev), self.cfg)
-            self.offsets = {t: 0 for t in self.cfg.follow}
-            self.optimizer = make_optimizer(self.model, self.cfg)
         else:
-            weights = str(checkpoint.weights(last))
             if self.cfg.full:
-                self.model = load_model(weights, device=self.dev)
+                self.model = load_model(str(start), device=self.dev)
             else:  # is_trainable: peft loads an adapter frozen by default (pitfall 11)
-                self.model = load_model(self.model_path, weights, trainable=True, device=self.dev)
+                self.model = load_model(self.model_path, str(start), trainable=True, device=self.dev)
             self.trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
-            self.optimizer = make_optimizer(self.model, self.cfg)
+        self.optimizer = make_optimizer(self.model, self.cfg)
+        if last is None:
+            self.offsets = {t: 0 for t in self.cfg.follow}
+        else:
             checkpoint.load_into(last, self.optimizer, self.counter)
             self.offsets = offsets_of(checkpoint.read_state(last))
         consumed = self._consumed()
@@ -135,6 +140,24 @@ class StreamTrainer:
         self.lake.register_consumer(self.cfg.name, self.offsets)  # before the first read: vacuum spares the rest
         self.reconciled = self.reconcile()
         self.phase = "idle"
+
+    def _from_run(self) -> Path | None:
+        """--from's weights, the first increment's start (a fresh AdamW: a run keeps no optimizer state), checked
+        against this watcher: a LoRA adapter of --model's base for a LoRA watcher, a whole model for a full one."""
+        if not self.cfg.from_run:
+            return None
+        reader = RunReader.open(self.cfg.from_run, "--from")
+        weights, _ = reader.weights()
+        lora = is_adapter_folder(weights)
+        if lora == self.cfg.full:
+            held, mode = ("a LoRA adapter", "--lora") if lora else ("a fully fine-tuned model", "--full")
+            raise TrainerInputError(f"--from {self.cfg.from_run} holds {held} ({weights}): train it with {mode}")
+        other = adapter_base_differs(weights, self.model_path) if lora else None
+        if other:
+            named = reader.config().get("model") or other
+            raise TrainerInputError(f"--from {self.cfg.from_run} was trained on {other}, not on --model "
+                                    f"{self.cfg.model} ({self.model_path}): pass --model {named}")
+        return weights
 
     # ------------------------------------------------------------------------------------------- bookkeeping
     def _say_rewind(self, last: Path | None) -> None:
