@@ -52,8 +52,9 @@ def ours(model_path, convs, src, args, share_prefix=True):
     t = time.perf_counter()
     examples, _ = encode_all(tok, convs, args.max_length)
     tok_s = time.perf_counter() - t
-    s = SFTConfig(data=src, epochs=args.epochs, batch_size=args.batch_size, lr=2e-4 if not args.full else 1e-3,
-                    full=args.full, warmup_steps=0, seed=0, log_every=10_000, share_prefix=share_prefix)
+    s = SFTConfig(data=src, epochs=args.epochs, batch_size=args.batch_size,
+                  learning_rate=2e-4 if not args.full else 1e-3, full=args.full, warmup_steps=0, seed=0,
+                  log_every=10_000, share_prefix=share_prefix)
     torch.manual_seed(0)
     model, trainable = prepare_model(load_model(model_path), s)
     m = train_loop(model, examples, s, tok.pad_token_id)

@@ -267,9 +267,9 @@ def sft_examples(m: Model, z: dict, n: int) -> list[tuple[list[int], list[int]]]
 
 
 def sft_config(z: dict, device: str) -> SFTConfig:
-    return SFTConfig(data="synthetic", max_steps=z["warmup"] + z["steps"], batch_size=z["batch"], lr=2e-4, full=False,
-                     warmup_steps=0, seed=0, log_every=1, share_prefix=True, device=device, record_in_lake=False,
-                     progress=False, plot=False)
+    return SFTConfig(data="synthetic", max_steps=z["warmup"] + z["steps"], batch_size=z["batch"], learning_rate=2e-4,
+                     full=False, warmup_steps=0, seed=0, log_every=1, share_prefix=True, device=device,
+                     record_in_lake=False, progress=False, plot=False)
 
 
 def _window(tokens_at: list[int], times: list[float], warmup: int) -> dict:

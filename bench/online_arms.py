@@ -80,7 +80,7 @@ def sft_model(c: Commands, size: Size, lake: Path) -> Path:
           log="rollout-bash")
     run = c.work / "sft"
     c.run("rl_finetune_supervised", "--model", c.model, "--data", "sft", "--lake", lake, "--max-steps",
-          size.sft_steps, "--lr", size.sft_lr, "--batch-size", size.sft_batch, "--seed", 0, "--output", run,
+          size.sft_steps, "--learning-rate", size.sft_lr, "--batch-size", size.sft_batch, "--seed", 0, "--output", run,
           "--no-plot", "--quiet", log="sft")
     return run
 

@@ -134,7 +134,7 @@ def arm_run(c: Commands, size: Size, data: dict, arm: str, seed: int) -> dict:
     run = c.work / f"run-{tag}"
     path = data["expert" if arm == "expert" else "expert+reference"]
     steps = arm_steps(size, data, arm)
-    c.run("rl_finetune_supervised", "--model", c.model, "--data", path, "--max-steps", steps, "--lr", 2e-3,
+    c.run("rl_finetune_supervised", "--model", c.model, "--data", path, "--max-steps", steps, "--learning-rate", 2e-3,
           "--batch-size", 2, "--grad-accum", 4, "--seed", seed, "--output", run, "--no-plot", "--quiet", "--no-lake",
           log=f"sft-{tag}")
     rec = {"arm": arm, "seed": seed, "steps": steps}

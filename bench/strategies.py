@@ -89,7 +89,7 @@ def supervised_curve(c: Commands, size: Size, lake: Path, seed: int, *, strategy
 
 def strategy_sft(c: Commands, size: Size, lake: Path, seed: int, env: str = BASH, extra: tuple = ()) -> list[dict]:
     """Strategy 1 on `env` (bash_exec_env unless told), `extra`: more rl_finetune_supervised options."""
-    own = (*(("--lr", size.sft_lr) if size.sft_lr else ()), *(("--batch-size", size.sft_batch) if size.sft_batch
+    own = (*(("--learning-rate", size.sft_lr) if size.sft_lr else ()), *(("--batch-size", size.sft_batch) if size.sft_batch
                                                                 else ()))
     return supervised_curve(c, size, lake, seed, strategy="sft", arm="sft", env=env, steps=size.sft_steps, tag="s1",
                             extra=(*own, *extra), families=size.families)
@@ -146,7 +146,7 @@ def strategy_no_transfer(c: Commands, size: Size, lake: Path, seed: int) -> list
     """The same base trained on the same git rows with the transfer run's lr, batch and steps."""
     return supervised_curve(c, size, lake, seed, strategy="transfer", arm="same base, no transfer", env=GIT,
                             steps=size.transfer_steps, tag="s3-base",
-                            extra=("--lr", size.transfer_lr, "--batch-size", size.transfer_batch))
+                            extra=("--learning-rate", size.transfer_lr, "--batch-size", size.transfer_batch))
 
 
 def strategy_instruct(c: Commands, size: Size, lake: Path, seed: int, data: Path) -> list[dict]:

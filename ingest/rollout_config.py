@@ -9,10 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ground.errors import UserError
-
-
-def _help(text: str) -> dict:
-    return {"help": text}
+from ground.options import helped
 
 
 class RolloutInputError(UserError, ValueError):
@@ -23,15 +20,15 @@ class RolloutInputError(UserError, ValueError):
 class RolloutSpec:
     """`lake rollout`: which episodes of which environment and scripted policy."""
 
-    env: str = field(metadata=_help("Environment name or alias (see rl_list_environments), e.g. bash_exec_env, shell."))
-    policy: str = field(default="expert", metadata=_help("Scripted policy: expert, noisy or random."))
-    episodes: int = field(default=10, metadata=_help("Number of episodes."))
-    split: str = field(default="train", metadata=_help("Task split: train, test or test_families (held-out families)."))
-    seed: int = field(default=0, metadata=_help("First task index and seed (episode i plays task seed+i with seed+i)."))
-    tasks_file: str | None = field(default=None, metadata=_help("Your own tasks (JSONL) instead of the built-in suite."))
-    max_steps: int = field(default=6, metadata=_help("Steps before an episode is cut off."))
-    templates: tuple[str, ...] = field(default=(), metadata=_help("Only these task templates (default: all)."))
-    screenshots: str | None = field(default=None, metadata=_help(
+    env: str = field(**helped("Environment name or alias (see rl_list_environments), e.g. bash_exec_env, shell."))
+    policy: str = field(default="expert", **helped("Scripted policy: expert, noisy or random."))
+    episodes: int = field(default=10, **helped("Number of episodes."))
+    split: str = field(default="train", **helped("Task split: train, test or test_families (held-out families)."))
+    seed: int = field(default=0, **helped("First task index and seed (episode i plays task seed+i with seed+i)."))
+    tasks_file: str | None = field(default=None, **helped("Your own tasks (JSONL) instead of the built-in suite."))
+    max_steps: int = field(default=6, **helped("Steps before an episode is cut off."))
+    templates: tuple[str, ...] = field(default=(), **helped("Only these task templates (default: all)."))
+    screenshots: str | None = field(default=None, **helped(
         "Folder for each episode's final page as a PNG, its path in the row's metadata (checks.details[0]"
         ".screenshot); environments tagged web only."))
 

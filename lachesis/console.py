@@ -66,11 +66,14 @@ def option(config: type, name: str, *flags: str, **kwargs: Any) -> Any:
     return typer.Option(default, *flags, help=help_text, **kwargs)
 
 
-def config_command(config: type, options: list[tuple[str, ...]], body: Any, *, output_options: bool = True) -> Any:
+def config_command(config: type, options: list[tuple[str, ...]], body: Any, *, output_options: bool = True,
+                   renamed: dict[str, str] | None = None) -> Any:
     """A typer command whose options are fields of a config dataclass, `options` = [(field, *flags)] in --help
     order (default and help from `option`; a field without flags is a positional argument), plus --json and
     --quiet (unless `output_options` is False: a command with no result to print). It calls `body(values, as_json,
-    quiet)` with the options' values by field name; the body builds the config, whose `__post_init__` validates them."""
+    quiet)` with the options' values by field name; the body builds the config, whose `__post_init__` validates them.
+    `renamed` = {old flag: field}: a spelling a field had before, still taken (hidden from --help); a command that
+    ran with it ends with a one-line warning naming the new one (a refused command's error stays its one line)."""
     import inspect
     import typing
 
@@ -82,9 +85,21 @@ def config_command(config: type, options: list[tuple[str, ...]], body: Any, *, o
                                  annotation=bool),
                inspect.Parameter("quiet", kw, default=typer.Option(False, "--quiet", "-q", help="no progress and no table"),
                                  annotation=bool)] if output_options else []
+    renamed = renamed or {}
+    new_flag = {name: flags[0] for name, *flags in options if flags}
+    params += [inspect.Parameter(f"renamed_{name}", kw, annotation=Optional[hints[name]], default=typer.Option(
+        None, old, hidden=True, help=f"the old spelling of {new_flag[name]}")) for old, name in renamed.items()]
 
     def command(as_json: bool = False, quiet: bool = False, **values: Any) -> None:
+        used = []
+        for old, name in renamed.items():
+            value = values.pop(f"renamed_{name}")
+            if value is not None:
+                used.append(f"{old} is now {new_flag[name]}; the old spelling still works, for now")
+                values[name] = value
         body(values, as_json, quiet)
+        for line in used:
+            err_console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
 
     command.__signature__ = inspect.Signature(params)  # what typer reads the options from
     return command

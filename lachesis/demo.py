@@ -200,7 +200,7 @@ def run_demo(cfg: DemoConfig, console) -> dict:
     # LoRA on the from-scratch tiny model needs a larger step than full fine-tuning to move at all
     lr = max(cfg.lr, 2e-3) if lora and cfg.size == "tiny" else cfg.lr
     run = run_sft(SFTConfig(model=cfg.model, data=str(ds_dir), output=str(work / "run"), full=not lora,
-                            max_steps=cfg.steps, lr=lr, batch_size=cfg.batch_size, seed=cfg.seed,
+                            max_steps=cfg.steps, learning_rate=lr, batch_size=cfg.batch_size, seed=cfg.seed,
                             lake_root=str(lake_root), threads=cfg.threads, device=cfg.device, progress=cfg.progress),
                   console)
     lap("train", t0)

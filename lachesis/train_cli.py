@@ -23,13 +23,16 @@ def _console(quiet: bool):
 # (config field, flags): each command's options, in --help order
 TRAIN_OPTIONS = [
     ("model", "--model"), ("data", "--data"), ("epochs", "--epochs"), ("max_steps", "--max-steps"),
-    ("output", "--output"), ("lr", "--lr"), ("batch_size", "--batch-size"), ("grad_accum", "--grad-accum"),
-    ("gradient_checkpointing", "--gradient-checkpointing"), ("max_length", "--max-length"), ("full", "--full/--lora"), ("lora_r", "--lora-r"), ("lora_alpha", "--lora-alpha"),
+    ("output", "--output"), ("learning_rate", "--learning-rate"), ("batch_size", "--batch-size"),
+    ("grad_accum", "--grad-accum"), ("gradient_checkpointing", "--gradient-checkpointing"), ("max_length", "--max-length"),
+    ("full", "--full/--lora"), ("lora_rank", "--lora-rank"), ("lora_alpha", "--lora-alpha"),
     ("lora_dropout", "--lora-dropout"), ("target_modules", "--target-modules"), ("warmup_steps", "--warmup-steps"),
     ("seed", "--seed"), ("split", "--split"), ("lake_root", "--lake"), ("record_in_lake", "--record-in-lake/--no-lake"),
     ("threads", "--threads"), ("device", "--device"), ("chat_template", "--chat-template"), ("plot", "--plot/--no-plot"),
     ("report_to", "--report-to"), ("log_every", "--log-every"),
 ]
+# the spellings SFT's options had before they took online RL's and lachesis.toml's (learning_rate, lora_rank)
+RENAMED = {"--lr": "learning_rate", "--lora-r": "lora_rank"}
 INSTRUCT_OPTIONS = [("method", "--method"), *TRAIN_OPTIONS, ("beta", "--beta")]
 EVAL_OPTIONS = [
     ("task", "--task"), ("split", "--split"), ("model", "--model"), ("adapter", "--adapter"), ("limit", "--limit"),
@@ -96,7 +99,8 @@ def _app(name: str, help_text: str, config_cls: type, options: list[tuple[str, s
     def build_and_run(values: dict, as_json: bool, quiet: bool) -> None:
         body(config_cls(**values, progress=not quiet and not as_json), _console(quiet or as_json), as_json)
 
-    return config_app(name, help_text, config_cls, options, build_and_run)
+    renamed = {old: name for old, name in RENAMED.items() if any(o[0] == name for o in options)}
+    return config_app(name, help_text, config_cls, options, build_and_run, renamed=renamed)
 
 
 sft_app = _app("rl_finetune_supervised", "Supervised fine-tuning on agent trajectories (assistant-only loss).",

@@ -14,6 +14,7 @@ from typing import Optional
 import typer
 
 from lachesis.console import App, JsonOption, LakeOption, config_command, print_json, print_rows
+from lachesis.train_cli import RENAMED
 from trainers.watch.config import ONLINE, WatchConfig
 
 WATCH_OPTIONS = [
@@ -23,8 +24,8 @@ WATCH_OPTIONS = [
     ("replay", "--replay"), ("max_versions", "--max-versions"), ("once", "--once"),
     ("max_increments", "--max-increments"), ("eval_every", "--eval-every"), ("eval_task", "--eval-task"),
     ("eval_limit", "--eval-limit"), ("keep", "--keep"), ("epochs", "--epochs"), ("max_steps", "--max-steps"),
-    ("lr", "--lr"), ("batch_size", "--batch-size"), ("grad_accum", "--grad-accum"), ("max_length", "--max-length"),
-    ("full", "--full/--lora"), ("lora_r", "--lora-r"), ("lora_alpha", "--lora-alpha"),
+    ("learning_rate", "--learning-rate"), ("batch_size", "--batch-size"), ("grad_accum", "--grad-accum"),
+    ("max_length", "--max-length"), ("full", "--full/--lora"), ("lora_rank", "--lora-rank"), ("lora_alpha", "--lora-alpha"),
     ("target_modules", "--target-modules"), ("seed", "--seed"), ("split", "--split"), ("threads", "--threads"),
     ("device", "--device"), ("chat_template", "--chat-template"), ("actors", "--actors"),
 ]
@@ -159,6 +160,7 @@ def register(app: typer.Typer) -> None:
     train = App(help="The streaming trainer: train as lake versions land (watch), and where it stands (status).",
                 no_args_is_help=True)
     train.command("watch", help="A resident trainer: one increment (versioned adapter + offsets, atomically) per "
-                                "batch of new rows of the view's tables.")(config_command(WatchConfig, WATCH_OPTIONS, _watch))
+                                "batch of new rows of the view's tables.")(
+        config_command(WatchConfig, WATCH_OPTIONS, _watch, renamed=RENAMED))
     train.command("status")(status)
     app.add_typer(train, name="train")

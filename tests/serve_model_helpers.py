@@ -66,7 +66,7 @@ def teach_tool_call(tiny_dir: Path, out: Path, steps: int = 100) -> Path:
     model = load_model(str(tiny_dir), device=torch.device("cpu"))
     conv = {"messages": TOOL_PROMPT + [TOOL_REPLY], "tools": TOOLS}
     examples, _ = encode_all(tok, [conv] * 4, 512)
-    s = SFTConfig(data="-", max_steps=steps, batch_size=4, lr=3e-3, full=True, progress=False, warmup_steps=0,
+    s = SFTConfig(data="-", max_steps=steps, batch_size=4, learning_rate=3e-3, full=True, progress=False, warmup_steps=0,
                   seed=0)
     train_loop(model, examples, s, tok.pad_token_id)
     model.save_pretrained(out)

@@ -75,7 +75,7 @@ def test_two_processes_train_as_one_with_the_same_global_batch(tiny_dir, tmp_pat
                     "--lake", str(tmp_path / "lake"))
     assert ddp.returncode == 0, ddp.stderr[-3000:]
     printed = json.loads(ddp.stdout)  # one summary on stdout: the main process's (the other prints nothing)
-    single = run_sft(SFTConfig(model=str(tiny_dir), data=str(data), max_steps=STEPS, log_every=1, lr=1e-3,
+    single = run_sft(SFTConfig(model=str(tiny_dir), data=str(data), max_steps=STEPS, log_every=1, learning_rate=1e-3,
                                warmup_steps=0, grad_accum=2, plot=False, batch_size=8, output=str(tmp_path / "single"),
                                record_in_lake=False, progress=False))
 

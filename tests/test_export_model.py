@@ -26,7 +26,7 @@ def _train(tiny_dir, tmp_path, full: bool):
 
     run = tmp_path / "run"
     run_sft(SFTConfig(model=str(tiny_dir), data=str(th.write_jsonl(tmp_path / "d.jsonl", th.tool_chats(8))),
-                      output=str(run), full=full, max_steps=2, batch_size=4, lr=1e-2, record_in_lake=False,
+                      output=str(run), full=full, max_steps=2, batch_size=4, learning_rate=1e-2, record_in_lake=False,
                       progress=False, plot=False))
     return run
 

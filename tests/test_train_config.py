@@ -36,7 +36,7 @@ def test_both_training_commands_take_their_defaults_from_the_configs():
 
 @pytest.mark.parametrize("field,value,words", [
     ("grad_accum", 0, "--grad-accum must be at least 1"), ("batch_size", 0, "--batch-size"),
-    ("epochs", 0, "--epochs must be positive"), ("lr", -1.0, "--lr must be positive"),
+    ("epochs", 0, "--epochs must be positive"), ("learning_rate", -1.0, "--learning-rate must be positive"),
     ("lora_dropout", 1.5, "--lora-dropout"), ("warmup_steps", -1, "--warmup-steps"),
     ("target_modules", " , ", "--target-modules is empty"), ("data", "", "no dataset given"),
 ])
@@ -67,12 +67,12 @@ def test_grad_accum_zero_on_the_command_line_is_one_line_exit_2(tmp_path):
 
 def test_defaults_suit_the_model():
     cfg = SFTConfig(data="x")
-    assert cfg.full is None and cfg.lr is None  # decided once the model is known
+    assert cfg.full is None and cfg.learning_rate is None  # decided once the model is known
     scratch, pretrained = cfg.settle(from_scratch=True), cfg.settle(from_scratch=False)
-    assert (scratch.full, scratch.lr) == (True, 1e-3)
-    assert (pretrained.full, pretrained.lr) == (False, 2e-4)
+    assert (scratch.full, scratch.learning_rate) == (True, 1e-3)
+    assert (pretrained.full, pretrained.learning_rate) == (False, 2e-4)
     assert SFTConfig(data="x", full=False).settle(from_scratch=True).full is False  # --lora wins
-    assert InstructConfig(data="x", method="dpo").settle(from_scratch=False).lr == 1e-4
+    assert InstructConfig(data="x", method="dpo").settle(from_scratch=False).learning_rate == 1e-4
 
 
 def test_warmup_is_bounded_by_the_run_and_short_runs_warn():

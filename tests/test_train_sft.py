@@ -60,7 +60,7 @@ def test_sft_lowers_loss_saves_adapter_that_reproduces_logits(tiny_dir, tmp_path
     lake = tmp_path / "lake"
     Lake.init(lake)
     s = SFTConfig(model=str(tiny_dir), data=str(data), output=str(tmp_path / "run"), max_steps=30, batch_size=8,
-                  full=False, lr=3e-3, warmup_steps=3, lake_root=str(lake), progress=False, log_every=5)
+                  full=False, learning_rate=3e-3, warmup_steps=3, lake_root=str(lake), progress=False, log_every=5)
     summary = run_sft(s)
     run = tmp_path / "run"
     log = [json.loads(l) for l in (run / "train_log.jsonl").read_text().splitlines()]
@@ -94,7 +94,7 @@ def test_reloaded_adapter_reproduces_trained_model_logits(tiny_dir, tmp_path):
     tok = load_tokenizer(str(tiny_dir))
     convs = [{"messages": template_messages(r["messages"]), "tools": r["tools"]} for r in th.tool_chats(16)]
     examples, _ = encode_all(tok, convs, 512)
-    s = SFTConfig(data="-", max_steps=6, batch_size=8, full=False, lr=3e-3, warmup_steps=1, seed=1)
+    s = SFTConfig(data="-", max_steps=6, batch_size=8, full=False, learning_rate=3e-3, warmup_steps=1, seed=1)
     model, n = prepare_model(load_model(str(tiny_dir)), s)
     assert 0 < n < 200_000  # LoRA: a small fraction of the 0.56 M parameters
     train_loop(model, examples, s, tok.pad_token_id)
@@ -200,7 +200,7 @@ def test_gradient_checkpointing_recomputes_each_layer_and_trains_the_same(tiny_d
 
         out = tmp_path / f"run-{checkpointing}"
         run_sft(SFTConfig(model=str(tiny_dir), data=str(data), output=str(out), max_steps=3, batch_size=4,
-                          full=False, lr=3e-3, gradient_checkpointing=checkpointing, share_prefix=False,
+                          full=False, learning_rate=3e-3, gradient_checkpointing=checkpointing, share_prefix=False,
                           record_in_lake=False, progress=False, plot=False, log_every=1), build_model=build)
         losses = [json.loads(l)["loss"] for l in (out / "train_log.jsonl").read_text().splitlines() if '"step"' in l]
         return calls[0], losses, {k: v.detach().clone() for k, v in held["model"].named_parameters() if "lora_" in k}

@@ -16,6 +16,7 @@ from statistics import NormalDist
 from typing import Any, Optional
 
 from ground.errors import UserError
+from ground.options import helped
 
 PROVENANCES = ("agent", "bundled", "hub")
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
@@ -28,10 +29,6 @@ TRY_SAMPLES = ("to try it on the sample skills (used often, created by the agent
 
 class InstructionInputError(UserError, ValueError):
     """A bad skill_to_instruction option; one line, the CLI prints it and exits 2."""
-
-
-def _help(text: str) -> dict:
-    return {"help": text}
 
 
 def parse_time(text: str, flag: str) -> dt.datetime:
@@ -58,35 +55,35 @@ def window_start(since: str, now: dt.datetime) -> dt.datetime:
 class SkillToInstructionConfig:
     """skill_to_instruction: skills -> instruction-tuning pairs, one .jsonl per skill plus manifest.json."""
 
-    output: Path = field(default=Path("ft_prompts"), metadata=_help("Folder for one .jsonl per skill."))
-    skills: Optional[Path] = field(default=None, metadata=_help(
+    output: Path = field(default=Path("ft_prompts"), **helped("Folder for one .jsonl per skill."))
+    skills: Optional[Path] = field(default=None, **helped(
         "A Hermes skills folder (with .usage.json). Default, when there is no lake either: $HERMES_HOME/skills "
         "(~/.hermes/skills) if it exists."))
-    lake: Optional[Path] = field(default=None, metadata=_help(
+    lake: Optional[Path] = field(default=None, **helped(
         "Read the lake's instruction view instead of a folder (default when --skills is not given: $LAKE_ROOT or "
         "./data/lake, when it holds a lake)."))
-    min_uses: int = field(default=5, metadata=_help(
+    min_uses: int = field(default=5, **helped(
         "Keep skills used at least this often (use_count, or view_count on old sidecars whose use_count is 0)."))
-    provenance: str = field(default="agent", metadata=_help(
+    provenance: str = field(default="agent", **helped(
         "Skill origins to keep: agent (default), bundled, hub, a comma list, or all."))
-    since: Optional[str] = field(default=None, metadata=_help(
+    since: Optional[str] = field(default=None, **helped(
         "Keep skills whose current version is recent: a duration back from --now (30d, 12h, 2w) or an ISO "
         "date/time. Lake only."))
-    now: Optional[str] = field(default=None, metadata=_help(
+    now: Optional[str] = field(default=None, **helped(
         "The time --since counts back from (ISO; default: the current time). Recorded in the manifest; give it, "
         "with --as-of, to reproduce a selection."))
-    min_success: Optional[float] = field(default=None, metadata=_help(
+    min_success: Optional[float] = field(default=None, **helped(
         "Keep skills whose trajectories succeed at least this often (0-1; the skill_effect view's success_rate). "
         "Lake only."))
-    min_lift: Optional[float] = field(default=None, metadata=_help(
+    min_lift: Optional[float] = field(default=None, **helped(
         "Keep skills whose success beats the same envs' trajectories without them: the lower bound of "
         "skill_effect's success_diff interval must be at least this (0: better than the baseline at --confidence). "
         "Lake only."))
-    confidence: float = field(default=0.95, metadata=_help("Confidence level of skill_effect's intervals."))
-    system_prompt: Optional[str] = field(default=None, metadata=_help("Add this system message to every pair."))
-    as_of: Optional[str] = field(default=None, metadata=_help(
+    confidence: float = field(default=0.95, **helped("Confidence level of skill_effect's intervals."))
+    system_prompt: Optional[str] = field(default=None, **helped("Add this system message to every pair."))
+    as_of: Optional[str] = field(default=None, **helped(
         "Pin the lake: VERSION, TABLE=V[,TABLE=V], or an earlier export's manifest.json."))
-    overwrite: bool = field(default=False, metadata=_help("Replace the .jsonl files in a non-empty output folder."))
+    overwrite: bool = field(default=False, **helped("Replace the .jsonl files in a non-empty output folder."))
     now_at: dt.datetime = field(init=False, repr=False, compare=False)
     since_at: Optional[dt.datetime] = field(init=False, repr=False, compare=False)
 

@@ -32,7 +32,7 @@ from trainers.generation.generate import (
 from trainers.runtime.device import check_device, set_threads, setup_env
 from trainers.runtime.device import device as pick_device
 from trainers.runtime.errors import TrainerInputError
-from trainers.runtime.options import DEFAULT_SEED, at_least
+from trainers.runtime.options import DEFAULT_SEED, DEVICE_HELP, LAKE_HELP, THREADS_HELP, at_least
 from trainers.runtime.options import helped as _help
 from trainers.runtime.progress import Progress
 from trainers.runtime.runfolder import trainer_lake
@@ -62,11 +62,10 @@ class EvalSettings:
         "--max-new-tokens; 0: off"))
     max_context: int = field(default=2048, **_help("an episode ends once its prompt reaches this many tokens"))
     batch_size: int = field(default=64, **_help("episodes generated together"))
-    lake_root: str | None = field(default=None, **_help(
-        "an existing lake for the episodes and the runs event (default $LAKE_ROOT or ./data/lake)"))
+    lake_root: str | None = field(default=None, **_help(LAKE_HELP))
     record_in_lake: bool = field(default=True, **_help("record the episodes and a runs event in the lake"))
-    threads: int | None = field(default=None, **_help("torch threads (default 1 or $LACHESIS_THREADS)"))
-    device: str = field(default="auto", **_help("auto (cuda when available) | cpu | cuda | cuda:N; bf16 only on a GPU"))
+    threads: int | None = field(default=None, **_help(THREADS_HELP))
+    device: str = field(default="auto", **_help(DEVICE_HELP))
     chat_template: str | None = field(default=None, **_help("chatml (ours, Hermes-style) or a .jinja file"))
     tasks_file: str | None = field(default=None, **_help("a tasks .jsonl file instead of the built-in suite"))
     progress: bool = field(default=True, **_help("show a progress bar"))

@@ -19,11 +19,9 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
-from trainers.runtime.device import check_device
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import context_length
-from trainers.runtime.options import DEFAULT_SEED, GRADIENT_CHECKPOINTING_HELP, at_least, helped
-from trainers.runtime.reporting import REPORT_TO_HELP, check_report_to
+from trainers.runtime.options import GRADIENT_CHECKPOINTING_HELP, ModelConfig, at_least, helped
 
 
 # The default --max-length is the model's context, capped for memory: activations grow with the tokens of a batch,
@@ -35,16 +33,17 @@ MAX_LENGTH_FALLBACK = 1024  # a model folder that names no context
 
 
 @dataclass(kw_only=True)
-class TrainConfig:
-    """What every training command takes: the model, the data, the optimisation, adapters, where it records itself."""
+class TrainConfig(ModelConfig):
+    """What every supervised training command takes: ModelConfig's options, the data, the optimisation, adapters,
+    where it records itself."""
 
-    model: str = field(default="tiny", **helped("tiny | smollm2 | hermes-3 | a local model folder | a hub id"))
     data: str = field(**helped("an export folder (parquet/jsonl + manifest.json), a .jsonl/.parquet file, "
                               "or a lake view name such as sft"))
     output: str | None = field(default=None, **helped("run folder, new or empty (default runs/<run_id>)"))
     epochs: float = field(default=3.0, **helped("passes over the data (--max-steps overrides)"))
     max_steps: int | None = field(default=None, **helped("train exactly this many optimizer steps"))
-    lr: float | None = field(default=None, **helped("peak learning rate (default 1e-3 full fine-tuning, 2e-4 LoRA)"))
+    learning_rate: float | None = field(default=None, **helped(
+        "peak learning rate (default 1e-3 full fine-tuning, 2e-4 LoRA)"))
     batch_size: int = field(default=16, **helped("conversations per micro-batch"))
     grad_accum: int = field(default=1, **helped("micro-batches per optimizer step"))
     max_length: int | None = field(default=None, **helped(
@@ -54,22 +53,16 @@ class TrainConfig:
         "full fine-tuning (--full) or LoRA (--lora); default: full for a model trained from scratch (tiny), "
         "LoRA for a pretrained one"))
     gradient_checkpointing: bool = field(default=False, **helped(GRADIENT_CHECKPOINTING_HELP))
-    lora_r: int = field(default=16, **helped("LoRA rank"))
-    lora_alpha: int = field(default=32, **helped("LoRA alpha (scale = alpha / r)"))
+    lora_rank: int = field(default=16, **helped("LoRA rank"))
+    lora_alpha: int = field(default=32, **helped("LoRA alpha (scale = alpha / rank)"))
     lora_dropout: float = field(default=0.0, **helped("dropout on the LoRA path"))
     target_modules: str = field(default="all-linear", **helped("LoRA targets: all-linear or a comma list, e.g. q_proj,v_proj"))
     warmup_steps: int = field(default=30, **helped("linear warm-up steps, at most 10% of the run"))
-    seed: int = field(default=DEFAULT_SEED, **helped("seed of the initialisation, the batch order and dropout"))
     split: str = field(default="train", **helped("train only on rows of this split (rows without one are kept; all = every row)"))
-    lake_root: str | None = field(default=None, **helped(
-        "an existing lake, for view names and the runs event (default $LAKE_ROOT or ./data/lake)"))
     record_in_lake: bool = field(default=True, **helped("record the run as a `runs` event in the lake"))
-    threads: int | None = field(default=None, **helped("torch threads (default 1 or $LACHESIS_THREADS)"))
-    device: str = field(default="auto", **helped("auto (cuda when available) | cpu | cuda | cuda:N; bf16 only on a GPU"))
     chat_template: str | None = field(default=None, **helped("chatml (ours, Hermes-style) or a .jinja file"))
     progress: bool = field(default=True, **helped("show a progress bar"))
     plot: bool = field(default=True, **helped("draw loss.png in the run folder"))
-    report_to: str = field(default="none", **helped(REPORT_TO_HELP))
 
     COMMAND: ClassVar[str] = "train"  # the console script, recorded with the run
 
@@ -80,9 +73,9 @@ class TrainConfig:
             raise TrainerInputError("no model given: pass --model tiny, --model hermes-3, a local folder or a hub id")
         if self.epochs <= 0:
             raise TrainerInputError(f"--epochs must be positive, got {self.epochs}")
-        if self.lr is not None and self.lr <= 0:
-            raise TrainerInputError(f"--lr must be positive, got {self.lr}")
-        at_least(self, 1, "max_steps", "batch_size", "grad_accum", "max_length", "lora_r", "lora_alpha", "threads")
+        if self.learning_rate is not None and self.learning_rate <= 0:
+            raise TrainerInputError(f"--learning-rate must be positive, got {self.learning_rate}")
+        at_least(self, 1, "max_steps", "batch_size", "grad_accum", "max_length", "lora_rank", "lora_alpha")
         at_least(self, 0, "warmup_steps")
         if not 0 <= self.lora_dropout < 1:
             raise TrainerInputError(f"--lora-dropout must be in [0, 1), got {self.lora_dropout}")
@@ -90,8 +83,7 @@ class TrainConfig:
             raise TrainerInputError("--target-modules is empty: use all-linear or names such as q_proj,v_proj")
         if not self.split.strip():
             raise TrainerInputError("--split is empty: use train, test or all")
-        self.device = check_device(self.device)
-        self.report_to = check_report_to(self.report_to)
+        super().__post_init__()
 
     def lora_targets(self) -> str | list[str]:
         """peft's target_modules: "all-linear" as is, else the comma-separated module names."""
@@ -114,7 +106,8 @@ class TrainConfig:
         (LoRA freezes a random base, so it cannot learn: the guide's command went 7.00 -> 6.95), LoRA for a
         pretrained one, then the learning rate for that mode. The run folder records the settled config."""
         settled = replace(self, full=from_scratch if self.full is None else self.full)
-        return replace(settled, lr=settled.default_lr() if settled.lr is None else settled.lr)
+        return replace(settled, learning_rate=settled.default_lr() if settled.learning_rate is None
+                       else settled.learning_rate)
 
     def plan(self, examples: int, processes: int = 1) -> "StepPlan":
         """Optimizer steps of this run over `examples` rows, and the warm-up bounded by the run's length. Several

@@ -106,7 +106,7 @@ def run_dpo(s: InstructConfig, console=None) -> dict:
 
     args = DPOConfig(output_dir=str(run.path / "trainer"), per_device_train_batch_size=s.batch_size,
                      gradient_accumulation_steps=s.grad_accum, max_steps=plan.total, warmup_steps=plan.warmup,
-                     learning_rate=s.lr, weight_decay=s.weight_decay, max_grad_norm=s.grad_clip,
+                     learning_rate=s.learning_rate, weight_decay=s.weight_decay, max_grad_norm=s.grad_clip,
                      lr_scheduler_type="cosine", beta=s.beta, max_length=s.max_length, logging_steps=1,
                      save_strategy="no", seed=s.seed, disable_tqdm=True,
                      **cpu_defaults(dev, activation_checkpointing=s.gradient_checkpointing))
@@ -120,7 +120,7 @@ def run_dpo(s: InstructConfig, console=None) -> dict:
     shutil.rmtree(run.path / "trainer", ignore_errors=True)
     _, losses = loss_points(run.log_path)
     metrics = {"steps": res.global_step, "warmup_steps": plan.warmup, "train_s": round(time.perf_counter() - t0, 3),
-               "first_loss": losses[0] if losses else None, "final_loss": res.training_loss, "lr": s.lr}
+               "first_loss": losses[0] if losses else None, "final_loss": res.training_loss, "lr": s.learning_rate}
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     return run.finish(metrics, model_label(s.model), source, trainable_params=trainable, pairs=len(prefs),
                       conversations=len(prefs))

@@ -41,16 +41,16 @@ def prepare_model(model, s: TrainConfig):
 def lora_config(s: TrainConfig):
     from peft import LoraConfig
 
-    return LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, lora_dropout=s.lora_dropout,
+    return LoraConfig(r=s.lora_rank, lora_alpha=s.lora_alpha, lora_dropout=s.lora_dropout,
                       target_modules=s.lora_targets(), task_type="CAUSAL_LM")
 
 
 def lr_at(step: int, plan: StepPlan, s: SFTConfig) -> float:
     """Linear warm-up (bounded by the run's length), then cosine decay to min_lr_ratio at the last step."""
     if step < plan.warmup:
-        return s.lr * (step + 1) / plan.warmup
+        return s.learning_rate * (step + 1) / plan.warmup
     p = min(max(step / plan.total, 0.0), 1.0)
-    return s.lr * (s.min_lr_ratio + (1 - s.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * p)))
+    return s.learning_rate * (s.min_lr_ratio + (1 - s.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * p)))
 
 
 def global_batches(examples, s: SFTConfig, processes: int) -> Iterator[list[int]]:
@@ -93,13 +93,13 @@ def make_optimizer(model, s: SFTConfig):
     decay = [p for p in params if p.ndim >= 2]
     no_decay = [p for p in params if p.ndim < 2]
     return torch.optim.AdamW([{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-                             lr=s.lr, betas=(0.9, 0.95), eps=1e-8)
+                             lr=s.learning_rate, betas=(0.9, 0.95), eps=1e-8)
 
 
 def train_loop(model, examples, s: SFTConfig, pad_id: int, on_log: Callable[[dict], None] | None = None,
                progress_cb: Callable[[int, int, dict], None] | None = None, procs: Processes | None = None,
                on_trained: Callable[[dict], None] | None = None, optimizer=None) -> dict:
-    """The optimisation loop, `s.plan(len(examples), processes).total` optimizer steps. `s.lr` must be settled
+    """The optimisation loop, `s.plan(len(examples), processes).total` optimizer steps. `s.learning_rate` must be settled
     (TrainConfig.settle). `procs`: the run's processes (default: this one alone, on the model's device). Returns
     metrics (the whole run's, the same on every process); calls on_log at step 1, every s.log_interval(total) steps and at
     the last step, and at the end `on_trained(the model's whole state dict)` on every process (FSDP and DeepSpeed
@@ -171,5 +171,5 @@ def train_loop(model, examples, s: SFTConfig, pad_id: int, on_log: Callable[[dic
             "epochs_done": round(micro / micro_per_epoch, 3), "tokens": tokens, "label_tokens": label_tokens,
             "train_s": round(train_s, 3), "tokens_per_s": round(tokens / max(train_s, 1e-9), 1),
             "first_loss": losses[0] if losses else None, "prefix_tokens_shared": shared_tokens,
-            "final_loss": sum(tail) / len(tail) if tail else None, "lr": s.lr,
+            "final_loss": sum(tail) / len(tail) if tail else None, "lr": s.learning_rate,
             "processes": W, "distributed": acc.distributed_type.value, "global_batch": s.batch_size * W * s.grad_accum}

@@ -110,7 +110,7 @@ def run_sft(s: SFTConfig, console=None, build_model: Callable | None = None) -> 
         console.print(f"[bold]{s.COMMAND}[/] " + escape(
                       f"{run.run_id}: {len(examples)} conversations, "
                       f"{sum(len(x) for x, _ in examples)} tokens, model {model_label(s.model)} "
-                      f"({'full' if s.full else f'LoRA r={s.lora_r}'}, {trainable:,} trainable), {plan.total} steps "
+                      f"({'full' if s.full else f'LoRA r={s.lora_rank}'}, {trainable:,} trainable), {plan.total} steps "
                       f"({plan.warmup} warm-up), device {dev}"
                       + (f", {procs.world} processes" if procs.world > 1 else "")))
 

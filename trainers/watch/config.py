@@ -42,7 +42,8 @@ ONLINE_FIELDS = {"model": "model", "lake_root": "lake_root", "output": "output",
                  "eval_every": "eval_interval", "progress": "progress", "plot": "plot", "report_to": "report_to"}
 # fields set by the command itself, not options a user gives
 INTERNAL = {"recipe", "data", "record_in_lake"}
-FLAGS = {"full": "--full/--lora", "from_run": "--from"}  # the option of a field whose flag is not --field-name
+# the option of a field whose flag is not --field-name (learning_rate: with the old spelling it still takes)
+FLAGS = {"full": "--full/--lora", "learning_rate": "--learning-rate/--lr", "from_run": "--from"}
 MIN_ACTORS = 2
 # the files of a watcher's folder (trainers/watch/loop.py describes them)
 WATCH_FILE, HEARTBEAT_FILE, LOCK_FILE = "watch.json", "heartbeat.json", "lock"
