@@ -43,7 +43,7 @@ SOURCE = "rl_actor"
 DIR = "actors"
 STOP = "STOP"
 POLL_S = 0.05
-REPO = Path(__file__).resolve().parents[2]  # the checkout: an actor imports our packages from it, never a cwd folder named lake
+REPO = Path(__file__).resolve().parents[2]  # the checkout: not a folder named lake in the working directory
 
 
 class ActorFailed(TrainerInputError):
