@@ -7,6 +7,7 @@ from these classes at start-up.
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional
@@ -46,19 +47,39 @@ def inflate_limit(compressed: int, cap: int, ratio: float) -> int:
     return min(cap, max(INFLATE_FLOOR, int(ratio * compressed)))
 
 
-def resolve_token(token: str | None, token_file: Path | None) -> str | None:
-    """The bearer token of a server of ours (`lake serve`, `lake serve-model`): --token / LACHESIS_TOKEN, or the
-    first line of --token-file; OptionError (one line) when it cannot be read."""
-    if token_file is not None:
-        if token:
-            raise OptionError("give the token one way: --token-file, --token or LACHESIS_TOKEN")
-        try:
-            token = token_file.read_text(encoding="utf-8").splitlines()[0].strip()
-        except (OSError, UnicodeDecodeError, IndexError) as exc:
-            raise OptionError(f"--token-file {token_file}: cannot read a token ({exc})") from None
-        if not token:
-            raise OptionError(f"--token-file {token_file}: the first line is empty")
-    return token or None  # an empty LACHESIS_TOKEN is no token
+TOKEN_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")  # a client's name in a token file (it goes into recorded metadata)
+
+
+def resolve_tokens(token: str | None, token_file: Path | None) -> dict[str, str]:
+    """The bearer tokens of a server of ours (`lake serve`, `lake serve-model`) by client name: --token /
+    LACHESIS_TOKEN (one token, named ""), or --token-file: its first line (one token, named ""), or one `NAME TOKEN`
+    line per client (blank lines and # comments skipped), so that each client has its own identity (the model
+    server joins conversations only within one: serving/record.py). {} when there is none; OptionError (one line)
+    when the file cannot be read or a line is not a name and a token, or a name or token comes twice."""
+    if token_file is None:
+        return {"": token} if token else {}  # an empty LACHESIS_TOKEN is no token
+    if token:
+        raise OptionError("give the token one way: --token-file, --token or LACHESIS_TOKEN")
+    try:
+        lines = [line.split() for line in token_file.read_text(encoding="utf-8").splitlines()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OptionError(f"--token-file {token_file}: cannot read a token ({exc})") from None
+    if not lines or not lines[0]:
+        raise OptionError(f"--token-file {token_file}: the first line is empty")
+    if len(lines[0]) == 1:  # one token on the first line, as before named tokens
+        return {"": lines[0][0]}
+    named: dict[str, str] = {}
+    for n, parts in enumerate(lines, 1):
+        if not parts or parts[0].startswith("#"):
+            continue
+        if len(parts) != 2 or not TOKEN_NAME.fullmatch(parts[0]):
+            raise OptionError(f"--token-file {token_file}: line {n} is not `NAME TOKEN` (a name of 1-64 letters, "
+                              "digits, '.', '_' or '-', a space, the token)")
+        if parts[0] in named or parts[1] in named.values():
+            raise OptionError(f"--token-file {token_file}: line {n} repeats a client's name or token: each client "
+                              "needs its own")
+        named[parts[0]] = parts[1]
+    return named
 
 
 SERVE_MODES = ("at-least-once", "at-most-once")
@@ -126,7 +147,9 @@ class ServeConfig:
         "help": "Bearer token required on every route but /v1/health (reads hand out what was posted). Prefer the "
                 "LACHESIS_TOKEN environment variable or --token-file: a --token shows in `ps`."})
     token_file: Optional[Path] = field(default=None, metadata={
-        "help": "Read the bearer token from this file (its first line)."})
+        "help": "Read the bearer token from this file: its first line, or one `NAME TOKEN` line per client."})
+    tokens: dict = field(default_factory=dict, init=False, repr=False, metadata={
+        "help": "The accepted tokens by client name (from --token or --token-file)."})
     allowed_hosts: Optional[str] = field(default=None, metadata={
         "help": "Comma-separated host names clients may use in the Host header besides IP addresses, localhost "
                 "and this machine's names ('*': any). Other names are refused (403): a DNS-rebinding guard."})
@@ -161,7 +184,8 @@ class ServeConfig:
         if self.bind_retry_s < 0:
             raise OptionError("--bind-retry-s must not be negative")
         check_compact_interval(self.compact_interval)
-        self.token = resolve_token(self.token, self.token_file)
+        self.tokens = resolve_tokens(self.token, self.token_file)
+        self.token = next(iter(self.tokens.values()), None)  # set: auth is on
 
     @property
     def max_body(self) -> int:

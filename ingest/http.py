@@ -112,14 +112,20 @@ OPEN_PATHS = frozenset({"/v1/health"})  # the only route a client without the to
 
 
 async def require_token(request: Request, state: IngestState = Depends(get_state)) -> None:
-    """Every route (an app dependency): with a token set, `Authorization: Bearer <token>` is required, checked
-    before the body is read. Reads too: /latest_example, /batch and /v1/stats hand out what was posted. Only
-    /v1/health answers without it."""
-    token = state.config.token
-    if (token and request.url.path not in OPEN_PATHS
-            and not hmac.compare_digest(request.headers.get("authorization", "").encode(),
-                                        f"Bearer {token}".encode())):
+    """Every route (an app dependency): with tokens set, `Authorization: Bearer <token>` of one of them is required,
+    checked before the body is read, and its name becomes `request.state.client`. Reads too: /latest_example,
+    /batch and /v1/stats hand out what was posted. Only /v1/health answers without it."""
+    tokens = state.config.tokens
+    request.state.client = ""  # no tokens, or one: every client is the one identity
+    if not tokens or request.url.path in OPEN_PATHS:
+        return
+    given, client = request.headers.get("authorization", "").encode(), None
+    for name, token in tokens.items():  # every one compared: the time taken does not say which came close
+        if hmac.compare_digest(given, f"Bearer {token}".encode()):
+            client = name
+    if client is None:
         raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+    request.state.client = client  # the token's name ("" for a lone token): the model server's client identity
 
 
 WRITE = [Depends(same_origin), Depends(json_content_type)]

@@ -61,7 +61,11 @@ class ServeModelConfig:
     token: Optional[str] = field(default=None, **helped(
         "bearer token required on every route but /v1/health (clients: api_key). Prefer LACHESIS_TOKEN or "
         "--token-file: a --token shows in `ps`"))
-    token_file: Optional[Path] = field(default=None, **helped("read the bearer token from this file (its first line)"))
+    token_file: Optional[Path] = field(default=None, **helped(
+        "read the bearer token from this file: its first line, or one `NAME TOKEN` line per client (each its own "
+        "identity: conversations are joined only within one, docs/serving.md)"))
+    tokens: dict = field(default_factory=dict, init=False, repr=False, **helped(
+        "the accepted tokens by client name (from --token or --token-file)"))
     allowed_hosts: Optional[str] = field(default=None, **helped(
         "comma-separated host names clients may use in the Host header besides addresses, localhost and this "
         "machine's names ('*': any); others get 403 (a DNS-rebinding guard)"))
@@ -107,7 +111,7 @@ class ServeModelConfig:
         "each swap are still said"))
 
     def __post_init__(self):
-        from ingest.config import resolve_token
+        from ingest.config import resolve_tokens
         from trainers.runtime.device import check_device
 
         if self.engine not in ENGINES:
@@ -141,7 +145,8 @@ class ServeModelConfig:
             raise TrainerInputError(f"--default-max-tokens {self.default_max_tokens} is above --max-tokens "
                                     f"{self.max_tokens}")
         try:
-            self.token = resolve_token(self.token, self.token_file)
+            self.tokens = resolve_tokens(self.token, self.token_file)
+            self.token = next(iter(self.tokens.values()), None)  # set: auth is on
         except ValueError as exc:
             raise TrainerInputError(str(exc)) from None
         self.device = check_device(self.device)

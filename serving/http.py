@@ -2,7 +2,7 @@
 (ingest/http.py: the Host check against DNS rebinding, the bearer token, same-origin and JSON content type on POSTs,
 the size-limited body), and the error answers in OpenAI's shape.
 
-ingest/http.py's dependencies read only `state.host_names`, `state.config.token`, `state.config.max_body` and
+ingest/http.py's dependencies read only `state.host_names`, `state.config.tokens`, `state.config.max_body` and
 `state.config.inflated_limit`; ServingState carries the same four, so both servers apply one rule.
 """
 from __future__ import annotations

@@ -19,6 +19,11 @@ reply) is a retry of call 0 in the same trajectory; once a first call was answer
 went on, the same first messages begin a new conversation. Each continued call appends a new row with the same id, and
 views/trajectories_current.sql picks the latest row per trajectory: the whole conversation. The id goes back in
 the `X-Lachesis-Trajectory` header, so a reward can be posted later to `lake serve`'s /v1/rewards.
+All of it within one client identity, the name of the token the client sent (ingest/http.py's require_token; ""
+without named tokens): prefix keys are chained from it and a chosen session name is taken within it, so one
+client's messages never join another's conversation. The answer's `X-Lachesis-Session` is a value the server
+issues (`issue`: the trajectory id and an HMAC of it and the identity under this process's secret, never in the
+lake), which continues that conversation for that identity only.
 
 Durability: `--record sync` (default) answers a request only after its row is committed (lake.append: concurrent
 calls' rows share one Delta commit through the lake's group commit); `--record async` queues rows (bounded:
@@ -29,7 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import json
+import secrets
 import sys
 import uuid
 from collections import OrderedDict
@@ -44,17 +51,19 @@ from trainers.modeling.token_columns import prompt_completion_columns
 
 SOURCE = "lake serve-model"
 SESSION_NS = uuid.UUID("5f1e3c1a-6f0b-4d59-9a62-1c7d0c1e2a77")  # trajectory id = uuid5(SESSION_NS, session)
+ISSUED = "ls1."  # a session value this server issued: ISSUED + trajectory id + "." + its MAC for the client
 PREFIX_MEMORY = 10_000
 ASYNC_BATCH = 256  # rows per background append at most
 RECENT_CALLS_SQL = Path(__file__).with_name("recent_calls.sql")
 
 
-def _prefix_keys(messages: list[dict]) -> list[str]:
+def _prefix_keys(messages: list[dict], identity: str = "") -> list[str]:
     """The identity of each prefix of a conversation (keys[k - 1] is that of messages[:k]) for prefix matching:
     roles, text and tool calls (names and parsed arguments), not ids or reasoning, which clients drop or rewrite when
     they send a conversation back. Chained (each key hashes the previous one and one message), so all prefixes cost
-    one pass over the messages: hashing each prefix whole was quadratic (4,000 messages: 3 s)."""
-    keys, prev = [], b""
+    one pass over the messages: hashing each prefix whole was quadratic (4,000 messages: 3 s). The chain starts
+    from the client's identity (its token's name), so the same messages of two clients never share a key."""
+    keys, prev = [], hashlib.sha256(b"client\0" + identity.encode()).digest() if identity else b""
     for m in messages:
         calls = [(c.get("name"), _args(c.get("arguments"))) for c in (m.get("tool_calls") or [])]
         canon = json.dumps([m.get("role"), m.get("content") or "", calls], sort_keys=True, ensure_ascii=False)
@@ -63,8 +72,13 @@ def _prefix_keys(messages: list[dict]) -> list[str]:
     return keys
 
 
-def _key(messages: list[dict]) -> str:
-    return _prefix_keys(messages)[-1] if messages else ""
+def _key(messages: list[dict], identity: str = "") -> str:
+    return _prefix_keys(messages, identity)[-1] if messages else ""
+
+
+def is_issued(session: str | None) -> bool:
+    """An X-Lachesis-Session value of the form this server issues (Conversations.issue), not a client's own name."""
+    return bool(session) and session.startswith(ISSUED)
 
 
 def _args(a):
@@ -87,14 +101,34 @@ class Conversations:
         # conversation has not gone on; and back, to close it when it does
         self._open_starts: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._start_of: dict[str, tuple[str, str]] = {}
+        self._secret = secrets.token_bytes(32)  # signs the sessions this process issues
 
-    def join(self, messages: list[dict], session: str | None, client: str = "") -> tuple[str, int]:
+    def issue(self, tid: str, identity: str = "") -> str:
+        """The X-Lachesis-Session value that continues `tid` for this client identity and no other: the trajectory
+        id with an HMAC of it and the identity under this process's secret. Not in the lake, so knowing a
+        trajectory id (readers of the lake see them all) never lets a client write into it."""
+        return f"{ISSUED}{tid}.{self._mac(tid, identity).decode()}"
+
+    def _mac(self, tid: str, identity: str) -> bytes:
+        return hmac.new(self._secret, f"{identity}\0{tid}".encode(), hashlib.sha256).hexdigest()[:32].encode()
+
+    def _session(self, session: str, identity: str) -> str | None:
+        """The trajectory an X-Lachesis-Session value names for this identity: an issued one's if its MAC holds
+        (else None: another client's, or from before a restart, and the call is joined as if it sent none); a name
+        the client chose is uuid5 of it within the identity (without tokens, or with one, as before)."""
+        if not is_issued(session):
+            return str(uuid.uuid5(SESSION_NS, f"{identity}\0{session}" if identity else session))
+        tid, _, mac = session[len(ISSUED):].rpartition(".")
+        return tid if tid and hmac.compare_digest(mac.encode("utf-8", "replace"), self._mac(tid, identity)) else None
+
+    def join(self, messages: list[dict], session: str | None, client: str = "",
+             identity: str = "") -> tuple[str, int]:
         """(trajectory id, index of this call in it) for a call with these messages from `client` (its address
-        and user agent)."""
-        if session:
-            tid = str(uuid.uuid5(SESSION_NS, session))
+        and user agent) holding the token named `identity`: joined only to that identity's conversations."""
+        tid = self._session(session, identity) if session else None
+        if tid is not None:
             return tid, self._sessions.get(tid, 0)
-        keys = _prefix_keys(messages)
+        keys = _prefix_keys(messages, identity)
         for k in range(len(messages) - 1, 0, -1):  # the longest earlier conversation this one extends
             if messages[k - 1].get("role") != "assistant":
                 continue
@@ -111,17 +145,17 @@ class Conversations:
         with lake.snapshot(for_query=sql) as snap:
             rows = snap.arrow(sql, [self.limit]).to_pylist()
         for r in reversed(rows):
-            self.remember(r["messages"], r["trajectory_id"], int(r["call"] or 0))
+            self.remember(r["messages"], r["trajectory_id"], int(r["call"] or 0), identity=r["client"] or "")
         return len(rows)
 
     def remember(self, messages_with_reply: list[dict], tid: str, call: int, client: str = "",
-                 open_turn: bool = False) -> None:
+                 open_turn: bool = False, identity: str = "") -> None:
         """A call answered: its conversation with the reply is what a next call extends. `open_turn`: the reply
         leaves the turn open (tool calls, which the client runs or rejects, or a reply cut at max_tokens), so the
         same first call asked again by the same client (Hermes after an invalid tool call) is a retry of call 0
         in this trajectory, not a new conversation; a first call answered in full, or any later call, closes it."""
         self._sessions[tid] = call + 1
-        key = _key(messages_with_reply)
+        key = _key(messages_with_reply, identity)
         self._ends[key] = (tid, call + 1)
         self._ends.move_to_end(key)
         while len(self._ends) > self.limit:
@@ -130,7 +164,7 @@ class Conversations:
             self._sessions.pop(next(iter(self._sessions)))
         self._close_start(tid)
         if call == 0 and open_turn:
-            start = (client, _key(messages_with_reply[:-1]))
+            start = (client, _key(messages_with_reply[:-1], identity))
             self._close_start(self._open_starts.get(start))
             self._open_starts[start], self._start_of[tid] = tid, start
             while len(self._open_starts) > self.limit:

@@ -25,7 +25,7 @@ from trainers.generation.generate import Generation
 from . import protocol as P
 from .access_log import note_tokens
 from .http import ServingState, get_serving, guard, json_request
-from .record import RecordFailed, call_record, recorded_messages, reply_message
+from .record import RecordFailed, call_record, is_issued, recorded_messages, reply_message
 from .versions import GenerationFailed, Version, VersionGone
 
 router = APIRouter(dependencies=[Depends(guard)])
@@ -53,9 +53,11 @@ def _budget(st: ServingState, prompt: int, asked: int | None) -> int:
     return asked or min(cfg.default_max_tokens, room)
 
 
-def _headers(tid: str | None, v: Version) -> dict:
-    """The version, and the trajectory id where the call is recorded (a reward can be posted for it)."""
-    return {VERSION_HEADER: v.name, **({TRAJECTORY_HEADER: tid} if tid else {})}
+def _headers(tid: str | None, v: Version, session: str | None = None) -> dict:
+    """The version, the trajectory id where the call is recorded (a reward can be posted for it) and the session
+    value that continues it for this client (serving/record.py: Conversations.issue)."""
+    return {VERSION_HEADER: v.name, **({TRAJECTORY_HEADER: tid} if tid else {}),
+            **({"X-Lachesis-Session": session} if session else {})}
 
 
 async def _render(tok, messages: list[dict], tools: list[dict] | None) -> list[int]:
@@ -69,8 +71,9 @@ async def _render(tok, messages: list[dict], tools: list[dict] | None) -> list[i
 class _Call:
     """One chat request, parsed and rendered: what generation, the answer and the record need."""
 
-    def __init__(self, st: ServingState, req: P.ChatRequest, session: str | None, client: str = ""):
-        self.st, self.req, self.session, self.client = st, req, session, client
+    def __init__(self, st: ServingState, req: P.ChatRequest, session: str | None, client: str = "",
+                 identity: str = ""):
+        self.st, self.req, self.session, self.client, self.identity = st, req, session, client, identity
         self.tok = st.engine.tokenizer
         self.version = st.engine.resolve(req.model)
         self.template, self.tools, self.lake_messages = P.chat_inputs(req)
@@ -81,7 +84,7 @@ class _Call:
         # the conversation: its trajectory id names the row and the KV the engine keeps for its next call (joined
         # in a worker thread: hashing a long conversation's prefixes must not hold the event loop)
         self.tid, self.call = await asyncio.to_thread(self.st.conversations.join, self.lake_messages, self.session,
-                                                      self.client)
+                                                      self.client, self.identity)
         self.prompt = await _render(self.tok, self.template, self.tools)
         req = self.req
         top = (req.top_logprobs or 0) if req.logprobs else 0
@@ -91,6 +94,11 @@ class _Call:
     @property
     def recorded_id(self) -> str | None:
         return self.tid if self.recording else None
+
+    @property
+    def headers(self) -> dict:
+        issued = self.st.conversations.issue(self.tid, self.identity) if self.recording else None
+        return _headers(self.recorded_id, self.version, issued)
 
     def reply(self, gen: Generation) -> tuple[dict, str]:
         """(the lake's assistant message, finish_reason)."""
@@ -115,12 +123,15 @@ class _Call:
             await st.recorder.record(call_record(
                 trajectory_id=self.tid, label=st.engine.label, version=self.version.info(), messages=messages,
                 prompt_ids=self.prompt, token_ids=gen.token_ids, logprobs=gen.logprobs,
-                metadata={"endpoint": endpoint, "request_id": self.id, "session": self.session, "call": self.call,
+                # an issued session is a capability: never in the lake, whose readers see every trajectory id
+                metadata={"endpoint": endpoint, "request_id": self.id, "client": self.identity,
+                          "session": None if is_issued(self.session) else self.session, "call": self.call,
                           "finish_reason": finish, "tools": self.tools,
                           "sampling": {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_new_tokens,
                                        "stop_token_ids": list(s.stop_token_ids), "seed": self.req.seed,
                                        "top_logprobs": s.top_logprobs}}))
-        st.conversations.remember(messages, self.tid, self.call, self.client, finish in ("tool_calls", "length"))
+        st.conversations.remember(messages, self.tid, self.call, self.client, finish in ("tool_calls", "length"),
+                                  self.identity)
 
 
 @router.post("/v1/chat/completions")
@@ -129,13 +140,13 @@ async def chat_completions(request: Request, obj=Depends(json_request), st: Serv
     P.check_messages(obj, st.config.max_messages)
     req = P.parse(P.ChatRequest, obj)
     P.check_common(req)
-    call = _Call(st, req, request.headers.get(SESSION_HEADER), client_of(request))
+    call = _Call(st, req, request.headers.get(SESSION_HEADER), client_of(request), request.state.client)
     await call.prepare()
     if req.stream:
         body = _sse_stream(lambda tokens: _stream(call, tokens), st, call.prompt, call.sampling, call.version,
                            req.seed, key=call.tid)
         return StreamingResponse(body, media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", **_headers(call.recorded_id, call.version)})
+                                 headers={"Cache-Control": "no-cache", **call.headers})
     gen = await st.engine.generate(call.prompt, call.sampling, call.version, req.seed, key=call.tid)
     note_tokens(len(call.prompt), len(gen.token_ids))
     msg, finish = call.reply(gen)
@@ -145,7 +156,7 @@ async def chat_completions(request: Request, obj=Depends(json_request), st: Serv
     body = {"id": call.id, "object": "chat.completion", "created": call.created, "model": call.version.name,
             "system_fingerprint": call.version.sha256, "choices": [choice],
             "usage": P.usage(len(call.prompt), len(gen.token_ids))}
-    return JSONResponse(body, headers=_headers(call.recorded_id, call.version))
+    return JSONResponse(body, headers=call.headers)
 
 
 def _sse(obj) -> bytes:
@@ -264,8 +275,8 @@ async def _stream(call: _Call, tokens: _Tokens):
 class _Completion:
     """One legacy completion request, parsed: the prompt's ids, the version, the sampling."""
 
-    def __init__(self, st: ServingState, req: P.CompletionRequest, session: str | None):
-        self.st, self.req, self.session = st, req, session
+    def __init__(self, st: ServingState, req: P.CompletionRequest, session: str | None, identity: str = ""):
+        self.st, self.req, self.session, self.identity = st, req, session, identity
         tok = self.tok = st.engine.tokenizer
         prompt = req.prompt
         if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
@@ -286,7 +297,13 @@ class _Completion:
         self.id, self.created = P.completion_id("cmpl"), P.now()
         self.tid = None
         if st.recorder.mode != "off":
-            self.tid, _ = st.conversations.join([{"role": "user", "content": self._prompt_text()}], session)
+            self.tid, _ = st.conversations.join([{"role": "user", "content": self._prompt_text()}], session,
+                                                identity=identity)
+
+    @property
+    def headers(self) -> dict:
+        issued = self.st.conversations.issue(self.tid, self.identity) if self.tid else None
+        return _headers(self.tid, self.version, issued)
 
     def _prompt_text(self) -> str:
         return self.prompt_text if self.prompt_text is not None else self.tok.decode(self.ids)
@@ -302,7 +319,8 @@ class _Completion:
         await self.st.recorder.record(call_record(
             trajectory_id=self.tid, label=self.st.engine.label, version=self.version.info(), messages=messages,
             prompt_ids=self.ids, token_ids=gen.token_ids, logprobs=gen.logprobs,
-            metadata={"endpoint": "completions", "request_id": self.id, "finish_reason": self.finish(gen),
+            metadata={"endpoint": "completions", "request_id": self.id, "client": self.identity,
+                      "finish_reason": self.finish(gen),
                       "sampling": {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_new_tokens,
                                    "seed": self.req.seed}}))
 
@@ -319,12 +337,12 @@ async def completions(request: Request, obj=Depends(json_request), st: ServingSt
     if req.stream and req.logprobs is not None:  # the engine streams each token's own log-prob, not its top-k
         raise P.ApiError(400, "logprobs with stream is not supported on /v1/completions here: ask without stream",
                          param="logprobs")
-    call = _Completion(st, req, request.headers.get(SESSION_HEADER))
+    call = _Completion(st, req, request.headers.get(SESSION_HEADER), request.state.client)
     if req.stream:
         body = _sse_stream(lambda tokens: _stream_completion(call, tokens), st, call.ids, call.sampling, call.version,
                            req.seed)
         return StreamingResponse(body, media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", **_headers(call.tid, call.version)})
+                                 headers={"Cache-Control": "no-cache", **call.headers})
     gen = await st.engine.generate(call.ids, call.sampling, call.version, req.seed)
     note_tokens(len(call.ids), len(gen.token_ids))
     text = call.tok.decode(gen.token_ids, skip_special_tokens=True)
@@ -333,7 +351,7 @@ async def completions(request: Request, obj=Depends(json_request), st: ServingSt
               "logprobs": P.completion_logprobs(call.tok, gen) if req.logprobs is not None else None}
     body = {"id": call.id, "object": "text_completion", "created": call.created, "model": call.version.name,
             "choices": [choice], "usage": P.usage(len(call.ids), len(gen.token_ids))}
-    return JSONResponse(body, headers=_headers(call.tid, call.version))
+    return JSONResponse(body, headers=call.headers)
 
 
 async def _stream_completion(call: _Completion, tokens: _Tokens):
