@@ -435,7 +435,7 @@ class OnlineTrainer:
 # ----------------------------------------------------------------------------------------------- entry points
 def read_run_config(folder: Path) -> OnlineConfig:
     """The config a stopped run recorded (rl_train_online's or rl_train_transfer's online one)."""
-    raw = RunReader(Path(folder), "--resume").require_config()
+    raw = RunReader(Path(folder), "--resume").run_config()
     cls = TransferOnlineConfig if raw.get("command") == TransferOnlineConfig.COMMAND else OnlineConfig
     names = {f.name for f in fields(cls)}
     return cls(**{k: v for k, v in raw.items() if k in names and k != "resume"}, resume=str(folder))
@@ -448,7 +448,9 @@ def start(cfg: OnlineConfig, method: str = METHOD, make_trainer=OnlineTrainer) -
     setup_env()
     pick_device(cfg.device)  # --device cuda where there is none: the one-line error before any work
     if cfg.resume:
-        folder = RunReader.open(cfg.resume, "--resume", by_id=True).path
+        stopped = RunReader.open(cfg.resume, "--resume", by_id=True)
+        stopped.require_config()  # a folder that is no run: one line, before anything is read from it
+        folder = stopped.path
         rec = read_run_config(folder)
         if (folder / "summary.json").is_file():
             raise TrainerInputError(f"{folder} is a completed run (summary.json): nothing to resume; start a new run "

@@ -60,12 +60,22 @@ class RunReader:
                 return cfg
         return {}
 
+    def run_config(self) -> dict:
+        """The run folder's own config.json, read as it is: OSError, Refusal or ValueError when it is not there or
+        not JSON (what an actor of the run, which never gets a user's path, reports in its log)."""
+        return json.loads(read_named(self.path / RUN_CONFIG, RUN_CONFIG_BYTES))
+
     def require_config(self) -> dict:
-        """config() of a run folder that must have one (--resume), else one line."""
-        cfg = self.config()
-        if not cfg:
-            raise TrainerInputError(f"{self.option} {self.path}: no run folder there (no {RUN_CONFIG} of a run): pass "
-                                    "the folder a training command wrote, runs/<run_id>")
+        """run_config() of a folder a user named as a run (--resume, --from), or one line saying it is none."""
+        try:
+            cfg = self.run_config()
+        except (OSError, Refusal, ValueError) as exc:
+            raise TrainerInputError(f"{self.option} {self.path}: no run folder there ({RUN_CONFIG}: "
+                                    f"{str(exc).splitlines()[0][:160]}): pass the folder a training command wrote, "
+                                    "runs/<run_id>") from None
+        if not isinstance(cfg, dict) or "command" not in cfg:
+            raise TrainerInputError(f"{self.option} {self.path}: no run folder there ({RUN_CONFIG} is not a run's): "
+                                    "pass the folder a training command wrote, runs/<run_id>")
         return cfg
 
     def checkpoints(self) -> dict[int, Path]:
