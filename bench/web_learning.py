@@ -39,7 +39,9 @@ WEB = "web_form_env"
 WEB_SIZE = replace(SIZES["cpu"], seeds=1, eval_limit=25, families_limit=12, sft_steps=(24,), jobs=3, families=True)
 
 
-def run_all(size: Size, model: str, work: Path, expert: int, resume: bool, first_seed: int = 0) -> dict:
+def run_all(size: Size, model: str, work: Path, expert: int, resume: bool, first_seed: int = 0,
+            accum: int = 1) -> dict:
+    """`accum`: micro-batches of size.sft_batch per optimizer step (the memory lever)."""
     c = Commands(work, model, resume)
     t0 = time.time()
     lake = work / "lake_web"
@@ -49,8 +51,10 @@ def run_all(size: Size, model: str, work: Path, expert: int, resume: bool, first
     out = pool(size.jobs, [
         lambda: c.evaluate(WEB, size.eval_limit, None, log="base-eval-web"),
         lambda: c.evaluate(WEB, size.families_limit, None, log="base-fam-web", split="test_families"),
-        *(lambda sd=sd: strategy_sft(c, size, lake, sd, env=WEB) for sd in range(first_seed, first_seed + size.seeds))])
-    return {"base": {**out[0], **out[1]}, "records": [r for rs in out[2:] for r in rs], **time_spent(t0, c.logs)}
+        *(lambda sd=sd: strategy_sft(c, size, lake, sd, env=WEB, extra=("--grad-accum", accum) if accum > 1 else ())
+          for sd in range(first_seed, first_seed + size.seeds))])
+    records = [{**r, "micro_batch": size.sft_batch} for rs in out[2:] for r in rs]
+    return {"base": {**out[0], **out[1]}, "records": records, **time_spent(t0, c.logs)}
 
 
 def table(result: dict, size: Size) -> list[str]:
@@ -81,7 +85,9 @@ def write_report(result: dict, size: Size, args, out: Path, loads: tuple) -> Pat
              f"{result['cpu_s'] / 60:.0f} CPU-min ({size.jobs} commands side by side, one torch thread each).", "",
              f"{args.expert} expert episodes of the train split (train task i is training task i % 25) in the lake; "
              f"`rl_finetune_supervised --model {args.model} --data sft --max-steps {size.sft_steps[-1]}` at lr "
-             f"{size.sft_lr}, batch {size.sft_batch} (LoRA for a pretrained model); `hermes_eval` greedy with "
+             f"{size.sft_lr}, {args.batch} conversations a step (LoRA for a pretrained model; micro-batches per seed "
+             f"{ {r['seed']: r.get('micro_batch') for r in result['records']} }, the same step in less memory); "
+             f"`hermes_eval` greedy with "
              f"its default turns and tokens. "
              f"Figures after SFT are means over seeds (± the 95% t-interval's half-width with 2+ seeds); the base "
              f"model is greedy, so one evaluation serves every seed.", ""]
@@ -98,6 +104,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=WEB_SIZE.seeds, help="SFT seeds (default 1)")
     ap.add_argument("--first-seed", type=int, default=0, help="the first of them (default 0)")
     ap.add_argument("--steps", type=int, default=WEB_SIZE.sft_steps[-1], help="SFT steps per run (default 24)")
+    ap.add_argument("--batch", type=int, default=WEB_SIZE.sft_batch, help="conversations per SFT step (default 8)")
+    ap.add_argument("--micro-batch", type=int, default=2,
+                    help="conversations per forward pass (default 2: 8 at once took 14-17 GB with SmolLM2)")
     ap.add_argument("--expert", type=int, default=200, help="expert train-split episodes in the lake (default 200)")
     ap.add_argument("--test-limit", type=int, default=WEB_SIZE.eval_limit, help="test tasks evaluated (default 25)")
     ap.add_argument("--families-limit", type=int, default=WEB_SIZE.families_limit,
@@ -110,22 +119,27 @@ def main() -> None:
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.first_seed < 0:
         ap.error("--first-seed must be at least 0")
+    if args.micro_batch < 1 or args.batch % args.micro_batch:
+        ap.error(f"--micro-batch must divide --batch ({args.batch}), got {args.micro_batch}")
     size = replace(WEB_SIZE, seeds=args.seeds, sft_steps=(args.steps,), eval_limit=args.test_limit,
-                   families_limit=args.families_limit)
+                   families_limit=args.families_limit, sft_batch=args.micro_batch)
     out = args.out or ROOT / "bench" / "web_learning" / Path(args.model).name
     out.mkdir(parents=True, exist_ok=True)
     work = work_folder(args, ap, "lachesis-web-learning-")
     load0 = os.getloadavg()[0]
     print(f"web learning: model {args.model}, {size.seeds} seeds, {args.steps} steps, work {work}", flush=True)
     try:
-        result = run_all(size, args.model, work, args.expert, args.resume, args.first_seed)
+        result = run_all(size, args.model, work, args.expert, args.resume, args.first_seed,
+                         args.batch // args.micro_batch)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
     for r in result["records"]:
         r["run"] = str(Path(r["run"]).relative_to(work))
     load1 = os.getloadavg()[0]
-    setting = {"size": asdict(replace(size, seeds=1)), "model": args.model, "expert": args.expert}
+    # what trains the same model: the micro-batch only trades memory for time
+    setting = {"size": asdict(replace(size, seeds=1, sft_batch=None)), "model": args.model, "expert": args.expert,
+               "batch": args.batch}
     saved = out / "web_learning.json"
     earlier = json.loads(saved.read_text()) if saved.exists() else {}
     if {k: earlier.get(k) for k in setting} == json.loads(json.dumps(setting)):  # the same run, other seeds
