@@ -34,6 +34,8 @@ FAULT_TESTS = {
     "tests/test_train_online.py::test_kill_9_then_resume_neither_repeats_nor_skips_a_step": ["rl_train_online kill -9"],
     "tests/test_train_watch_kill.py": ["lake train watch kill -9"],
     "tests/test_lake_s3.py": [],
+    "tests/test_serve_model_faults.py": ["lake serve-model kill -9 with --record sync",
+                                         "serve-model --follow fed bad increments between good ones"],
 }
 # parametrized fault tests: every figure of theirs is expected once per root kind
 PARAMS = {"tests/test_lake_concurrency.py": ["local", "s3"]}
@@ -45,6 +47,11 @@ ATTACKS = {
     "sandbox escapes": ["test_sandbox_escape", "test_sandbox_limits"],
     "grader attacks": ["test_grader_integrity"],
     "checkpoint and row attacks": ["test_checkpoint_attacks", "test_train_row_bound"],
+    "model server and export attacks": ["test_serve_model_limits", "test_serve_model_badinput",
+                                        "test_serve_model_chat_bounds", "test_serve_model_cancel",
+                                        "test_serve_model_options", "test_serve_model_record_fail",
+                                        "test_serve_model_follow_bad", "test_serve_model_identity",
+                                        "test_export_model_attacks"],
 }
 
 
@@ -144,7 +151,9 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="faults-") as tmp:
         out = Path(tmp) / "figures.jsonl"
         env = {**os.environ, ENV: str(out), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-        code = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests, *argv],
+        # fault tests too long for the default suite are marked slow and fault: they run here
+        code = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
+                               "not slow or fault", *tests, *argv],
                               cwd=ROOT, env=env).returncode
         figures, attacks = read(out)
     lines, ok = summarize(figures, attacks, expected)
