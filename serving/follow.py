@@ -44,7 +44,8 @@ class Follower:
         self.eval_every: int | None = None  # the trainer's --eval-every, from its watch.json
         if not self._read_meta():  # `just up` starts the server and the trainer together: it may come later
             print(f"lake serve-model: waiting for a streaming trainer in {self.folder} (no {WATCH_FILE} yet); "
-                  "serving the base model until its first increment", file=sys.stderr, flush=True)
+                  "serving what it started with (--adapter's weights, else the base model) until its first "
+                  "increment", file=sys.stderr, flush=True)
         self.seen = 0  # the newest increment looked at (served, skipped or refused)
         self.best: float | None = None  # the served version's evaluated success rate (promote_if_better)
         self.events: list[dict] = []  # what happened to each increment: for /v1/health and the tests

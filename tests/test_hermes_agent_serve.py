@@ -27,7 +27,8 @@ pytestmark = [pytest.mark.slow,
 
 TOKEN = "hermes-test-token"
 PROMPT = "Plan one thing to do today."
-# What the README's "Use your trained model with Hermes Agent" puts in $HERMES_HOME/config.yaml. context_length:
+# What the README's "Use your trained model with Hermes Agent" puts in $HERMES_HOME/config.yaml (the README's
+# model and max_tokens: smollm2, 256; tests/test_hermes_loop.py uses it too). context_length:
 # Hermes refuses a model whose window is under 64K tokens; the server still answers a prompt longer than the model's
 # real window with a 400.
 CONFIG = """\
@@ -35,8 +36,8 @@ model:
   provider: custom
   base_url: http://127.0.0.1:{port}/v1
   api_key: {token}
-  default: tiny
-  max_tokens: 32
+  default: {model}
+  max_tokens: {max_tokens}
   context_length: 65536
 """
 
@@ -48,7 +49,7 @@ def test_hermes_agent_conversation_lands_in_the_lake_with_the_served_version(tin
     with ServerProcess(lake, token=TOKEN, log_path=tmp_path / "serve.log") as ingest, \
             ServerProcess(lake, token=TOKEN, command="serve-model", extra=["--model", "tiny", "--threads", "1"],
                           log_path=tmp_path / "serve-model.log").start(timeout=300) as served:
-        (home / "config.yaml").write_text(CONFIG.format(port=served.port, token=TOKEN))
+        (home / "config.yaml").write_text(CONFIG.format(port=served.port, token=TOKEN, model="tiny", max_tokens=32))
         models = httpx.get(f"{served.url}/v1/models", headers={"Authorization": f"Bearer {TOKEN}"}).json()["data"]
         version = models[-1]["id"]
         assert version == "tiny@base"
