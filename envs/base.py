@@ -289,23 +289,7 @@ class ToolEnv(gymnasium.Env):
         unknown ``task_id``, IndexError for an ``index`` out of range.
         """
         super().reset(seed=seed)
-        options = options or {}
-        split = options.get("split", self.split)
-        if "task" in options:
-            task = options["task"]
-            problem = self.validate_task(task)
-            if problem:
-                raise ValueError(f"task {task.task_id!r}: field {problem[0]!r}: {problem[1]}")
-            task = task if task.env else _with_env(task, self.env_name)
-            remember_tasks([task])
-        elif "task_id" in options:
-            task = self.suite.find(options["task_id"])
-        else:
-            n = self.suite.count(split)
-            if n == 0:
-                raise ValueError(f"{self.env_name}: no {split} tasks")
-            index = options.get("index")
-            task = self.suite.task(split, int(index) if index is not None else int(self.np_random.integers(n)))
+        task = self.pick_task(options or {})
         if self.box is not None:
             self.box.close()
         self.task = task
@@ -317,6 +301,26 @@ class ToolEnv(gymnasium.Env):
         self._last_output = ""
         self._transcript = [task.instruction]
         return task.instruction, self._info(task)
+
+    def pick_task(self, options: ResetOptions) -> Task:
+        """The task `reset` starts from its options: a given ``task`` (validated, remembered for the task id),
+        a ``task_id``, or task ``index`` (default a seeded random one) of ``split`` (default this env's split)."""
+        split = options.get("split", self.split)
+        if "task" in options:
+            task = options["task"]
+            problem = self.validate_task(task)
+            if problem:
+                raise ValueError(f"task {task.task_id!r}: field {problem[0]!r}: {problem[1]}")
+            task = task if task.env else _with_env(task, self.env_name)
+            remember_tasks([task])
+            return task
+        if "task_id" in options:
+            return self.suite.find(options["task_id"])
+        n = self.suite.count(split)
+        if n == 0:
+            raise ValueError(f"{self.env_name}: no {split} tasks")
+        index = options.get("index")
+        return self.suite.task(split, int(index) if index is not None else int(self.np_random.integers(n)))
 
     def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:
         """Run the tool calls of one assistant message (the action contract is in the class docstring).

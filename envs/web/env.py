@@ -33,7 +33,7 @@ import gymnasium
 from envs.base import ResetInfo, ResetOptions, StepInfo, ToolArgumentError, ToolEnv, ToolFailed, ToolResult
 from envs.checks import CheckReport
 from envs.rewards import RewardWeights, StepTally, final_reward, step_terms
-from envs.tasks import Task, remember_tasks
+from envs.tasks import Task
 from envs.toolcalls import parse_tool_calls
 from envs.web import browser as browsers
 from envs.web.actions import END_TOOLS, TOOLS, perform
@@ -124,7 +124,7 @@ class WebFormEnv(ToolEnv):
     def reset(self, *, seed: int | None = None, options: ResetOptions | None = None) -> tuple[str, ResetInfo]:
         gymnasium.Env.reset(self, seed=seed)
         t0 = time.perf_counter()
-        task = self._pick(options or {})
+        task = self.pick_task(options or {})
         reason = browsers.missing()
         if reason:
             raise browsers.BrowserUnavailable(reason)
@@ -142,23 +142,6 @@ class WebFormEnv(ToolEnv):
         info["fields"] = dict(self.fields)
         self.timings["reset_s"] = time.perf_counter() - t0
         return observation, info
-
-    def _pick(self, options: ResetOptions) -> Task:
-        split = options.get("split", self.split)
-        if "task" in options:
-            task = options["task"]
-            problem = self.validate_task(task)
-            if problem:
-                raise ValueError(f"task {task.task_id!r}: field {problem[0]!r}: {problem[1]}")
-            remember_tasks([task])
-            return task
-        if "task_id" in options:
-            return self.suite.find(options["task_id"])
-        n = self.suite.count(split)
-        if n == 0:
-            raise ValueError(f"{self.env_name}: no {split} tasks")
-        index = options.get("index")
-        return self.suite.task(split, int(index) if index is not None else int(self.np_random.integers(n)))
 
     def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:
         if self._done or self.task is None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.messages import template_messages
+from lake.jsonl import read_jsonl
 from lake import Lake, LakeError, resolve_root
 from lake.store import redact
 from trainers.modeling.chat import normalize_tools
@@ -29,19 +30,11 @@ from views.export import ExportError, export_view, file_sha256
 
 
 def _read_jsonl(path: Path) -> list[dict]:
-    rows = []
-    with path.open(encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                raise TrainerInputError(f"{path}:{i}: not valid JSON ({exc.msg}): fix or remove that line") from None
-            if not isinstance(obj, dict):
-                raise TrainerInputError(f"{path}:{i}: each line must be a JSON object, got {type(obj).__name__}")
-            rows.append(obj)
+    """A JSONL file's rows (lake/jsonl.py, the one reader: an error names the file and line), each an object."""
+    rows, lines = read_jsonl(path)
+    for obj, i in zip(rows, lines):
+        if not isinstance(obj, dict):
+            raise TrainerInputError(f"{path}:{i}: each line must be a JSON object, got {type(obj).__name__}")
     return rows
 
 
