@@ -27,7 +27,7 @@ from trainers.modeling.pretrained import SMOLLM2_NAMES, smollm2_path
 from trainers.runtime.device import cache_dir, load_dtype, quiet_transformers, setup_env
 from trainers.runtime.device import device as pick_device
 from trainers.runtime.errors import TrainerInputError
-from trainers.runtime.model_folder import TINY_MARKER, WEIGHT_FILES, is_model_folder
+from trainers.runtime.model_folder import TINY_MARKER, WEIGHT_FILES, adapter_base, is_model_folder
 from trainers.runtime.run_reader import RunReader
 
 ALIASES = {"hermes-3": "NousResearch/Hermes-3-Llama-3.1-8B", "hermes3": "NousResearch/Hermes-3-Llama-3.1-8B"}
@@ -299,17 +299,9 @@ def load_model(path: str, adapter: str | None = None, trainable: bool = False, d
         except RuntimeError as exc:  # torch's load_state_dict: "size mismatch for ...", 80 lines of it
             if "size mismatch" not in str(exc):
                 raise
-            raise TrainerInputError(f"the adapter {adapter} was trained on {_adapter_base(adapter)}, not on {path}: "
+            raise TrainerInputError(f"the adapter {adapter} was trained on {adapter_base(adapter) or 'another model'}, not on {path}: "
                                     "give that model with --model (or leave --model out to use the run's own)") from None
     return model.to(dev)
-
-
-def _adapter_base(adapter: str) -> str:
-    """The base model a LoRA adapter names (adapter_config.json's base_model_name_or_path)."""
-    try:
-        return json.loads((Path(adapter) / "adapter_config.json").read_text()).get("base_model_name_or_path") or "?"
-    except (OSError, ValueError):
-        return "another model"
 
 
 def checkpoint_activations(model) -> None:
