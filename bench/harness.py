@@ -135,6 +135,19 @@ def work_folder(args: argparse.Namespace, ap: argparse.ArgumentParser, prefix: s
     return work
 
 
+def run_in_work(args: argparse.Namespace, work: Path, run) -> dict:
+    """`run()` in the work folder: the folder removed afterwards unless --work named it, and each of the result's
+    records' run folders given relative to it (what the saved JSON keeps)."""
+    try:
+        result = run()
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    for r in result["records"]:
+        r["run"] = str(Path(r["run"]).relative_to(work))
+    return result
+
+
 def cpu_seconds() -> float:
     """User + system CPU of this process and every command it ran: what the run costs on a machine of any load."""
     import resource

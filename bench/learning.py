@@ -47,8 +47,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from bench_json import machine
-from harness import (BASH, GIT, ROOT, Commands, band, by, first_step_at, fmt_ci, pool, time_spent, work_folder,
-                     work_options)
+from harness import (BASH, GIT, ROOT, Commands, band, by, first_step_at, fmt_ci, pool, run_in_work, time_spent,
+                     work_folder, work_options)
 from strategies import (PRETRAINED, SIZES, Size, strategy_instruct, strategy_no_transfer, strategy_online,
                         strategy_sft, strategy_transfer)
 
@@ -449,13 +449,7 @@ def main() -> None:
     load0 = os.getloadavg()[0]
     print(f"learning: {args.size} run, model {args.model}, {size.seeds} seeds, work {work}, "
           f"load {load0:.2f}", flush=True)
-    try:
-        result = run_all(size, args.model, work, resume=args.resume)
-    finally:
-        if args.work is None:
-            shutil.rmtree(work, ignore_errors=True)
-    for r in result["records"]:
-        r["run"] = str(Path(r["run"]).relative_to(work))
+    result = run_in_work(args, work, lambda: run_all(size, args.model, work, resume=args.resume))
     load1 = os.getloadavg()[0]
     (out / "learning.json").write_text(json.dumps({"size": asdict(size), "model": args.model, "machine": machine(),
                                                     "load": [load0, load1], **result}, indent=1))

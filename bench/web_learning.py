@@ -25,13 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
 from bench_json import machine
-from harness import ROOT, Commands, by, fmt_ci, pool, time_spent, work_folder, work_options
+from harness import ROOT, Commands, by, fmt_ci, pool, time_spent, run_in_work, work_folder, work_options
 from strategies import SIZES, Size, strategy_sft
 
 WEB = "web_form_env"
@@ -146,14 +145,8 @@ def main() -> None:
     work = work_folder(args, ap, "lachesis-web-learning-")
     load0 = os.getloadavg()[0]
     print(f"web learning: model {args.model}, {size.seeds} seeds, {args.steps} steps, work {work}", flush=True)
-    try:
-        result = run_all(size, args.model, work, args.expert, args.resume, args.first_seed,
-                         args.batch // args.micro_batch)
-    finally:
-        if args.work is None:
-            shutil.rmtree(work, ignore_errors=True)
-    for r in result["records"]:
-        r["run"] = str(Path(r["run"]).relative_to(work))
+    result = run_in_work(args, work, lambda: run_all(size, args.model, work, args.expert, args.resume,
+                                                     args.first_seed, args.batch // args.micro_batch))
     load1 = os.getloadavg()[0]
     # what trains the same model: the micro-batch only trades memory for time
     setting = {"size": asdict(replace(size, seeds=1, sft_batch=None)), "model": args.model, "expert": args.expert,
