@@ -99,6 +99,29 @@ class Tricklers:
             s.close()
 
 
+def slowloris_head(port: int, head: bytes, seconds: float = 4.0) -> tuple[bytes, float]:
+    """`head`, then one byte of a header value every 0.1 s (never a whole head, never silent for long) until the
+    server answers, closes, or `seconds` pass: (its whole answer, seconds from the first byte to the end)."""
+    s = connect(port)
+    t0, answer = time.monotonic(), b""
+    s.sendall(head)
+    while not answer and time.monotonic() - t0 < seconds:
+        s.settimeout(0.1)
+        try:
+            answer = s.recv(4096)
+        except TimeoutError:
+            pass
+        if answer:
+            break
+        try:
+            s.sendall(b"a")
+        except OSError:
+            break
+    answer += read_all(s, 2)
+    s.close()
+    return answer, time.monotonic() - t0
+
+
 def huge_header(url: str, path: str = "/v1/health") -> tuple[bytes, int, float, float]:
     """Up to 100 MiB of one header value sent to `path` (as the red team sent), health asked meanwhile: (the
     server's answer, bytes sent, seconds until it answered, health's time in ms)."""
