@@ -18,6 +18,7 @@ import time
 import pytest
 
 import envs
+from envs.processes import killpg
 from envs.toolcalls import format_tool_call
 from envs.web import browser as browsers
 from envs.web.experts import parse_elements
@@ -241,7 +242,7 @@ def test_a_hanging_page_ends_the_episode_and_the_next_reset_works():
 def test_a_browser_killed_mid_episode_ends_it_cleanly(env):
     obs, _ = _reset(env, "login-user")
     pgid = env.unwrapped.page.browser.pgid
-    browsers.kill_group(pgid)
+    killpg(pgid)
     time.sleep(0.3)
     obs, reward, term, trunc, info = env.step(call("click", ref=parse_elements(obs)[0].ref))
     assert obs.startswith("error: the browser is gone") and len(obs.splitlines()) == 1

@@ -23,7 +23,6 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -435,11 +434,3 @@ def leftovers(started: list[tuple[int, str]] | None = None) -> list[int]:
         pids.update(group_pids(pgid))
         pids.update(watchdog.tagged_pids(tag))
     return sorted(pids)
-
-
-def kill_group(pgid: int) -> None:
-    """SIGKILL a browser's process group (tests use it to kill a browser mid-episode)."""
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
