@@ -74,9 +74,9 @@ SIZES = {
 }
 
 
-def sft_model(c: Commands, size: Size, lake: Path) -> Path:
+def sft_model(c: Commands, size: Size, lake: Path, env: str) -> Path:
     """The SFT model every arm starts from: expert rollouts in `lake`, rl_finetune_supervised on its sft view."""
-    c.run("lake", "rollout", "--env", BASH, "--policy", "expert", "--episodes", size.expert, "--lake", lake,
+    c.run("lake", "rollout", "--env", env, "--policy", "expert", "--episodes", size.expert, "--lake", lake,
           log="rollout-bash")
     run = c.work / "sft"
     c.run("rl_finetune_supervised", "--model", c.model, "--data", "sft", "--lake", lake, "--max-steps",
@@ -85,7 +85,8 @@ def sft_model(c: Commands, size: Size, lake: Path) -> Path:
     return run
 
 
-def arm_run(c: Commands, size: Size, lake: Path, init: Path, arm: str, seed: int, families: bool) -> list[dict]:
+def arm_run(c: Commands, size: Size, lake: Path, init: Path, arm: str, seed: int, families: bool,
+            env: str) -> list[dict]:
     own = c.work / "lakes" / f"{arm}-seed{seed}"
     if own.exists():
         shutil.rmtree(own)
@@ -93,9 +94,9 @@ def arm_run(c: Commands, size: Size, lake: Path, init: Path, arm: str, seed: int
     cfg = c.project_file(f"{arm}-seed{seed}", eval_episodes=size.eval_limit, **ARMS[arm][1])
     run = c.work / "arms" / f"{arm}-seed{seed}"
     recs = online_curve(c, own, seed, init, strategy="online", arm=arm, run=run, cfg=cfg, steps=size.steps,
-                        eval_every=size.eval_every, micro_batch=size.micro_batch, curriculum=True)
+                        eval_every=size.eval_every, micro_batch=size.micro_batch, curriculum=True, env=env)
     if families:  # the end model on the task families no training row shows
-        recs[-1].update(c.evaluate(BASH, size.eval_limit, run, log=f"fam-{arm}-seed{seed}", split="test_families"))
+        recs[-1].update(c.evaluate(env, size.eval_limit, run, log=f"fam-{arm}-seed{seed}", split="test_families"))
     return recs
 
 
@@ -131,6 +132,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="tiny model, 2 steps, 4 tasks: checks that everything runs")
     ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS),
                     help="the arms to run: " + "; ".join(f"{k} = {v[0]}" for k, v in ARMS.items()))
+    ap.add_argument("--env", default=BASH, help=f"the environment the arms train and are scored on (default {BASH})")
+    ap.add_argument("--eval-limit", type=int, help="test tasks per evaluation (default 100)")
     ap.add_argument("--seeds", type=int, help="seeds per arm (default 2)")
     ap.add_argument("--steps", type=int, help="online steps per run (default 16)")
     ap.add_argument("--eval-every", type=int, help="steps between held-out evaluations (default 8)")
@@ -145,7 +148,8 @@ def main() -> None:
         ap.error("--lake goes with --init (without --init the SFT model's lake is built here)")
     size = SIZES["quick" if args.quick else "cpu"]
     size = Size(**{**asdict(size), **{k: v for k, v in (("seeds", args.seeds), ("jobs", args.jobs),
-                                                         ("steps", args.steps), ("eval_every", args.eval_every))
+                                                         ("steps", args.steps), ("eval_every", args.eval_every),
+                                                         ("eval_limit", args.eval_limit))
                                       if v}})
     out = args.out or ROOT / "bench" / "online_arms" / ("quick" if args.quick else args.model)
     out.mkdir(parents=True, exist_ok=True)
@@ -159,11 +163,11 @@ def main() -> None:
         lake = args.lake or work / "lake"
         if not args.lake:
             c.run("lake", "init", "--lake", lake, log="init")
-        init = args.init.resolve() if args.init else sft_model(c, size, lake)
-        jobs = [lambda a=a, sd=sd: arm_run(c, size, lake, init, a, sd, args.families)
+        init = args.init.resolve() if args.init else sft_model(c, size, lake, args.env)
+        jobs = [lambda a=a, sd=sd: arm_run(c, size, lake, init, a, sd, args.families, args.env)
                 for sd in range(size.seeds) for a in args.arms]
         if args.families:
-            jobs.append(lambda: c.evaluate(BASH, size.eval_limit, init, log="fam-init", split="test_families"))
+            jobs.append(lambda: c.evaluate(args.env, size.eval_limit, init, log="fam-init", split="test_families"))
         recs = pool(size.jobs, jobs)
         init_families = recs.pop()["fam_success"] if args.families else None
         records = [r for rs in recs for r in rs]
@@ -174,17 +178,17 @@ def main() -> None:
     for r in records:
         r["run"] = str(Path(r["run"]).relative_to(work))
     load1 = os.getloadavg()[0]
-    (out / "arms.json").write_text(json.dumps({"size": asdict(size), "model": args.model, "init": str(init),
+    (out / "arms.json").write_text(json.dumps({"size": asdict(size), "model": args.model, "env": args.env, "init": str(init),
                                                "arms": {a: {"about": ARMS[a][0], "keys": ARMS[a][1]} for a in args.arms}, "machine": machine(),
                                                "load": [load0, load1], "init_families": init_families, "records": records, **spent}, indent=1))
     lines = [f"# Online RL arms from one SFT model ({args.model})", "",
              f"Generated by `python bench/online_arms.py --model {args.model}{' --quick' if args.quick else ''}"
-             f"{' --init RUN' if args.init else ''}{' --lake LAKE' if args.lake else ''}"
+             f"{f' --env {args.env}' if args.env != BASH else ''}{' --init RUN' if args.init else ''}{' --lake LAKE' if args.lake else ''}"
              f"{f' --steps {args.steps}' if args.steps else ''}{f' --eval-every {args.eval_every}' if args.eval_every else ''}"
-             f"{f' --seeds {args.seeds}' if args.seeds else ''}{' --families' if args.families else ''}` on "
+             f"{f' --seeds {args.seeds}' if args.seeds else ''}{f' --eval-limit {args.eval_limit}' if args.eval_limit else ''}{' --families' if args.families else ''}` on "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; 1-minute load {load0:.2f} at the start, "
              f"{load1:.2f} at the end; {spent['total_s'] / 60:.0f} min, {spent['cpu_s'] / 60:.0f} CPU-min.", "",
-             f"Held-out success (greedy, bash_exec_env test split, first {size.eval_limit} tasks) of rl_train_online "
+             f"Held-out success (greedy, {args.env} test split, first {size.eval_limit} tasks) of rl_train_online "
              f"--curriculum from the same SFT model ({'--init: ' + init.name if args.init else f'{size.sft_steps} steps on {size.expert} expert rollouts'}), {size.steps} steps of `batch_size` tasks x 4 rollouts; means with "
              "a 95% t-interval over seeds. Each arm's lachesis.toml keys (the rest are the defaults): "
              + "; ".join(f"{ARMS[a][0]}: `{ARMS[a][1]}`" for a in args.arms) + ".", "",

@@ -96,9 +96,9 @@ def strategy_sft(c: Commands, size: Size, lake: Path, seed: int, env: str = BASH
 
 
 def online_curve(c: Commands, lake: Path, seed: int, init: Path, *, strategy: str, arm: str, run: Path, cfg: Path,
-                 steps: int, eval_every: int, micro_batch: int | None, curriculum: bool) -> list[dict]:
-    """rl_train_online from `init` with the project file `cfg`; its own test evaluations as records."""
-    c.run("rl_train_online", "--env", BASH, "--steps", steps, "--eval_interval", eval_every,
+                 steps: int, eval_every: int, micro_batch: int | None, curriculum: bool, env: str = BASH) -> list[dict]:
+    """rl_train_online on `env` from `init` with the project file `cfg`; its own test evaluations as records."""
+    c.run("rl_train_online", "--env", env, "--steps", steps, "--eval_interval", eval_every,
           "--model", c.model, "--init", init, "--config", cfg, "--seed", seed, "--lake", lake, "--output", run,
           *(("--micro-batch", micro_batch) if micro_batch else ()), *(("--curriculum",) if curriculum else ()),
           "--no-plot", "--quiet", log=f"{run.parent.name}-{run.name}")
@@ -122,31 +122,38 @@ def strategy_online(c: Commands, size: Size, lake: Path, seed: int, init: Path, 
 
 
 def strategy_transfer(c: Commands, size: Size, lake: Path, seed: int, source: Path, freeze: str,
-                      source_eval: dict | None = None) -> list[dict]:
-    """`source_eval`: the source's git figures when already measured (greedy: the same for every seed)."""
+                      source_eval: dict | None = None, source_env: str = BASH, target_env: str = GIT,
+                      extra: tuple = ()) -> list[dict]:
+    """`source_eval`: the source's figures on the target when already measured (greedy: the same for every seed);
+    `extra`: more rl_train_transfer options (as --micro_batch)."""
     cfg = c.project_file(f"transfer-seed{seed}", learning_rate=size.transfer_lr, seed=seed)
     spec = c.work / "s3" / f"spec-seed{seed}.json"
-    c.run("rl_transfer_init", "--source_env", BASH, "--target_env", GIT, "--freeze_layers", freeze, "--from", source,
+    c.run("rl_transfer_init", "--source_env", source_env, "--target_env", target_env, "--freeze_layers", freeze,
+          "--from", source,
           "--config", cfg, "--lake", lake, "--output", spec, "--quiet", log=f"s3-init-seed{seed}")
     arm = f"transfer, layers {freeze} frozen"
     # step 0 of the transfer arm is the source model itself (the bash SFT run), on the git tasks
     recs = [{"strategy": "transfer", "arm": arm, "seed": seed, "step": 0, "run": str(source),
-             **(source_eval or c.evaluate(GIT, size.eval_limit, source, log=f"s3-eval-source-seed{seed}"))}]
+             **(source_eval or c.evaluate(target_env, size.eval_limit, source, log=f"s3-eval-source-seed{seed}"))}]
     for k in size.transfer_steps:
         run = c.work / "s3" / f"transfer-seed{seed}-steps{k}"
         c.run("rl_train_transfer", "--method", "sft", "--spec", spec, "--data", "sft", "--max_steps", k,
               "--batch_size", size.transfer_batch, "--config", cfg, "--seed", seed, "--lake", lake, "--output", run, "--no-plot",
-              "--quiet", log=f"s3-transfer-seed{seed}-steps{k}")
+              "--quiet", *extra, log=f"s3-transfer-seed{seed}-steps{k}")
         recs.append({"strategy": "transfer", "arm": arm, "seed": seed, "step": k,
-                     "run": str(run), **c.evaluate(GIT, size.eval_limit, run, log=f"s3-eval-t-seed{seed}-{k}")})
+                     "run": str(run), **c.evaluate(target_env, size.eval_limit, run, log=f"s3-eval-t-seed{seed}-{k}")})
     return recs
 
 
-def strategy_no_transfer(c: Commands, size: Size, lake: Path, seed: int) -> list[dict]:
-    """The same base trained on the same git rows with the transfer run's lr, batch and steps."""
-    return supervised_curve(c, size, lake, seed, strategy="transfer", arm="same base, no transfer", env=GIT,
+def strategy_no_transfer(c: Commands, size: Size, lake: Path, seed: int, env: str = GIT,
+                         micro_batch: int | None = None) -> list[dict]:
+    """The same base trained on the same target rows (git's by default) with the transfer run's lr, batch and
+    steps (the batch in passes of `micro_batch` conversations, as the transfer arm's --micro_batch)."""
+    micro = min(micro_batch or size.transfer_batch, size.transfer_batch)
+    return supervised_curve(c, size, lake, seed, strategy="transfer", arm="same base, no transfer", env=env,
                             steps=size.transfer_steps, tag="s3-base",
-                            extra=("--learning-rate", size.transfer_lr, "--batch-size", size.transfer_batch))
+                            extra=("--learning-rate", size.transfer_lr, "--batch-size", micro,
+                                   "--grad-accum", size.transfer_batch // micro))
 
 
 def strategy_instruct(c: Commands, size: Size, lake: Path, seed: int, data: Path) -> list[dict]:

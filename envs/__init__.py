@@ -45,12 +45,19 @@ register_environment(
     "web_form_env", "envs.web.env:WebFormEnv", tags=["web"], aliases=["web-form", "web"],
     description="MiniWoB++ forms and widgets in headless Chromium: click, type, select, press; "
                 "reward = MiniWoB's verdict.")
+register_environment(
+    "web_click_env", "envs.web.env:WebClickEnv", tags=["web"], aliases=["web-click"],
+    description="web_form_env's click tasks (14 + 2 held out): find the named button, link, tab or box and "
+                "click it.")
+register_environment(
+    "web_fill_env", "envs.web.env:WebFillEnv", tags=["web"], aliases=["web-fill"],
+    description="web_form_env's field tasks (11 + 4 held out): type, pick and submit the values asked for.")
 
 
 def get_policy(env_name: str, kind: str, seed: int = 0) -> Policy:
     """A scripted policy: "expert" (reference solution), "noisy" (realistic mistakes) or "random"."""
     name = resolve_name(env_name)
-    if name == "web_form_env":  # its experts read the page each turn instead of replaying a fixed solution
+    if "web" in env_info(name).tags:  # web experts read the page each turn instead of replaying a fixed solution
         from envs.web.experts import make_web_policy
         return make_web_policy(name, kind, seed)
     return make_policy(name, kind, seed)

@@ -206,3 +206,13 @@ def test_a_from_folder_with_a_broken_config_json_is_one_line(broken, tmp_path, m
     with pytest.raises(TrainerInputError, match=r"run config .*config.json") as exc:
         run_transfer_init(cfg)
     one_line(exc)
+
+
+def test_transfer_sft_takes_whole_micro_batches():
+    from trainers.rl.config import TransferTrainConfig
+
+    with pytest.raises(TrainerInputError, match="--batch_size 6 is not a multiple of --micro_batch 4"):
+        TransferTrainConfig(method="sft", batch_size=6, micro_batch=4)
+    assert TransferTrainConfig(method="sft", batch_size=8, micro_batch=2).sft_passes == (2, 4)
+    assert TransferTrainConfig(method="sft", batch_size=2, micro_batch=8).sft_passes == (2, 1)  # one smaller pass
+    assert TransferTrainConfig(method="online", batch_size=6, micro_batch=4).micro_batch == 4  # online: episodes

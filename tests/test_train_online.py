@@ -280,7 +280,7 @@ def test_train_transfer_keeps_frozen_layers_bit_identical(source_lake, tmp_path,
     run_transfer_init(TransferInitConfig(freeze_layers="0", lake_root=str(source_lake), config=str(project),
                                          output=str(tmp_path / "spec.json")))
     summary = run_train_transfer(TransferTrainConfig(method=method, max_steps=2, eval_interval=5, batch_size=4,
-                                                     micro_batch=3, gradient_checkpointing=True,
+                                                     micro_batch=2, gradient_checkpointing=True,
                                                      spec=str(tmp_path / "spec.json"), lake_root=str(source_lake),
                                                      config=str(project), device="cpu", report_to="tensorboard",
                                                      output=str(tmp_path / "target"), progress=False))
@@ -290,7 +290,9 @@ def test_train_transfer_keeps_frozen_layers_bit_identical(source_lake, tmp_path,
                                                                                "rl_train_transfer")
     assert recorded["transfer"]["freeze_layers"] == [0] and recorded["project"]["learning_rate"] == 3e-3
     if method == "online":  # the online update's micro-batch reaches the run (smollm2 needs a small one on CPU)
-        assert recorded["micro_batch"] == 3
+        assert recorded["micro_batch"] == 2
+    else:  # and SFT's step of 4 conversations is two passes of 2
+        assert (recorded["batch_size"], recorded["grad_accum"]) == (2, 2)
     assert recorded["gradient_checkpointing"] is True  # and so does the memory option, for either method
     assert "train/loss" in _tb_scalars(tmp_path / "target")
     report = json.loads((tmp_path / "target" / "frozen_checksums.json").read_text())

@@ -53,10 +53,10 @@ def env():
 # ------------------------------------------------------------------ registry and suite (no browser)
 
 def test_registered_with_tag_aliases_and_splits():
-    listed = envs.list_environments(tag="web")
-    assert [e["name"] for e in listed] == ["web_form_env"]
-    assert listed[0]["aliases"] == ["web-form", "web"]
-    assert listed[0]["tasks"] == {"train": 3000, "test": 250, "test_families": 300}
+    listed = {e["name"]: e for e in envs.list_environments(tag="web")}
+    assert sorted(listed) == ["web_click_env", "web_fill_env", "web_form_env"]  # the suite and its two groups
+    assert listed["web_form_env"]["aliases"] == ["web-form", "web"]
+    assert listed["web_form_env"]["tasks"] == {"train": 3000, "test": 250, "test_families": 300}
     assert envs.resolve_name("web") == envs.resolve_name("web-form") == "web_form_env"
     suite = envs.builtin_suite("web_form_env")
     assert len(TRAIN_FAMILIES) >= 25 and len(HELD_OUT) >= 6 and len(set(TASKS)) == len(TASKS) <= 40
@@ -66,6 +66,48 @@ def test_registered_with_tag_aliases_and_splits():
     test_seeds = {suite.task("test", i).checker["seed"] for i in range(250)}
     assert not train_seeds & test_seeds
     assert suite.task("test", 3).checker["mode"] == "test" and suite.task("train", 3).checker["mode"] == "train"
+
+
+def test_task_groups_split_the_suite_into_a_source_and_a_target():
+    """web_click_env and web_fill_env: the suite's tasks in two disjoint groups, each with train, test and held-out
+    tasks of its own, task ids and rows under its own name (what transfer between web task groups runs on)."""
+    from envs.web.suite import GROUPS
+
+    click, fill = envs.builtin_suite("web-click"), envs.builtin_suite("web-fill")
+    assert set(click.template_names) | set(fill.template_names) == set(TASKS)
+    assert not set(click.template_names) & set(fill.template_names)
+    for suite, name in ((click, "web_click_env"), (fill, "web_fill_env")):
+        held = set(suite.templates_of("test_families"))
+        assert held and held <= set(HELD_OUT) and not held & set(suite.templates_of("train"))
+        assert set(suite.templates_of("test")) == set(suite.templates_of("train")) == set(GROUPS[name]) - held
+        assert suite.count("test") == 10 * len(suite.templates_of("test"))  # 10 seeds per task, as the suite
+        task = suite.task("test", 1)
+        assert task.task_id == f"{name}:test:00001" and task.env == name
+        assert task.template == suite.templates_of("test")[1] and task.checker["seed"] == 1_000_001
+        assert suite.find(task.task_id) == task
+    assert all(t.startswith("click-") for t in click.template_names)
+    assert "login-user" in fill.template_names and "multi-layouts" in fill.templates_of("test_families")
+    # a task file's task of the other group is refused by name
+    from envs.web.suite import validate_task
+
+    bad = envs.Task(task_id="t1", instruction="x", checker={"miniwob": "click-button", "seed": 1}, env="web_fill_env",
+                    split="test", template="click-button")
+    assert validate_task(bad, "web_click_env") is None
+    field, message = validate_task(bad, "web_fill_env")
+    assert field == "miniwob" and "web_fill_env's MiniWoB tasks" in message and "'click-button'" in message
+
+
+@needs_browser
+def test_a_group_plays_its_own_tasks_with_the_web_expert(tmp_path):
+    from ingest.rollout import RolloutSpec, append_rollouts, run_rollouts
+    from lake import Lake
+
+    records = run_rollouts(RolloutSpec(env="web-fill", policy="expert", episodes=3, split="test"))
+    append_rollouts(records, tmp_path / "lake")
+    rows = Lake(tmp_path / "lake").snapshot().sql(
+        "SELECT env, task_id, success FROM trajectories ORDER BY task_id").fetchall()
+    assert [r[0] for r in rows] == ["web_fill_env"] * 3 and all(r[2] for r in rows)
+    assert [r[1] for r in rows] == [f"web_fill_env:test:0000{i}" for i in range(3)]
 
 
 def test_expert_parser_reads_the_element_lines():

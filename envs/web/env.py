@@ -38,7 +38,7 @@ from envs.toolcalls import parse_tool_calls
 from envs.web import browser as browsers
 from envs.web.actions import END_TOOLS, TOOLS, perform
 from envs.web.observe import SNAPSHOT_JS, render
-from envs.web.suite import ENV, FILL, builtin_suite, page_url, validate_task
+from envs.web.suite import CLICK_ENV, ENV, FILL, FILL_ENV, builtin_suite, page_url, validate_task
 
 MAX_CALLS_PER_STEP = 10
 # MiniWoB covers a finished task with its START div (the next episode's start button); the task's last state is
@@ -81,10 +81,10 @@ class WebFormEnv(ToolEnv):
 
     @classmethod
     def builtin_suite(cls):
-        return builtin_suite()
+        return builtin_suite(cls.env_name)
 
     def validate_task(self, task: Task) -> tuple[str, str] | None:
-        return validate_task(task)
+        return validate_task(task, self.env_name)
 
     # ------------------------------------------------------------ the page
 
@@ -285,3 +285,13 @@ def _fields(task: Task, utterance: str) -> dict[str, str]:
         return {str(k): str(v) for k, v in get_field_extractor(task.template)(utterance)}
     except (KeyError, ValueError):
         return {}
+
+
+class WebClickEnv(WebFormEnv):
+    """web_form_env's click tasks only (suite.GROUPS): a transfer source or target of its own."""
+    env_name = CLICK_ENV
+
+
+class WebFillEnv(WebFormEnv):
+    """web_form_env's field-filling tasks only (suite.GROUPS): a transfer source or target of its own."""
+    env_name = FILL_ENV

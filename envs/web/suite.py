@@ -12,6 +12,12 @@ instruction is MiniWoB's (it phrases each problem itself); the Task's `instructi
 until the page is loaded, and the observation after reset carries the real one. `FILL` lists, per task,
 the fields (MiniWoB's own field names, miniwob.fields) whose values a correct form holds in some field: the
 fine-grained reward counts them.
+
+Two groups of the suite's tasks are environments of their own, so that one can be the source of a transfer and
+the other its target (the guide's pattern: a source task and a related target, `rl_transfer_init
+--source_env=web_click_env --target_env=web_fill_env`): web_click_env, pick the named widget and click it (14
+click tasks, 2 held out), and web_fill_env, put the given values into fields and submit (11 tasks, 4 held out).
+Together they are the suite: the same pages, seeds drawn the same way, rows and task ids under their own name.
 """
 from __future__ import annotations
 
@@ -34,6 +40,11 @@ TRAIN_FAMILIES = (
 HELD_OUT = ("multi-layouts", "multi-orderings", "login-user-popup", "enter-text-2", "click-checkboxes-transfer",
             "click-test-transfer")
 TASKS = TRAIN_FAMILIES + HELD_OUT
+
+CLICK_ENV, FILL_ENV = "web_click_env", "web_fill_env"
+CLICK_TASKS = tuple(t for t in TASKS if t.startswith("click-"))
+GROUPS = {ENV: TASKS, CLICK_ENV: CLICK_TASKS, FILL_ENV: tuple(t for t in TASKS if t not in CLICK_TASKS)}
+TEST_PER_TASK, FAMILY_PER_TASK = TEST_TASKS // len(TRAIN_FAMILIES), FAMILY_TASKS // len(HELD_OUT)
 
 # The fields a correct page holds as some field's value (the rest are clicks, counts or rules).
 FILL = {
@@ -59,24 +70,30 @@ def data_mode(split: str) -> str:
     return "train" if split == "train" else "test"
 
 
-def generate(split: str, index: int, template: str) -> Task:
+def generate(split: str, index: int, template: str, env: str = ENV) -> Task:
     seed = SEED_BASE[split] + index
-    return Task(task_id=builtin_id(ENV, split, index),
+    return Task(task_id=builtin_id(env, split, index),
                 instruction=f"MiniWoB++ {template} (seed {seed}): the page states the task.",
                 checker={"miniwob": template, "seed": seed, "mode": data_mode(split)},
-                env=ENV, split=split, template=template, slots={"seed": str(seed)}, source="builtin")
+                env=env, split=split, template=template, slots={"seed": str(seed)}, source="builtin")
 
 
-def builtin_suite() -> Suite:
-    return Suite(ENV, {"train": TRAIN_TASKS, "test": TEST_TASKS, FAMILY_SPLIT: FAMILY_TASKS}, generate,
-                 template_names=TASKS, held_out=HELD_OUT)
+def builtin_suite(env: str = ENV) -> Suite:
+    """The suite of web_form_env or of one of its groups (GROUPS): as many test and held-out seeds per task."""
+    tasks = GROUPS[env]
+    held = tuple(t for t in HELD_OUT if t in tasks)
+    counts = {"train": TRAIN_TASKS, "test": TEST_PER_TASK * (len(tasks) - len(held)),
+              FAMILY_SPLIT: FAMILY_PER_TASK * len(held)}
+    return Suite(env, counts, lambda split, index, template: generate(split, index, template, env),
+                 template_names=tasks, held_out=held)
 
 
-def validate_task(task: Task) -> tuple[str, str] | None:
-    """(field, message) when a task (e.g. from a task file) does not name a suite page and an integer seed."""
+def validate_task(task: Task, env: str = ENV) -> tuple[str, str] | None:
+    """(field, message) when a task (e.g. from a task file) does not name a page of `env`'s tasks and an integer
+    seed."""
     name = task.checker.get("miniwob") or task.template
-    if name not in TASKS:
-        return ("miniwob", f"expected one of the suite's MiniWoB tasks ({', '.join(TASKS)}), got {name!r}")
+    if name not in GROUPS[env]:
+        return ("miniwob", f"expected one of {env}'s MiniWoB tasks ({', '.join(GROUPS[env])}), got {name!r}")
     seed = task.checker.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         return ("seed", f"expected an integer, got {seed!r}")

@@ -140,7 +140,8 @@ class TransferTrainConfig(CommonConfig):
         "sft: a lake view (its rows of the target environment are used), an export folder or a .jsonl file"))
     batch_size: int = field(default=16, **helped("sft: conversations per optimizer step"))
     micro_batch: int = field(default=8, **helped(
-        "online: episodes per forward/backward pass in an update (smollm2 at 8 held ~9.5 GB on CPU; 2 fits a laptop)"))
+        "episodes (online) or conversations (sft) per forward/backward pass; sft accumulates batch_size / "
+        "micro_batch of them per step (smollm2 at 8 held ~9.5 GB on CPU; 2 fits a laptop)"))
     gradient_checkpointing: bool = field(default=False, **helped(GRADIENT_CHECKPOINTING_HELP))
     config: str | None = field(default=None, **helped(
         "the project config file (default: lachesis.toml found upward from the working directory)"))
@@ -160,7 +161,16 @@ class TransferTrainConfig(CommonConfig):
         if self.method not in METHODS:
             raise TrainerInputError(f"unknown --method {self.method!r}: use online or sft")
         at_least(self, 1, "max_steps", "eval_interval", "batch_size", "micro_batch", "actors")
+        if self.method == "sft" and self.batch_size > self.micro_batch and self.batch_size % self.micro_batch:
+            raise TrainerInputError(f"--batch_size {self.batch_size} is not a multiple of --micro_batch "
+                                    f"{self.micro_batch}: sft accumulates whole micro-batches into a step")
         super().__post_init__()
+
+    @property
+    def sft_passes(self) -> tuple[int, int]:
+        """sft: (conversations per forward pass, passes per optimizer step)."""
+        micro = min(self.micro_batch, self.batch_size)
+        return micro, self.batch_size // micro
 
 
 @dataclass(kw_only=True)

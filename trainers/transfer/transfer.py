@@ -262,7 +262,8 @@ def _train_sft(cfg: TransferTrainConfig, spec: dict, console) -> dict:
         data = _target_data(cfg, spec["target_env"], Path(tmp) / "data")
         sft = TransferSFTConfig(model=policy.base, data=data, output=cfg.output, max_steps=cfg.max_steps,
                                 learning_rate=hp.learning_rate, full=policy.full, lora_rank=hp.lora_rank, lora_alpha=hp.lora_alpha,
-                                batch_size=cfg.batch_size, gradient_checkpointing=cfg.gradient_checkpointing,
+                                batch_size=cfg.sft_passes[0], grad_accum=cfg.sft_passes[1],
+                                gradient_checkpointing=cfg.gradient_checkpointing,
                                 seed=hp.seed if cfg.seed is None else cfg.seed,
                                 lake_root=cfg.lake_root, threads=cfg.threads, device=cfg.device,
                                 report_to=cfg.report_to, progress=cfg.progress, plot=cfg.plot, transfer=spec,
