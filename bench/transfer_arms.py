@@ -108,8 +108,9 @@ def plot(records: list[dict], arms: list[str], out: Path, seeds: int, target: st
 def source_about(args, size) -> str:
     if args.source:
         return f" ({args.source.name})"
-    return (f" ({size.sft_steps[-1]} steps of {size.sft_batch} chats at lr {size.sft_lr} on {size.bash_expert} "
-            "expert rollouts)")
+    batch = f"{size.sft_batch} chats" if size.sft_batch else "rl_finetune_supervised's default batch"
+    lr = f"lr {size.sft_lr}" if size.sft_lr else "its default lr"
+    return f" ({size.sft_steps[-1]} steps of {batch} at {lr} on {size.bash_expert} expert rollouts)"
 
 
 def main() -> None:
