@@ -153,7 +153,9 @@ def main() -> None:
     print(f"transfer arms {src} -> {dst}: model {model}, {size.seeds} seeds, steps {size.transfer_steps}, work {work}",
           flush=True)
     micro = ("--micro_batch", args.micro_batch) if args.micro_batch else ()
-    accum = (size.sft_batch or 1) // min(args.micro_batch or 10**9, size.sft_batch or 1)
+    # the source's step of sft_batch chats in passes of --micro-batch (strategy_sft passes sft_batch as --batch-size)
+    source_pass = min(args.micro_batch or 10**9, size.sft_batch) if size.sft_batch else None
+    accum = size.sft_batch // source_pass if source_pass else 1
     try:
         lake = work / "lake_target"
         c.run("lake", "init", "--lake", lake, log="init-target")
@@ -166,7 +168,7 @@ def main() -> None:
             c.run("lake", "init", "--lake", source_lake, log="init-source")
             c.run("lake", "rollout", "--env", src, "--policy", "expert", "--episodes", size.bash_expert, "--lake",
                   source_lake, log="rollout-source")
-            source = Path(strategy_sft(c, size, source_lake, 0, env=src,
+            source = Path(strategy_sft(c, replace(size, sft_batch=source_pass), source_lake, 0, env=src,
                                        extra=("--grad-accum", accum) if accum > 1 else ())[-1]["run"])
         source_eval, base_eval = pool(size.jobs, [lambda: c.evaluate(dst, size.eval_limit, source, log="eval-source"),
                                                   lambda: c.evaluate(dst, size.eval_limit, None, log="eval-base")])
