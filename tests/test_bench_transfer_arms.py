@@ -33,8 +33,24 @@ def test_the_table_finds_the_first_step_at_each_level_per_seed():
     steps = (0, 4, 8, 12, 24)
     records = [{"arm": arm, "seed": 0, "step": k, "success": v} for arm, vs in curve.items() for k, v in zip(steps, vs)]
     size = replace(ta.SIZES["quick"], transfer_steps=steps[1:])
-    rows = {r.split(" | ")[0].strip("| "): r for r in ta.table(records, size, [t, n])}
+    lines = ta.table(records, size, [t, n], "git_repo_env", ta.LEVELS)
+    rows = {r.split(" | ")[0].strip("| "): r for r in lines}
+    assert any(r.startswith("Steps to git_repo_env test success >= level") for r in lines)
     assert rows["0.05"] == "| 0.05 | 0 | 12 | 0.00 |"
     assert rows["0.10"] == "| 0.10 | 24 | - | < 1.00 |"
     assert rows["0.15"] == "| 0.15 | - | - | - |"
     assert rows[t].startswith(f"| {t} | 0.060 | 0.020 | 0.000 |")
+
+
+def test_other_levels_are_read_for_another_target():
+    """--levels: a web target's levels (its success runs higher than git's), read the same way."""
+    ta = _bench()
+    t, n = ta.TRANSFER.format("0-8"), ta.NO_TRANSFER
+    curve = {t: [0.18, 0.00, 0.16, 0.45], n: [0.00, 0.14, 0.18, 0.45]}
+    steps = (0, 3, 6, 12)
+    records = [{"arm": arm, "seed": 0, "step": k, "success": v} for arm, vs in curve.items() for k, v in zip(steps, vs)]
+    size = replace(ta.SIZES["quick"], transfer_steps=steps[1:])
+    rows = {r.split(" | ")[0].strip("| "): r for r in ta.table(records, size, [t, n], "web_fill_env", (0.1, 0.2))}
+    assert rows["0.10"] == "| 0.10 | 0 | 3 | 0.00 |"
+    assert rows["0.20"] == "| 0.20 | 12 | 12 | 1.00 |"
+    assert "0.05" not in rows
