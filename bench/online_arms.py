@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench_json import machine
-from harness import BASH, ROOT, Commands, fmt_ci, pool, time_spent
+from harness import BASH, ROOT, Commands, fmt_ci, pool, run_in_work, time_spent
 from strategies import online_curve
 
 LEARNING_RUN = {"learning_rate": 2e-4, "batch_size": 2}  # bench/learning.py --size cpu: 2 tasks x 4 rollouts a step
@@ -77,7 +77,7 @@ SIZES = {
 def sft_model(c: Commands, size: Size, lake: Path, env: str) -> Path:
     """The SFT model every arm starts from: expert rollouts in `lake`, rl_finetune_supervised on its sft view."""
     c.run("lake", "rollout", "--env", env, "--policy", "expert", "--episodes", size.expert, "--lake", lake,
-          log="rollout-bash")
+          log=f"rollout-{env}")
     run = c.work / "sft"
     c.run("rl_finetune_supervised", "--model", c.model, "--data", "sft", "--lake", lake, "--max-steps",
           size.sft_steps, "--learning-rate", size.sft_lr, "--batch-size", size.sft_batch, "--seed", 0, "--output", run,
@@ -159,7 +159,8 @@ def main() -> None:
     load0, t0 = os.getloadavg()[0], time.time()
     print(f"online arms: model {args.model}, {size.seeds} seeds x {len(args.arms)} arms, work {work}, "
           f"load {load0:.2f}", flush=True)
-    try:
+
+    def run_arms() -> dict:
         lake = args.lake or work / "lake"
         if not args.lake:
             c.run("lake", "init", "--lake", lake, log="init")
@@ -170,13 +171,11 @@ def main() -> None:
             jobs.append(lambda: c.evaluate(args.env, size.eval_limit, init, log="fam-init", split="test_families"))
         recs = pool(size.jobs, jobs)
         init_families = recs.pop()["fam_success"] if args.families else None
-        records = [r for rs in recs for r in rs]
-        spent = time_spent(t0, c.logs)
-    finally:
-        if args.work is None:
-            shutil.rmtree(work, ignore_errors=True)
-    for r in records:
-        r["run"] = str(Path(r["run"]).relative_to(work))
+        return {"init": init, "init_families": init_families, "records": [r for rs in recs for r in rs],
+                **time_spent(t0, c.logs)}
+
+    spent = run_in_work(args, work, run_arms)
+    init, init_families, records = spent.pop("init"), spent.pop("init_families"), spent.pop("records")
     load1 = os.getloadavg()[0]
     (out / "arms.json").write_text(json.dumps({"size": asdict(size), "model": args.model, "env": args.env, "init": str(init),
                                                "arms": {a: {"about": ARMS[a][0], "keys": ARMS[a][1]} for a in args.arms}, "machine": machine(),

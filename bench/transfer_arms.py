@@ -140,10 +140,14 @@ def main() -> None:
     size = replace(size, jobs=args.jobs, **{k: v for k, v in (("transfer_batch", args.batch), ("transfer_lr", args.lr),
                                                                ("sft_steps", args.source_steps and (args.source_steps,)))
                                             if v})
-    if args.micro_batch and (size.transfer_batch % min(args.micro_batch, size.transfer_batch)
-                             or (size.sft_batch or 1) % min(args.micro_batch, size.sft_batch or 1)):
+    # a step in passes of --micro-batch: the target arms' (rl_train_transfer / strategy_no_transfer take it) and the
+    # source's (strategy_sft passes sft_batch as --batch-size, so it gets the pass and a --grad-accum)
+    target_pass = min(args.micro_batch or size.transfer_batch, size.transfer_batch)
+    source_pass = min(args.micro_batch or size.sft_batch, size.sft_batch) if size.sft_batch else None
+    if size.transfer_batch % target_pass or (source_pass and size.sft_batch % source_pass):
         ap.error(f"--micro-batch {args.micro_batch} must divide --batch ({size.transfer_batch}) and the source's "
                  f"batch ({size.sft_batch})")
+    accum = size.sft_batch // source_pass if source_pass else 1
     src, dst, levels = args.source_env, args.target_env, tuple(args.levels)
     out = args.out or ROOT / "bench" / "transfer_arms" / ("quick" if args.quick else Path(model).name)
     out.mkdir(parents=True, exist_ok=True)
@@ -153,9 +157,6 @@ def main() -> None:
     print(f"transfer arms {src} -> {dst}: model {model}, {size.seeds} seeds, steps {size.transfer_steps}, work {work}",
           flush=True)
     micro = ("--micro_batch", args.micro_batch) if args.micro_batch else ()
-    # the source's step of sft_batch chats in passes of --micro-batch (strategy_sft passes sft_batch as --batch-size)
-    source_pass = min(args.micro_batch or 10**9, size.sft_batch) if size.sft_batch else None
-    accum = size.sft_batch // source_pass if source_pass else 1
     try:
         lake = work / "lake_target"
         c.run("lake", "init", "--lake", lake, log="init-target")

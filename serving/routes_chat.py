@@ -57,7 +57,7 @@ def _headers(tid: str | None, v: Version, session: str | None = None) -> dict:
     """The version, the trajectory id where the call is recorded (a reward can be posted for it) and the session
     value that continues it for this client (serving/record.py: Conversations.issue)."""
     return {VERSION_HEADER: v.name, **({TRAJECTORY_HEADER: tid} if tid else {}),
-            **({"X-Lachesis-Session": session} if session else {})}
+            **({SESSION_HEADER: session} if session else {})}
 
 
 async def _render(tok, messages: list[dict], tools: list[dict] | None) -> list[int]:
