@@ -14,7 +14,10 @@ and both at the project's default lr 5e-5 with 4 tasks a step instead of 2. Why 
 every weight by about the learning rate whatever the gradient's size, so at 2 tasks a step each update is one
 task's group at full size; after 16 such steps the learning-run model had carried the commands of the tasks it
 trained on into others (`mkdir -p nizeb && tar xzf hekos_underflow.cfg` for "put hekos_underflow.cfg inside a new
-folder nizeb", which it solved with mv before).
+folder nizeb", which it solved with mv before). Last, the grpo arm sampling at temperature 0.5 with lr 1e-4: on
+web_form_env the SFT model's samples at 1.0 succeed 0.19-0.34 of the time against 0.50 greedy
+(bench/online_arms/smollm2_web), so most of a group's signal there is about sampled mistakes the greedy agent,
+the one evaluated, does not make.
 
     python bench/online_arms.py --model smollm2 --init RUN   # RUN: an SFT run folder (rl_finetune_supervised)
     python bench/online_arms.py --model smollm2              # trains that SFT model first (expert rollouts)
@@ -49,6 +52,8 @@ ARMS = {  # name: (what it is, its lachesis.toml keys)
     "gentle": ("success-only reward, lr 5e-5, 4 tasks a step", {**GENTLE, **SUCCESS_ONLY}),
     "gentle-grpo": ("success-only reward, lr 5e-5, 4 tasks a step, grpo loss",
                     {**GENTLE, **SUCCESS_ONLY, "loss_type": "grpo"}),
+    "cool-grpo": ("success-only reward, lr 1e-4, 4 tasks a step, grpo loss, sampling temperature 0.5",
+                  {**GENTLE, **SUCCESS_ONLY, "loss_type": "grpo", "learning_rate": 1e-4, "temperature": 0.5}),
 }
 
 
