@@ -49,8 +49,8 @@ from pathlib import Path
 from bench_json import machine
 from harness import (BASH, GIT, ROOT, Commands, band, by, first_step_at, fmt_ci, pool, run_in_work, time_spent,
                      work_folder, work_options)
-from strategies import (PRETRAINED, SIZES, Size, strategy_instruct, strategy_no_transfer, strategy_online,
-                        strategy_sft, strategy_transfer)
+from strategies import (NO_TRANSFER, PRETRAINED, SIZES, Size, strategy_instruct, strategy_no_transfer,
+                        strategy_online, strategy_sft, strategy_transfer, transfer_arm)
 
 SUCCESS_LEVEL = 0.05  # "steps to reach a success level" in strategy 3: 5 of 100 held-out tasks
 RATE_KEYS = ("success", "heldout_names_steps")  # fractions of tasks or skills: in [0, 1]
@@ -301,7 +301,7 @@ def table(result: dict, size: Size) -> list[str]:
     ends = {scale: sorted(by(recs, arm=f"reward_scale {scale}", step=last["online"]), key=lambda r: r["seed"])
             for scale in (1.0, 2.5)}
     versus("success: reward_scale 2.5 minus 1.0, same seeds", "success", ends[2.5], ends[1.0])
-    arms = [f"transfer, layers {size.freeze} frozen", "same base, no transfer"]
+    arms = [transfer_arm(size.freeze), NO_TRANSFER]
     for arm in arms:  # before: the arm's own start (the bash SFT model for transfer, the tiny base without)
         end = sorted(by(recs, arm=arm, step=last["transfer"]), key=lambda r: r["seed"])
         start = sorted(by(recs, arm=arm, step=0), key=lambda r: r["seed"]) or [base["git"]] * len(end)

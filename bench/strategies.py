@@ -121,6 +121,15 @@ def strategy_online(c: Commands, size: Size, lake: Path, seed: int, init: Path, 
                         curriculum=size.online_curriculum)
 
 
+NO_TRANSFER = "same base, no transfer"  # strategy_no_transfer's arm
+
+
+def transfer_arm(freeze: str) -> str:
+    """strategy_transfer's arm name for the frozen layers `freeze` (rl_transfer_init's --freeze_layers; empty: the
+    embeddings only)."""
+    return f"transfer, layers {freeze} frozen" if freeze else "transfer, embeddings only frozen"
+
+
 def strategy_transfer(c: Commands, size: Size, lake: Path, seed: int, source: Path, freeze: str,
                       source_eval: dict | None = None, source_env: str = BASH, target_env: str = GIT,
                       extra: tuple = ()) -> list[dict]:
@@ -131,7 +140,7 @@ def strategy_transfer(c: Commands, size: Size, lake: Path, seed: int, source: Pa
     c.run("rl_transfer_init", "--source_env", source_env, "--target_env", target_env, "--freeze_layers", freeze,
           "--from", source,
           "--config", cfg, "--lake", lake, "--output", spec, "--quiet", log=f"s3-init-seed{seed}")
-    arm = f"transfer, layers {freeze} frozen"
+    arm = transfer_arm(freeze)
     # step 0 of the transfer arm is the source model itself (the bash SFT run), on the git tasks
     recs = [{"strategy": "transfer", "arm": arm, "seed": seed, "step": 0, "run": str(source),
              **(source_eval or c.evaluate(target_env, size.eval_limit, source, log=f"s3-eval-source-seed{seed}"))}]
@@ -150,7 +159,7 @@ def strategy_no_transfer(c: Commands, size: Size, lake: Path, seed: int, env: st
     """The same base trained on the same target rows (git's by default) with the transfer run's lr, batch and
     steps (the batch in passes of `micro_batch` conversations, as the transfer arm's --micro_batch)."""
     micro = min(micro_batch or size.transfer_batch, size.transfer_batch)
-    return supervised_curve(c, size, lake, seed, strategy="transfer", arm="same base, no transfer", env=env,
+    return supervised_curve(c, size, lake, seed, strategy="transfer", arm=NO_TRANSFER, env=env,
                             steps=size.transfer_steps, tag="s3-base",
                             extra=("--learning-rate", size.transfer_lr, "--batch-size", micro,
                                    "--grad-accum", size.transfer_batch // micro))

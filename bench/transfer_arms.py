@@ -31,11 +31,10 @@ from pathlib import Path
 from bench_json import machine
 from harness import (BASH, GIT, ROOT, Commands, band, by, first_step_at, fmt_ci, pool, time_spent, work_folder,
                      work_options)
-from strategies import PRETRAINED, SIZES, strategy_no_transfer, strategy_sft, strategy_transfer
+from strategies import (NO_TRANSFER, PRETRAINED, SIZES, strategy_no_transfer, strategy_sft, strategy_transfer,
+                        transfer_arm)
 
 LEVELS = (0.05, 0.10, 0.15)  # git test success: 5, 10, 15 of 100 tasks (--levels for other targets)
-TRANSFER = "transfer, layers {} frozen"
-NO_TRANSFER = "same base, no transfer"  # strategy_no_transfer's arm
 
 
 def size_for(model: str, quick: bool, seeds: int | None, steps: tuple | None, limit: int | None):
@@ -125,6 +124,8 @@ def main() -> None:
     ap.add_argument("--micro-batch", type=int,
                     help="conversations per forward pass, both arms and the source (default: the whole batch)")
     ap.add_argument("--lr", type=float, help="the target SFT learning rate, both arms (default 1e-3)")
+    ap.add_argument("--freeze", help="the transfer arm's --freeze_layers (default 0-8, the guide's; an empty string: "
+                                     "the embeddings only)")
     ap.add_argument("--levels", type=float, nargs="+", default=list(LEVELS),
                     help="target test success levels whose steps are compared (default 0.05 0.10 0.15)")
     ap.add_argument("--quick", action="store_true", help="tiny model, a few steps and tasks: checks that it runs")
@@ -140,6 +141,7 @@ def main() -> None:
     size = replace(size, jobs=args.jobs, **{k: v for k, v in (("transfer_batch", args.batch), ("transfer_lr", args.lr),
                                                                ("sft_steps", args.source_steps and (args.source_steps,)))
                                             if v})
+    size = size if args.freeze is None else replace(size, freeze=args.freeze)
     # a step in passes of --micro-batch: the target arms' (rl_train_transfer / strategy_no_transfer take it) and the
     # source's (strategy_sft passes sft_batch as --batch-size, so it gets the pass and a --grad-accum)
     target_pass = min(args.micro_batch or size.transfer_batch, size.transfer_batch)
@@ -187,7 +189,7 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
     for r in records:
         r["run"] = r["run"] if not r["run"].startswith(str(work)) else str(Path(r["run"]).relative_to(work))
-    arms = [TRANSFER.format(size.freeze), NO_TRANSFER]
+    arms = [transfer_arm(size.freeze), NO_TRANSFER]
     load1 = os.getloadavg()[0]
     (out / "transfer.json").write_text(json.dumps({"size": asdict(size), "model": model, "source": str(source),
                                                    "source_env": src, "target_env": dst, "levels": levels, "machine": machine(), "load": [load0, load1],
@@ -199,6 +201,7 @@ def main() -> None:
                                                 ("source-steps", args.source_steps), ("seeds", args.seeds),
                                                 ("limit", args.limit), ("batch", args.batch),
                                                 ("micro-batch", args.micro_batch), ("lr", args.lr)) if v)
+    flags += f" --freeze '{args.freeze}'" if args.freeze is not None else ""
     flags += f" --steps {' '.join(map(str, args.steps))}" if args.steps else ""
     flags += f" --levels {' '.join(map(str, levels))}" if levels != LEVELS else ""
     took = (f"resumed: the commands' own times sum to {spent['commands_s'] / 60:.0f} min" if args.resume else
@@ -209,8 +212,8 @@ def main() -> None:
              f"{load1:.2f} at the end; {took}.", "",
              f"{dst} test success (greedy, the first {size.eval_limit} tasks of its test split) after k SFT "
              f"steps of {size.transfer_batch} expert chats of {dst} (from {size.git_expert} rollouts) at lr "
-             f"{size.transfer_lr}: from the {src} SFT model{source_about(args, size)} with the embeddings and layers "
-             f"{size.freeze} frozen (step 0: the source itself), and from the base model without transfer (step 0: "
+             f"{size.transfer_lr}: from the {src} SFT model{source_about(args, size)} with the embeddings"
+             f"{f' and layers {size.freeze}' if size.freeze else ''} frozen (step 0: the source itself), and from the base model without transfer (step 0: "
              f"the base); means with a 95% t-interval over {size.seeds} seeds.", "",
              *table(records, size, arms, dst, levels), "",
              f"Curve: [{png.name}]({png.name}). Raw records: transfer.json."]

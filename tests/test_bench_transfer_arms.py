@@ -28,7 +28,7 @@ def test_ratio_of_reads_steps_to_a_level():
 
 def test_the_table_finds_the_first_step_at_each_level_per_seed():
     ta = _bench()
-    t, n = ta.TRANSFER.format("0-8"), ta.NO_TRANSFER
+    t, n = ta.transfer_arm("0-8"), ta.NO_TRANSFER
     curve = {t: [0.06, 0.02, 0.00, 0.04, 0.10], n: [0.00, 0.00, 0.00, 0.06, 0.06]}  # one dip: the first hit counts
     steps = (0, 4, 8, 12, 24)
     records = [{"arm": arm, "seed": 0, "step": k, "success": v} for arm, vs in curve.items() for k, v in zip(steps, vs)]
@@ -45,12 +45,13 @@ def test_the_table_finds_the_first_step_at_each_level_per_seed():
 def test_other_levels_are_read_for_another_target():
     """--levels: a web target's levels (its success runs higher than git's), read the same way."""
     ta = _bench()
-    t, n = ta.TRANSFER.format("0-8"), ta.NO_TRANSFER
+    t, n = ta.transfer_arm("0-8"), ta.NO_TRANSFER
     curve = {t: [0.18, 0.00, 0.16, 0.45], n: [0.00, 0.14, 0.18, 0.45]}
     steps = (0, 3, 6, 12)
     records = [{"arm": arm, "seed": 0, "step": k, "success": v} for arm, vs in curve.items() for k, v in zip(steps, vs)]
     size = replace(ta.SIZES["quick"], transfer_steps=steps[1:])
     rows = {r.split(" | ")[0].strip("| "): r for r in ta.table(records, size, [t, n], "web_fill_env", (0.1, 0.2))}
     assert rows["0.10"] == "| 0.10 | 0 | 3 | 0.00 |"
+    assert ta.transfer_arm("") == "transfer, embeddings only frozen"  # --freeze '': rl_transfer_init's no layers
     assert rows["0.20"] == "| 0.20 | 12 | 12 | 1.00 |"
     assert "0.05" not in rows
