@@ -3,7 +3,8 @@ share to run the real console commands and to report over seeds.
 
 - `Commands`: runs this environment's console scripts (`lake`, `rl_finetune_supervised`, `hermes_eval`, ...) one
   torch thread each, offline, every output kept in `<work>/logs`; with `resume`, a command that an earlier run
-  finished with the same arguments is not run again. A failing command ends the bench with its log's path.
+  finished with the same arguments and the same contents of the files it reads its setting from (--config,
+  --spec: a transfer arm's lr is in its project file, not its argv) is not run again. A failing command ends the bench with its log's path.
 - `pool(jobs, fns)`: independent runs side by side; `work_options` / `work_folder`: the --work and --resume pair.
 - `time_spent`: a run's wall, CPU and command seconds, so a report says what it cost on a machine of any load.
 - statistics over seeds: `ci95` (mean and 95% t-interval), `fmt_ci`, `band` (clipped to what the metric can be),
@@ -14,6 +15,7 @@ project's packages.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -57,6 +59,19 @@ def fmt_ci(values: list[float], digits: int = 3) -> str:
     return f"{m:.{digits}f}" if h is None else f"{m:.{digits}f} ± {h:.{digits}f}"
 
 
+SETTING_FILES = ("--config", "--spec")  # options naming a file whose contents, not its name, carry a setting
+
+
+def settings_digest(argv: list[str]) -> str:
+    """'  # settings sha256:...' over the contents of the files after SETTING_FILES options ('' when none): part of
+    a command's log header, so resuming reruns a command whose project file or spec changed under the same name."""
+    files = [Path(argv[i + 1]) for i, a in enumerate(argv[:-1]) if a in SETTING_FILES]
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.read_bytes() if f.is_file() else b"(none)")
+    return f"  # settings sha256:{digest.hexdigest()[:16]}" if files else ""
+
+
 class Commands:
     """Runs the console scripts of this environment, one torch thread each, every output kept in a log."""
 
@@ -69,7 +84,7 @@ class Commands:
 
     def run(self, name: str, *args, log: str) -> str:
         argv = [str(BIN / name), *map(str, args)]
-        header, done = f"$ {' '.join(argv)}\n", self.logs / f"{log}.out"
+        header, done = f"$ {' '.join(argv)}{settings_digest(argv)}\n", self.logs / f"{log}.out"
         if self.resume and done.exists() and (self.logs / f"{log}.log").read_text().startswith(header):
             return done.read_text()  # finished by an earlier run with the same arguments
         if "--output" in argv:  # what a stopped earlier run left half written
