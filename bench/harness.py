@@ -4,7 +4,8 @@ share to run the real console commands and to report over seeds.
 - `Commands`: runs this environment's console scripts (`lake`, `rl_finetune_supervised`, `hermes_eval`, ...) one
   torch thread each, offline, every output kept in `<work>/logs`; with `resume`, a command that an earlier run
   finished with the same arguments and the same contents of the files it reads its setting from (--config,
-  --spec: a transfer arm's lr is in its project file, not its argv) is not run again. A failing command ends the bench with its log's path.
+  --spec: a transfer arm's lr is in its project file, not its argv) is not run again. A failing command ends the
+  bench with its log's path.
 - `pool(jobs, fns)`: independent runs side by side; `work_options` / `work_folder`: the --work and --resume pair.
 - `time_spent`: a run's wall, CPU and command seconds, so a report says what it cost on a machine of any load.
 - statistics over seeds: `ci95` (mean and 95% t-interval), `fmt_ci`, `band` (clipped to what the metric can be),
@@ -86,7 +87,7 @@ class Commands:
         argv = [str(BIN / name), *map(str, args)]
         header, done = f"$ {' '.join(argv)}{settings_digest(argv)}\n", self.logs / f"{log}.out"
         if self.resume and done.exists() and (self.logs / f"{log}.log").read_text().startswith(header):
-            return done.read_text()  # finished by an earlier run with the same arguments
+            return done.read_text()  # finished by an earlier run with the same arguments and settings files
         if "--output" in argv:  # what a stopped earlier run left half written
             stale = Path(argv[argv.index("--output") + 1])
             if stale.is_dir():

@@ -213,8 +213,9 @@ def main() -> None:
              f"{dst} test success (greedy, the first {size.eval_limit} tasks of its test split) after k SFT "
              f"steps of {size.transfer_batch} expert chats of {dst} (from {size.git_expert} rollouts) at lr "
              f"{size.transfer_lr}: from the {src} SFT model{source_about(args, size)} with the embeddings"
-             f"{f' and layers {size.freeze}' if size.freeze else ''} frozen (step 0: the source itself), and from the base model without transfer (step 0: "
-             f"the base); means with a 95% t-interval over {size.seeds} seeds.", "",
+             f"{f' and layers {size.freeze}' if size.freeze else ''} frozen (step 0: the source itself), and from "
+             f"the base model without transfer (step 0: the base); means with a 95% t-interval over {size.seeds} "
+             "seeds.", "",
              *table(records, size, arms, dst, levels), "",
              f"Curve: [{png.name}]({png.name}). Raw records: transfer.json."]
     (out / "TRANSFER.md").write_text("\n".join(lines) + "\n")

@@ -94,13 +94,10 @@ def table(result: dict, size: Size) -> list[str]:
 
 
 FLAGS = ("steps", "batch", "micro_batch", "expert", "test_limit", "families_limit")  # named in the report when set
-DEFAULTS = {"steps": WEB_SIZE.sft_steps[-1], "batch": WEB_SIZE.sft_batch, "micro_batch": 2, "expert": 200,
-            "test_limit": WEB_SIZE.eval_limit, "families_limit": WEB_SIZE.families_limit}
 
 
-def write_report(result: dict, size: Size, args, out: Path, loads: tuple) -> Path:
-    flags = "".join(f" --{name.replace('_', '-')} {getattr(args, name)}" for name in FLAGS
-                    if getattr(args, name) != DEFAULTS[name])
+def write_report(result: dict, size: Size, args, out: Path, loads: tuple, flags: str) -> Path:
+    """`flags`: the options of FLAGS that the run set to other than their defaults, as typed."""
     took = (f"resumed: the commands' own times sum to {result['commands_s'] / 60:.0f} min" if args.resume else
             f"{result['total_s'] / 60:.0f} min in all, {result['cpu_s'] / 60:.0f} CPU-min")
     lines = [f"# Learning on web_form_env: SFT from expert web trajectories (model {args.model})", "",
@@ -131,9 +128,9 @@ def main() -> None:
     ap.add_argument("--first-seed", type=int, default=0, help="the first of them (default 0)")
     ap.add_argument("--steps", type=int, default=WEB_SIZE.sft_steps[-1], help="SFT steps per run (default 24)")
     ap.add_argument("--batch", type=int, default=WEB_SIZE.sft_batch, help="conversations per SFT step (default 8)")
-    ap.add_argument("--micro-batch", type=int, default=DEFAULTS["micro_batch"],
+    ap.add_argument("--micro-batch", type=int, default=2,
                     help="conversations per forward pass (default 2: 8 at once took 14-17 GB with SmolLM2)")
-    ap.add_argument("--expert", type=int, default=DEFAULTS["expert"], help="expert train-split episodes in the lake (default 200)")
+    ap.add_argument("--expert", type=int, default=200, help="expert train-split episodes in the lake (default 200)")
     ap.add_argument("--test-limit", type=int, default=WEB_SIZE.eval_limit, help="test tasks evaluated (default 25)")
     ap.add_argument("--families-limit", type=int, default=WEB_SIZE.families_limit,
                     help="test_families tasks evaluated (default 12)")
@@ -167,7 +164,9 @@ def main() -> None:
         result["records"] = sorted([r for r in earlier["records"] if r["seed"] not in mine] + result["records"],
                                    key=lambda r: r["seed"])
     saved.write_text(json.dumps({**setting, "machine": machine(), "load": [load0, load1], **result}, indent=1))
-    print(write_report(result, size, args, out, (load0, load1)).read_text())
+    flags = "".join(f" --{name.replace('_', '-')} {getattr(args, name)}" for name in FLAGS
+                    if getattr(args, name) != ap.get_default(name))
+    print(write_report(result, size, args, out, (load0, load1), flags).read_text())
 
 
 if __name__ == "__main__":

@@ -52,6 +52,12 @@ def test_other_levels_are_read_for_another_target():
     size = replace(ta.SIZES["quick"], transfer_steps=steps[1:])
     rows = {r.split(" | ")[0].strip("| "): r for r in ta.table(records, size, [t, n], "web_fill_env", (0.1, 0.2))}
     assert rows["0.10"] == "| 0.10 | 0 | 3 | 0.00 |"
-    assert ta.transfer_arm("") == "transfer, embeddings only frozen"  # --freeze '': rl_transfer_init's no layers
     assert rows["0.20"] == "| 0.20 | 12 | 12 | 1.00 |"
     assert "0.05" not in rows
+
+
+def test_an_empty_freeze_names_the_embeddings_only_arm():
+    """--freeze '': rl_transfer_init freezes the embeddings and no layer; the arm's name says so."""
+    ta = _bench()
+    assert ta.transfer_arm("") == "transfer, embeddings only frozen"
+    assert ta.transfer_arm("0-8") == "transfer, layers 0-8 frozen"
