@@ -68,6 +68,7 @@ class StepInfo(TypedDict):
     checks: NotRequired[dict]  # CheckReport.as_dict(): passed, total, details
     task_id: NotRequired[str]
     submitted: NotRequired[bool]  # False when the episode was truncated
+    fault: NotRequired[str]  # the environment failed, not the agent (EnvironmentFault): the episode is void
 
 SUBMIT_SCHEMA = {"type": "function", "function": {
     "name": "submit", "description": "Finish the task (optionally with a text answer).",
@@ -443,6 +444,13 @@ class ToolEnv(gymnasium.Env):
         ``last_output`` is what :meth:`remember_output` kept, ``answer`` the submit call's ``answer`` (None when
         there was none)."""
         raise NotImplementedError
+
+
+class EnvironmentFault(RuntimeError):
+    """The environment's own machinery failed, not the agent (a browser died or hung, a page threw at load): the
+    episode says nothing about the policy and may be played again. reset() raises it; step() ends the episode
+    (truncated) and names it in the final info's `fault` (one line). envs.episode.play_retrying replays such an
+    episode a bounded number of times."""
 
 
 class ToolArgumentError(ValueError):

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import uuid
 
-from envs.base import ResetInfo, ResetOptions, StepInfo
+from envs.base import EnvironmentFault, ResetInfo, ResetOptions, StepInfo
 from envs.messages import assistant_message
 from envs.policies import Policy
 from envs.trajectory_row import trajectory_row
@@ -100,13 +100,14 @@ class EpisodeRecorder:
             self.cut = True
 
     def record(self, *, model: str, policy_version: str, source: str, group_id: str | None = None,
-               seed: int | None = None, metadata: dict | None = None) -> dict:
-        """The trajectory record (the lake's trajectories contract, docs/lake-api.md)."""
+               seed: int | None = None, metadata: dict | None = None, trajectory_id: str | None = None) -> dict:
+        """The trajectory record (the lake's trajectories contract, docs/lake-api.md); `trajectory_id` a new
+        UUID unless the caller names the episode (a resumable rollout: the same episode, the same id)."""
         info, final = self.info, self.final or {}
         meta = {"tools": info["tools"], "seed": seed, "template": info["template"], "max_steps": info["max_steps"],
                 "isolation": info["isolation"], "checks": final.get("checks"), "submitted": final.get("submitted"),
                 "source": source, **(metadata or {})}
-        return trajectory_row(trajectory_id=str(uuid.uuid4()), group_id=group_id, task_id=info["task_id"],
+        return trajectory_row(trajectory_id=trajectory_id or str(uuid.uuid4()), group_id=group_id, task_id=info["task_id"],
                               env=info["env"], env_tags=list(info["tags"]), split=info["split"], model=model,
                               policy_version=policy_version, messages=self.messages, steps=self.steps,
                               reward=self.reward, success=self.success, metadata=meta)
@@ -124,9 +125,45 @@ def play(env, policy: Policy, *, seed: int | None = None, options: ResetOptions 
     return rec
 
 
+EPISODE_TRIES = 3  # plays of one episode whose environment failed (EnvironmentFault) before it is given up
+
+
+class EpisodeLost(EnvironmentFault):
+    """Every try of an episode failed at reset: there is no episode to record (the message names the last fault)."""
+
+
+def play_retrying(env, policy: Policy, *, seed: int | None = None, options: ResetOptions | None = None,
+                  tries: int = EPISODE_TRIES) -> EpisodeRecorder:
+    """`play`, played again from its reset when the environment failed (an EnvironmentFault at reset, or a final
+    info naming a `fault`), up to `tries` plays. The same seed and task each time, so a scripted policy plays the
+    same episode. After the last try: the faulted episode as it ended (a failure whose final info names the fault),
+    or EpisodeLost when no reset succeeded."""
+    last: EpisodeRecorder | None = None
+    reason = ""
+    for _ in range(max(1, tries)):
+        try:
+            rec = play(env, policy, seed=seed, options=options)
+        except EnvironmentFault as exc:
+            reason = str(exc)
+            continue
+        fault = (rec.final or {}).get("fault")
+        if not fault:
+            return rec
+        last, reason = rec, fault
+    if last is None:
+        raise EpisodeLost(f"{max(1, tries)} tries failed; the last: {reason}")
+    return last
+
+
 def policy_record(env, policy: Policy, *, seed: int, options: ResetOptions, source: str,
-                  group_id: str | None = None) -> dict:
-    """`play` then `record`, with the policy's kind as model and version and its notes as metadata."""
-    rec = play(env, policy, seed=seed, options=options)
+                  group_id: str | None = None, trajectory_id: str | None = None,
+                  tries: int = EPISODE_TRIES) -> dict:
+    """`play_retrying` then `record`, with the policy's kind as model and version and its notes as metadata (and
+    the fault, when every try of the episode failed in the environment)."""
+    rec = play_retrying(env, policy, seed=seed, options=options, tries=tries)
+    meta = dict(policy.notes())
+    fault = (rec.final or {}).get("fault")
+    if fault:
+        meta["fault"] = fault
     return rec.record(model=f"policy:{policy.kind}", policy_version=policy.kind, source=source, group_id=group_id,
-                      seed=seed, metadata=policy.notes())
+                      seed=seed, metadata=meta, trajectory_id=trajectory_id)

@@ -28,6 +28,15 @@ class RolloutSpec:
     tasks_file: str | None = field(default=None, **helped("Your own tasks (JSONL) instead of the built-in suite."))
     max_steps: int = field(default=6, **helped("Steps before an episode is cut off."))
     templates: tuple[str, ...] = field(default=(), **helped("Only these task templates (default: all)."))
+    workers: int = field(default=1, **helped(
+        "Episodes played at once, each in its own environment (a web environment's workers share one pool of "
+        "that many browsers)."))
+    commit_every: int = field(default=25, **helped(
+        "Finished episodes per lake commit (also committed every 10 s and when the run stops): a killed run loses "
+        "at most the episodes not yet committed."))
+    resume: bool = field(default=False, **helped(
+        "Continue the newest rollout of the same options in this lake: play only its episodes not yet in the "
+        "lake (each episode has a fixed id, so none is written twice)."))
     screenshots: str | None = field(default=None, **helped(
         "Folder for each episode's final page as a PNG, its path in the row's metadata (checks.details[0]"
         ".screenshot); environments tagged web only."))
@@ -46,6 +55,7 @@ class RolloutSpec:
         if self.screenshots and "web" not in envs.env_info(envs.resolve_name(self.env)).tags:
             raise RolloutInputError(f"--screenshots: {self.env} has no page to take; only environments tagged "
                                     "web do")
-        for flag, value in (("--episodes", self.episodes), ("--max-steps", self.max_steps)):
+        for flag, value in (("--episodes", self.episodes), ("--max-steps", self.max_steps),
+                            ("--workers", self.workers), ("--commit-every", self.commit_every)):
             if value < 1:
                 raise RolloutInputError(f"{flag} must be at least 1, got {value}")

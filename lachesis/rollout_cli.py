@@ -22,13 +22,17 @@ def rollout(
     max_steps: int = option(RolloutSpec, "max_steps", "--max-steps"),
     templates: Optional[str] = typer.Option(None, "--templates",
                                             help="Only these task templates, comma-separated (default: all)."),
+    workers: int = option(RolloutSpec, "workers", "--workers"),
+    commit_every: int = option(RolloutSpec, "commit_every", "--commit-every"),
+    resume: bool = option(RolloutSpec, "resume", "--resume"),
     screenshots: Optional[Path] = option(RolloutSpec, "screenshots", "--screenshots"),
     lake: Optional[Path] = LakeOption,
     json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of text."),
 ) -> None:
-    """Run episodes of ENV with a scripted policy and append each one to the lake as a trajectory."""
+    """Run episodes of ENV with a scripted policy and append them to the lake as trajectories as they finish
+    (a killed run keeps what it committed; --resume continues it)."""
     import envs
-    from ingest.rollout import append_rollouts, iter_rollouts, summarize
+    from ingest.rollout import run_rollout
     from lachesis.console import console, err_console, fail, literal, print_json
     from lake import LakeError, RecordError, resolve_root
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -36,33 +40,47 @@ def rollout(
     spec = RolloutSpec(env=env, policy=policy, episodes=episodes, split=split, seed=seed,
                        tasks_file=str(tasks) if tasks else None, max_steps=max_steps,
                        templates=tuple(t.strip() for t in templates.split(",") if t.strip()) if templates else (),
+                       workers=workers, commit_every=commit_every, resume=resume,
                        screenshots=str(screenshots) if screenshots else None)
     name = envs.resolve_name(env)
-    records: list[dict] = []
     progress = Progress(TextColumn(f"[bold green]{name} {policy}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("mean reward {task.fields[mean]:.2f}"), TimeElapsedColumn(),
+                        TextColumn("success {task.fields[ok]:.0%}, lost {task.fields[lost]}"), TimeElapsedColumn(),
                         console=err_console, transient=json)
+    seen = {"n": 0, "ok": 0, "lost": 0}
+
+    def advance(_i, rec) -> None:
+        seen["n"] += 1
+        if isinstance(rec, dict):
+            seen["ok"] += bool(rec["success"])
+        else:
+            seen["lost"] += 1
+            err_console.print(f"episode {_i} lost: {rec}", highlight=False, markup=False)
+        progress.update(bar, advance=1, ok=seen["ok"] / seen["n"], lost=seen["lost"])
+
     try:
         with progress:
-            bar = progress.add_task("rollout", total=episodes, mean=0.0)
-            for rec in iter_rollouts(spec):
-                records.append(rec)
-                progress.update(bar, advance=1, mean=summarize(records)["mean_reward"])
+            bar = progress.add_task("rollout", total=episodes, ok=0.0, lost=0)
+            result = run_rollout(spec, lake, on_episode=advance)
+            progress.update(bar, completed=result.resumed + result.played)
     except (FileNotFoundError, ValueError) as exc:  # envs.TaskFileError is a ValueError
         fail(str(exc))
-    try:
-        result = append_rollouts(records, lake)
     except (LakeError, RecordError) as exc:
         fail(f"could not append to the lake: {exc}")
-    summary = {"env": name, "policy": policy, "split": split, "seed": seed, **summarize(records),
+    recorded = result.played - len(result.lost)
+    summary = {"env": name, "policy": policy, "split": split, "seed": seed, "group_id": result.group_id,
+               "episodes": recorded, "resumed": result.resumed, "played": result.played, "lost": result.lost,
+               "mean_reward": result.mean_reward, "success_rate": result.successes / recorded if recorded else 0.0,
                "lake": str(resolve_root(lake)), "table": "trajectories", "version": result.version,
-               "rows": result.rows}
+               "rows": result.written, "commits": result.commits}
     if json:
         print_json(summary)
     else:
-        console.print(f"{summary['episodes']} {policy} episodes of {name} ({split}): mean reward "
-                      f"{summary['mean_reward']:.2f}, success {summary['success_rate']:.0%}; appended "
-                      f"{result.rows} rows to trajectories v{result.version} at {literal(summary['lake'])}")
+        head = f"{result.resumed} episodes were in the lake already; " if spec.resume else ""
+        lost = f", {len(result.lost)} lost (every try failed in the environment)" if result.lost else ""
+        console.print(f"{head}{recorded} {policy} episodes of {name} ({split}): mean reward "
+                      f"{summary['mean_reward']:.2f}, success {summary['success_rate']:.0%}{lost}; appended "
+                      f"{result.written} rows in {result.commits} commits to trajectories v{result.version} at "
+                      f"{literal(summary['lake'])}")
 
 
 def register(app: typer.Typer) -> None:

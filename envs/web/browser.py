@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envs.base import EnvironmentFault
 from envs.web import watchdog
 
 PACKAGES_HINT = ("web_form_env needs Chromium and its driver: `apt-get install chromium chromium-driver` "
@@ -52,8 +53,13 @@ class BrowserUnavailable(RuntimeError):
     """This machine cannot start a browser (the message names what to install)."""
 
 
-class BrowserGone(RuntimeError):
+class BrowserGone(EnvironmentFault):
     """The page's browser died or hung; it has been ended (the message is one line)."""
+
+
+class PageError(EnvironmentFault):
+    """The page itself failed a command (a JavaScript exception such as a task script that did not load, an
+    alert in the way): the browser lives on, the tab is marked for a reload (one line)."""
 
 
 def _first(paths: tuple[str, ...], env_var: str) -> str | None:
@@ -265,7 +271,8 @@ class Page:
                 if _is_gone(exc) or not b.alive:
                     b.close()
                     raise BrowserGone(f"the browser is gone ({_one_line(exc)})") from None
-                raise
+                self.url = ""  # whatever the tab shows is suspect: the next goto loads the page afresh
+                raise PageError(f"the page failed ({type(exc).__name__}: {_one_line(exc)})") from None
             except (OSError, ConnectionError) as exc:  # the driver's HTTP port closed: it was killed
                 b.close()
                 raise BrowserGone(f"the browser is gone ({_one_line(exc)})") from None

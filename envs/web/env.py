@@ -30,7 +30,8 @@ from pathlib import Path
 
 import gymnasium
 
-from envs.base import ResetInfo, ResetOptions, StepInfo, ToolArgumentError, ToolEnv, ToolFailed, ToolResult
+from envs.base import (EnvironmentFault, ResetInfo, ResetOptions, StepInfo, ToolArgumentError, ToolEnv, ToolFailed,
+                        ToolResult)
 from envs.checks import CheckReport
 from envs.rewards import RewardWeights, StepTally, final_reward, step_terms
 from envs.tasks import Task
@@ -41,6 +42,7 @@ from envs.web.observe import SNAPSHOT_JS, render
 from envs.web.suite import CLICK_ENV, ENV, FILL, FILL_ENV, builtin_suite, page_url, validate_task
 
 MAX_CALLS_PER_STEP = 10
+START_TRIES = 3  # loads of a task's page at reset before its fault ends the reset
 # MiniWoB covers a finished task with its START div (the next episode's start button); the task's last state is
 # still under it, and reset() starts the next episode without the cover
 UNCOVER_JS = "var c = document.getElementById('sync-task-cover'); if (c) { c.style.display = 'none'; }"
@@ -93,26 +95,38 @@ class WebFormEnv(ToolEnv):
         return self._pool if self._pool is not None else browsers.pool()
 
     def _start_page(self, task: Task) -> dict:
-        url = page_url(task.checker.get("miniwob") or task.template)
-        for attempt in (0, 1):  # a browser that died between episodes is replaced once
+        """Load the task's page in a tab and start its episode; the page's first snapshot. A browser that died or
+        hung is replaced and a page that failed (a script that did not load under load, an exception) is loaded
+        afresh, up to START_TRIES tries; the last fault is raised."""
+        for attempt in range(START_TRIES):
             try:
                 if self.page is None or self.page.browser.driver is None:
                     self._release()
-                    self.page = self.pool.lease(url)
-                else:
-                    self.page.goto(url)
-                ready = self.page.run(START_JS, task.checker.get("seed", 0), task.checker.get("mode", "train"))
-                for _ in range(40):  # a task that builds its page asynchronously says when it is ready
-                    if ready:
-                        break
-                    time.sleep(0.025)
-                    ready = self.page.run("return WOB_TASK_READY;")
+                    self.page = self.pool.lease(self._page_url(task))
+                self._load(task)
                 return self.page.run(SNAPSHOT_JS)
-            except browsers.BrowserGone:
-                self._release()
-                if attempt:
+            except EnvironmentFault as exc:
+                if isinstance(exc, browsers.BrowserGone):
+                    self._release()
+                if attempt == START_TRIES - 1:
                     raise
         raise AssertionError("unreachable")
+
+    def _page_url(self, task: Task) -> str:
+        """Hook: the address of the task's page (a file of the installed packages, never the network)."""
+        return page_url(task.checker.get("miniwob") or task.template)
+
+    def _load(self, task: Task) -> None:
+        """Hook: show the task's page in self.page (a leased tab) and start its episode, so that SNAPSHOT_JS reads
+        the instruction (#query), the elements and the episode state (WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL,
+        WOB_REWARD_REASON). Here: MiniWoB's page, seeded, in the split's data mode."""
+        self.page.goto(self._page_url(task))
+        ready = self.page.run(START_JS, task.checker.get("seed", 0), task.checker.get("mode", "train"))
+        for _ in range(40):  # a task that builds its page asynchronously says when it is ready
+            if ready:
+                break
+            time.sleep(0.025)
+            ready = self.page.run("return WOB_TASK_READY;")
 
     def _release(self) -> None:
         if self.page is not None:
@@ -131,7 +145,7 @@ class WebFormEnv(ToolEnv):
         snap = self._start_page(task)
         self.task = task
         self._snapshot = snap
-        self.fields = _fields(task, snap["utterance"])
+        self.fields = self._task_fields(task, snap["utterance"])
         self._paid_share = self._share = self._fill_share(snap)
         self._steps = 0
         self._done = False
@@ -167,7 +181,7 @@ class WebFormEnv(ToolEnv):
                 submitted = True
                 break
             text = self._run(call, tally)
-            if isinstance(text, browsers.BrowserGone):
+            if isinstance(text, EnvironmentFault):
                 gone = str(text)
                 break
             results.append(text)
@@ -176,7 +190,7 @@ class WebFormEnv(ToolEnv):
         if not gone:
             try:
                 snap = self.page.run(SNAPSHOT_JS)
-            except browsers.BrowserGone as exc:
+            except EnvironmentFault as exc:
                 gone = str(exc)
         if gone:
             self._release()
@@ -204,6 +218,8 @@ class WebFormEnv(ToolEnv):
             terms["final"] = final
             info.update(reward=final_reward(self.reward_weights, report), success=report.success,
                         checks=report.as_dict(), task_id=self.task.task_id, submitted=submitted)
+            if gone:
+                info["fault"] = gone
             self._done = True
             if page_done:
                 results.append(f"The page ended the task: {'success' if report.success else 'failure'} "
@@ -231,7 +247,7 @@ class WebFormEnv(ToolEnv):
             tally.well_formed += 1
             tally.command_errors += 1
             return exc.observation
-        except browsers.BrowserGone as exc:
+        except EnvironmentFault as exc:
             return exc
         tally.well_formed += 1
         return text
@@ -242,13 +258,17 @@ class WebFormEnv(ToolEnv):
         try:
             self.page.run(UNCOVER_JS)
             png = self.page.screenshot()
-        except browsers.BrowserGone:
+        except EnvironmentFault:
             return None
         path = (self.screenshots / f"{self.task.task_id.replace(':', '-')}-{uuid.uuid4().hex[:8]}.png").resolve()
         path.write_bytes(png)
         return str(path)
 
-    # ------------------------------------------------------------ scoring
+    # ------------------------------------------------------------ scoring (hooks a page family overrides)
+
+    def _task_fields(self, task: Task, utterance: str) -> dict[str, str]:
+        """The task's fields (name -> wanted value) read from its instruction: what partial credit counts."""
+        return _fields(task, utterance)
 
     def _fill_share(self, snap: dict) -> float:
         keys = [k for k in FILL.get(self.task.template if self.task else "", ()) if self.fields.get(k)]

@@ -20,6 +20,7 @@ import re
 import shutil
 from pathlib import Path
 
+from ground.digest import file_sha256
 from trainers.modeling.chat import CHATML_TEMPLATE
 from trainers.runtime.device import cache_dir, quiet_transformers, setup_env
 from trainers.runtime.errors import TrainerInputError
@@ -55,14 +56,9 @@ def _require_gguf_reader() -> None:
         raise TrainerInputError(f"converting SmolLM2 from GGUF needs the package gguf, which is not installed: {INSTALL_HINT}")
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def _manifest(folder: Path) -> dict:
     """size and sha256 of every file in the folder except the marker itself."""
-    return {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
+    return {p.name: {"size": p.stat().st_size, "sha256": file_sha256(p)}
             for p in sorted(folder.iterdir()) if p.is_file() and p.name != MARKER}
 
 
@@ -82,7 +78,7 @@ def cache_problem(folder: Path) -> str | None:
         if p.stat().st_size != meta["size"]:
             return f"{name} has {p.stat().st_size} bytes, expected {meta['size']}"
     for name, meta in want.items():  # sizes first (cheap); then content, about 0.5 s for the 538 MB of weights
-        if _sha256(folder / name) != meta["sha256"]:
+        if file_sha256(folder / name) != meta["sha256"]:
             return f"{name} changed since it was written"
     return None
 
@@ -116,7 +112,7 @@ def convert(gguf: Path, out: Path) -> None:
     model.generation_config = loaded.generation_config
     model.save_pretrained(out)
     tok.save_pretrained(out)
-    meta = {"source": f"{PACKAGE}=={importlib.metadata.version(PACKAGE)}:{name}", "gguf_sha256": _sha256(gguf),
+    meta = {"source": f"{PACKAGE}=={importlib.metadata.version(PACKAGE)}:{name}", "gguf_sha256": file_sha256(gguf),
             "recipe_version": RECIPE_VERSION, "own_chat_template": own_template,
             "note": "Q4_1 weights dequantized to float32; chat template replaced by trainers.modeling.chat.CHATML_TEMPLATE"}
     (out / MARKER).write_text(json.dumps({**meta, "files": _manifest(out)}, indent=2))  # written last

@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+from ground.digest import file_sha256
+
 TINY_MARKER = "lachesis_tiny.json"  # written beside a tiny model: how trained_from_scratch knows one
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 ADAPTER_CONFIG = "adapter_config.json"  # what makes a folder a LoRA adapter (peft)
@@ -72,18 +74,10 @@ def weights_sha256(folder: str | Path) -> str | None:
     `sha256sum FOLDER/adapter_model.safetensors` prints. A model in several weight files gets the sha256 of their
     `sha256sum` lines in name order (`cd FOLDER && sha256sum *.safetensors | sha256sum`). None: no weights file."""
     files = sorted(p.name for p in Path(folder).iterdir() if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
-    sums = [f"{_file_sha256(Path(folder) / name)}  {name}\n" for name in files]
+    sums = [f"{file_sha256(Path(folder) / name)}  {name}\n" for name in files]
     if len(sums) == 1:
         return sums[0].split()[0]
     return hashlib.sha256("".join(sums).encode()).hexdigest() if sums else None
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def adapter_base(adapter: str | Path) -> str:
