@@ -64,7 +64,9 @@ class TaskFileError(UserError, ValueError):
         super().__init__(f"{path}:{line}: field {fld!r}: {message}" if fld else f"{path}:{line}: {message}")
 
 
-CHECKER_FIELDS = ("tests", "visible_tests", "checks")
+# The environment-specific fields a task record keeps (each environment's validate_task checks its own): the
+# checkers of python, bash and git; a web page, its seed and data mode (web_form_env); a page generator's name.
+CHECKER_FIELDS = ("tests", "visible_tests", "checks", "miniwob", "seed", "mode", "generator")
 
 
 def task_from_record(rec: dict, *, where: tuple[str, int] = ("<record>", 0), split: str | None = None) -> Task:

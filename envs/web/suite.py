@@ -97,4 +97,7 @@ def validate_task(task: Task, env: str = ENV) -> tuple[str, str] | None:
     seed = task.checker.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         return ("seed", f"expected an integer, got {seed!r}")
+    mode = task.checker.get("mode", "train")
+    if mode not in ("train", "test"):
+        return ("mode", f"expected MiniWoB's data mode \"train\" or \"test\", got {mode!r}")
     return None
