@@ -324,6 +324,7 @@ class BrowserPool:
         self.leased: dict[Browser, int] = {}
         self.idle: dict[Browser, list[Page]] = {}
         self.started = 0  # browsers started over the pool's life (restarts included)
+        self.peak_leased = 0  # the most tabs leased at once (what a caller that bounds its episodes holds)
         self._lock = threading.Lock()
 
     def lease(self, url: str) -> Page:
@@ -354,6 +355,7 @@ class BrowserPool:
                                    f"{self.max_pages}); close environments or raise those")
                 page = self._new_tab(b)
             self.leased[b] = self.leased.get(b, 0) + 1
+            self.peak_leased = max(self.peak_leased, sum(self.leased.values()))
             page.released = False
         page.goto(url)
         return page

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import envs
 from lake import Lake
+from envs.episode import EpisodeLost
 from trainers.generation.episodes import Episode, play
 from trainers.generation.generate import (
     BF16_HELP,
@@ -148,35 +149,69 @@ def run_eval(s: EvalSettings, console=None) -> dict:
         model = rollout_model(model, True)
     run_id = f"eval-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
     label = model_label(s.model)
-    summary, episodes = evaluate_model(model, tok, s, tasks, console, run_id=run_id, label=label, adapter=adapter)
-    if lake is not None:
-        summary["lake_versions"] = _record(lake, s, summary, episodes, label, adapter)
+    writer = EpisodeWriter(lake, run_id=run_id, model=label, adapter=adapter) if lake is not None else None
+    try:
+        summary, _ = evaluate_model(model, tok, s, tasks, console, run_id=run_id, label=label, adapter=adapter,
+                                    on_episode=writer.add if writer else None)
+    finally:
+        if writer is not None:
+            writer.flush()  # what a stopped evaluation played is in the lake too
+    if writer is not None:
+        summary["lake_versions"] = {"trajectories": writer.version, "runs": _record_run(lake, s, summary, label,
+                                                                                          adapter)}
     return summary
 
 
 def evaluate_model(model, tok, s: EvalSettings, tasks: list[envs.Task], console=None, *, run_id: str, label: str,
-                   adapter: str | None = None) -> tuple[dict, list[Episode]]:
+                   adapter: str | None = None, on_episode=None) -> tuple[dict, list[Episode]]:
     """Greedy episodes of a loaded model on `tasks` (s.task's environment) and their summary; nothing is recorded
-    (run_eval records them; online RL evaluates its current policy with this and records them its own way). The
-    model generates as given (s.bf16 is applied by the caller: run_eval, or online RL's rollout copy)."""
+    here (run_eval records them as they end through `on_episode(episode)`; online RL evaluates its current policy
+    with this and records them its own way). The model generates as given (s.bf16 is applied by the caller: run_eval,
+    or online RL's rollout copy). At most `s.batch_size` episodes are live at once, each with its own environment
+    (for a web task, one browser tab), the next started as one ends and its environment closed; an episode whose
+    every reset failed in the environment is counted in `lost` and left out."""
     t0 = time.perf_counter()
-    env_kw: dict = {"tasks": s.tasks_file} if s.tasks_file else {"split": s.split}
-    episodes = [Episode(envs.make(s.task, max_steps=s.max_turns, **env_kw), t.task_id, s.seed + i, tok)
-                for i, t in enumerate(tasks)]
-    prog = Progress(console if s.progress else None, "eval", len(episodes), unit="episodes", style="bold green")
+    finished: list[Episode] = []
+    lost: list[dict] = []
+
+    def starts():
+        for i, t in enumerate(tasks):
+            # a task file was read once (load_eval_tasks): each episode's environment gets its own task only
+            env_kw: dict = {"tasks": [t]} if s.tasks_file else {"split": s.split}
+            env = envs.make(s.task, max_steps=s.max_turns, **env_kw)
+            try:
+                yield Episode(env, t.task_id, s.seed + i, tok)
+            except EpisodeLost as exc:
+                env.close()
+                lost.append({"task_id": t.task_id, "reason": str(exc)})
+                prog.advance()
+
+    def done(e: Episode) -> None:
+        e.env.close()
+        finished.append(e)
+        prog.advance()
+        if on_episode is not None:
+            on_episode(e)
+
+    prog = Progress(console if s.progress else None, "eval", len(tasks), unit="episodes", style="bold green")
+    live: list[Episode] = []
     try:
         with prog:
             gen = Turns(model, tok, Sampling(max_new_tokens=s.max_new_tokens, stop_repetition=s.stop_repetition),
                         reuse_kv=s.reuse_kv)
-            gen_s = play(episodes, gen, tok, s.batch_size, s.max_context, prog.advance, forget=gen.forget)
+            gen_s = play(_tracked(starts(), live), gen, tok, s.batch_size, s.max_context, done, forget=gen.forget,
+                         window=s.batch_size)
     finally:
-        for e in episodes:
-            e.env.close()
+        for e in live:
+            if not e.done:
+                e.env.close()
     wall = time.perf_counter() - t0
-    results = [e.result() for e in episodes]
-    n = len(results)
+    order = {t.task_id: i for i, t in enumerate(tasks)}
+    finished.sort(key=lambda e: order.get(e.task_id, 0))
+    results = [e.result() for e in finished]
+    n = max(1, len(results))
     summary = {"run_id": run_id, "kind": "eval", "env": s.task, "split": s.split, "model": label,
-               "adapter": adapter, "episodes": n, "success_rate": sum(r["success"] for r in results) / n,
+               "adapter": adapter, "episodes": len(results), "success_rate": sum(r["success"] for r in results) / n,
                "mean_reward": sum(r["reward"] for r in results) / n,
                "valid_tool_call_rate": sum(r["valid_tool_call_rate"] for r in results) / n,
                "first_call_valid_rate": sum(r["first_call_valid"] for r in results) / n,
@@ -184,23 +219,58 @@ def evaluate_model(model, tok, s: EvalSettings, tasks: list[envs.Task], console=
                "length_stops": sum(r["length_stops"] for r in results),
                "loops_at_limit": sum(r["loops_at_limit"] for r in results),
                "mean_turns": sum(r["turns"] for r in results) / n, "wall_s": round(wall, 3), "generate_s": round(gen_s, 3),
-               "seed": s.seed, "per_task": results}
-    return summary, episodes
+               "seed": s.seed, "lost": lost, "faults": sum(1 for e in finished if e.fault),
+               "peak_rss_mb": peak_rss_mb(), "per_task": results}
+    return summary, finished
+
+
+def _tracked(episodes, live: list):
+    """The episodes as they are made, each also kept in `live` (to close what a stopped evaluation left open)."""
+    for e in episodes:
+        live.append(e)
+        yield e
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far (MB): what an evaluation holds at most, its browsers aside."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def episode_record(e: Episode, *, run_id: str, model: str, adapter: str | None) -> dict:
-    """One evaluation episode as a trajectory record (envs/episode.py's rules)."""
+    """One evaluation episode as a trajectory record (envs/episode.py's rules; the fault, when the environment
+    failed on every try)."""
+    meta = {"eval_run_id": run_id, "adapter": adapter, **({"fault": e.fault} if e.fault else {})}
     return e.recorder.record(model=model, policy_version=adapter or "base", source=SOURCE, group_id=run_id,
-                             seed=e.seed, metadata={"eval_run_id": run_id, "adapter": adapter})
+                             seed=e.seed, metadata=meta)
 
 
-def _record(lake: Lake, s: EvalSettings, summary: dict, episodes: list[Episode], label: str,
-            adapter: str | None) -> dict:
-    rows = [episode_record(e, run_id=summary["run_id"], model=label, adapter=adapter) for e in episodes]
-    tv = lake.append("trajectories", rows)
+class EpisodeWriter:
+    """Evaluation episodes into the lake as they end: one commit per COMMIT_EVERY episodes and one at `flush()`."""
+
+    COMMIT_EVERY = 25
+
+    def __init__(self, lake: Lake, *, run_id: str, model: str, adapter: str | None):
+        self.lake, self.run_id, self.model, self.adapter = lake, run_id, model, adapter
+        self.pending: list[dict] = []
+        self.version: int | None = None
+
+    def add(self, e: Episode) -> None:
+        self.pending.append(episode_record(e, run_id=self.run_id, model=self.model, adapter=self.adapter))
+        if len(self.pending) >= self.COMMIT_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.version = self.lake.append("trajectories", self.pending).version
+            self.pending = []
+
+
+def _record_run(lake: Lake, s: EvalSettings, summary: dict, label: str, adapter: str | None) -> int:
     metrics = {k: v for k, v in summary.items() if k not in ("per_task", "run_id", "kind", "model", "adapter")}
     rv = lake.append("runs", [{"run_id": summary["run_id"], "kind": "eval", "status": "completed", "model": label,
                                "adapter_path": adapter, "config": asdict(s), "metrics": metrics,
                                "metadata": {"per_task": summary["per_task"], "env": summary["env"],
                                             "split": s.split}}])
-    return {"trajectories": tv.version, "runs": rv.version}
+    return rv.version

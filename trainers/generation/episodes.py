@@ -6,16 +6,35 @@ from __future__ import annotations
 import time
 
 import envs
+from envs.base import EnvironmentFault
+from envs.episode import EPISODE_TRIES, EpisodeLost
 from trainers.generation.generate import END_OF_TURN, STOP_REPETITION, Generation, looping
 from trainers.modeling.chat import normalize_tools, prompt_ids, turn_continuation
 
 
 class Episode:
-    """One evaluation episode: the environment, the recorder, and the token ids the model sees next."""
+    """One evaluation episode: the environment, the recorder, and the token ids the model sees next.
+
+    An environment that fails (envs.EnvironmentFault: a dead browser, a page error) at reset is reset again, up to
+    envs.episode.EPISODE_TRIES times; one that fails mid-episode ends it with a `fault`, and `restart()` plays it
+    again from its reset (play does, within the same tries)."""
 
     def __init__(self, env, task_id: str, seed: int, tok):
-        self.env, self.task_id, self.seed = env, task_id, seed
-        obs, info = env.reset(seed=seed, options={"task_id": task_id})
+        self.env, self.task_id, self.seed, self.tok = env, task_id, seed, tok
+        self.tries = 0
+        self._start()
+
+    def _start(self) -> None:
+        for _ in range(EPISODE_TRIES - self.tries):
+            self.tries += 1
+            try:
+                obs, info = self.env.reset(seed=self.seed, options={"task_id": self.task_id})
+                break
+            except EnvironmentFault as exc:
+                reason = str(exc)
+        else:
+            raise EpisodeLost(f"{self.tries} tries failed; the last: {reason}")
+        tok = self.tok
         self.tools = normalize_tools(info["tools"])
         self.recorder = envs.EpisodeRecorder(obs, info)
         self.ids = prompt_ids(tok, self.recorder.messages, self.tools)
@@ -28,6 +47,18 @@ class Episode:
     @property
     def done(self) -> bool:
         return self.recorder.done
+
+    @property
+    def fault(self) -> str:
+        """Why the environment (not the model) ended the episode; "" when it did not."""
+        return (self.recorder.final or {}).get("fault", "")
+
+    def restart(self) -> bool:
+        """Play a faulted episode again from its reset when tries are left (True), else keep it as it ended."""
+        if not self.fault or self.tries >= EPISODE_TRIES:
+            return False
+        self._start()
+        return True
 
     @property
     def turns(self) -> int:
@@ -71,14 +102,24 @@ class Episode:
                 "final_action": rec.steps[-1]["action"][:300] if rec.steps else ""}
 
 
-def play(episodes: list["Episode"], generate, tok, batch_size: int, max_context: int, on_done=None,
-         forget=None) -> float:
+def play(episodes, generate, tok, batch_size: int, max_context: int, on_done=None, forget=None,
+         window: int | None = None) -> float:
     """Run episodes to the end: each round, one batched `generate(prompts, episodes) -> [Generation]` call per
     `batch_size` live episodes (shortest prompts together), then one env step per episode; `forget(episode)` once
-    an episode has ended (generation.Turns frees its KV cache). Returns the seconds spent generating."""
+    an episode has ended (generation.Turns frees its KV cache) and `on_done(episode)` after that. `episodes` may be
+    a lazy iterable (each Episode resets its environment as it is made): at most `window` of them are live at once
+    (default: all), the next one started as one ends, so a thousand tasks hold `window` environments (browser tabs)
+    at a time. A faulted episode (the environment failed) is restarted while it has tries left. Returns the
+    seconds spent generating."""
+    source = iter(episodes)
+    live: list[Episode] = []
     gen_s = 0.0
     while True:
-        live = [e for e in episodes if not e.done]
+        while window is None or len(live) < window:
+            e = next(source, None)
+            if e is None:
+                break
+            live.append(e)
         if not live:
             return gen_s
         live.sort(key=lambda e: len(e.ids))
@@ -92,5 +133,8 @@ def play(episodes: list["Episode"], generate, tok, batch_size: int, max_context:
                 if e.done:
                     if forget is not None:
                         forget(e)
+                    if e.restart():
+                        continue
                     if on_done:
-                        on_done()
+                        on_done(e)
+        live = [e for e in live if not e.done]

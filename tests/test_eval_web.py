@@ -1,0 +1,49 @@
+"""hermes_eval on a web environment (issues 45 and 46): episodes take browser tabs as they start and give them back
+as they end, so any number of tasks runs with at most --batch-size tabs leased; the episodes reach the lake as they
+end. The module runs in one worker (--dist loadfile)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import train_helpers as th
+from train_helpers import tiny_dir  # noqa: F401  (session fixture)
+from envs.web import browser as browsers
+
+MISSING = browsers.missing()
+pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+
+
+def test_a_web_evaluation_leases_at_most_batch_size_tabs_and_records_every_episode(tiny_dir, tmp_path):
+    import envs
+    from lake import Lake
+    from trainers.eval.evaluate import EpisodeWriter, EvalSettings, evaluate_model
+    from trainers.modeling.models import load_model, load_tokenizer
+
+    tok = load_tokenizer(str(tiny_dir))
+    model = load_model(str(tiny_dir)).eval()
+    s = EvalSettings(task="web-form", limit=9, batch_size=2, max_new_tokens=8, max_turns=2, progress=False)
+    tasks = envs.load_tasks("web_form_env", "test")[:9]
+    pool = browsers.pool()
+    pool.peak_leased = sum(pool.leased.values())
+    lake = Lake.init(tmp_path / "lake")
+    writer = EpisodeWriter(lake, run_id="eval-test", model="tiny", adapter=None)
+    writer.COMMIT_EVERY = 4
+    summary, finished = evaluate_model(model, tok, s, tasks, run_id="eval-test", label="tiny", on_episode=writer.add)
+    writer.flush()
+    assert summary["episodes"] == 9 and summary["lost"] == [] and len(finished) == 9
+    assert [e.task_id for e in finished] == [t.task_id for t in tasks]
+    assert pool.peak_leased <= 2, pool.stats()  # 9 tabs before: one per episode, leased up front
+    assert sum(pool.leased.values()) == 0  # every tab given back
+    assert summary["peak_rss_mb"] > 0
+    rows = lake.snapshot().arrow("SELECT trajectory_id FROM trajectories").num_rows
+    assert rows == 9 and lake.version("trajectories") >= 3  # written in commits of 4 as they ended
+
+
+def test_zz_no_chromium_left_after_the_tests():
+    browsers.pool().shutdown()
+    deadline = time.time() + 5
+    while time.time() < deadline and browsers.leftovers():
+        time.sleep(0.1)
+    assert browsers.leftovers() == []
