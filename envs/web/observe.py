@@ -14,15 +14,22 @@ jQuery UI menu) or holds text of its own; pure containers are left out, and so i
     [7] select options=[Alaska|Texas] selected="Alaska"
     [9] button "Submit"
 
-Texts and values are cut at `TEXT_CHARS` characters and the list at `MAX_ELEMENTS` lines (a last line says
-how many were left out), so a page's observation stays within a small model's context.
+The bound is per observation, not per element: the texts, labels, placeholders and values of the listed
+elements are shown whole while together they fit `TEXT_BUDGET` characters (a long paragraph that holds the
+answer, a long instruction-like label, reaches the model in full); past that, every text is cut at one length,
+the largest that fits the budget and never below `TEXT_CHARS` (a page of many long texts loses their tails
+first, short ones stay whole). An option is cut at 30 characters and a select shows 20 options. The list
+stops at `MAX_ELEMENTS` lines (a last line says how many were left out), so a page's observation stays within
+a small model's context.
 """
 from __future__ import annotations
 
 import json
 
-TEXT_CHARS = 60
+TEXT_CHARS = 60  # the shortest cut: a text is cut below its length only when the budget needs it
+TEXT_BUDGET = 2400  # characters of text (texts, labels, placeholders, values) in one observation's element list
 MAX_ELEMENTS = 60
+_TEXT_KEYS = ("text", "label", "placeholder", "value")
 
 SNAPSHOT_JS = r"""
 const eps = String(window.__lachesisEpisode || 0);
@@ -118,12 +125,29 @@ def _cut(text: str, n: int = TEXT_CHARS) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
-def _q(text: str) -> str:
-    return json.dumps(_cut(text), ensure_ascii=False)
+def text_cap(elements: list[dict], budget: int = TEXT_BUDGET) -> int:
+    """The length every text of these elements is cut at: the largest whose total fits `budget` (no cut at all
+    when everything fits), never below TEXT_CHARS."""
+    lengths = [len(str(e[k])) for e in elements for k in _TEXT_KEYS if e.get(k)]
+    if sum(lengths) <= budget:
+        return max(lengths, default=TEXT_CHARS)
+    lo, hi = TEXT_CHARS, max(lengths)  # the total is monotone in the cap: bisect for the largest that fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(min(n, mid) for n in lengths) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
-def element_line(e: dict) -> str:
-    """One element as a line: `[ref] tag [type] ["text"] [label=.. placeholder=.. value=..] [checked] ...`."""
+def element_line(e: dict, cap: int = TEXT_CHARS) -> str:
+    """One element as a line: `[ref] tag [type] ["text"] [label=.. placeholder=.. value=..] [checked] ...`, each
+    text cut at `cap` characters."""
+
+    def _q(text: str) -> str:
+        return json.dumps(_cut(text, cap), ensure_ascii=False)
+
     parts = [f"[{e['ref']}]", e["tag"]]
     if e.get("type"):
         parts.append(e["type"])
@@ -147,7 +171,9 @@ def element_line(e: dict) -> str:
 
 
 def element_list(elements: list[dict], limit: int = MAX_ELEMENTS) -> str:
-    lines = [element_line(e) for e in elements[:limit]]
+    shown = elements[:limit]
+    cap = text_cap(shown)
+    lines = [element_line(e, cap) for e in shown]
     if len(elements) > limit:
         lines.append(f"... {len(elements) - limit} more elements not shown")
     return "\n".join(lines) if lines else "(no visible elements)"
