@@ -13,10 +13,12 @@ A task line is a JSON object:
 """
 from __future__ import annotations
 
-import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import orjson
 
 from ground.errors import UserError
 
@@ -126,21 +128,35 @@ def loaded_task(task_id: str, env: str = "") -> Task | None:
     return task if task is not None and (not env or not task.env or task.env == env) else None
 
 
+MAX_TASK_FILE_MB = 256  # a task file larger than this is refused before it is read
+
+
 def load_tasks_file(path: str | os.PathLike) -> list[Task]:
-    """Read a JSONL task file; a malformed line raises TaskFileError naming the line and field."""
+    """Read a JSONL task file once; a malformed line raises TaskFileError naming the line and field. Only a regular
+    file of at most MAX_TASK_FILE_MB is read (a folder, FIFO or device is refused before it is opened, so nothing
+    hangs), and a line nested deeper than orjson's limit is an invalid line, never a RecursionError."""
     p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"task file not found: {p}")
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"task file not found: {p}") from None
+    except OSError as exc:
+        raise TaskFileError(str(p), 0, "", f"cannot read it ({exc.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise TaskFileError(str(p), 0, "", "not a regular file (a folder, FIFO or device): give a .jsonl file")
+    if st.st_size > MAX_TASK_FILE_MB << 20:
+        raise TaskFileError(str(p), 0, "", f"{st.st_size >> 20} MB; task files of at most {MAX_TASK_FILE_MB} MB "
+                                           "are read")
     tasks: list[Task] = []
     seen: dict[str, int] = {}
-    with p.open(encoding="utf-8") as f:
+    with p.open("rb") as f:
         for lineno, raw in enumerate(f, start=1):
             if not raw.strip():
                 continue
             try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise TaskFileError(str(p), lineno, "", f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+                rec = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise TaskFileError(str(p), lineno, "", f"invalid JSON ({exc})") from None
             task = task_from_record(rec, where=(str(p), lineno))
             if task.task_id in seen:
                 raise TaskFileError(str(p), lineno, "task_id",

@@ -251,3 +251,26 @@ def test_zz_no_chromium_left_after_the_tests(web):
     while time.time() < deadline and browsers.leftovers():
         time.sleep(0.1)
     assert browsers.leftovers() == []
+
+
+# ------------------------------------------------------------------ hostile task files (issue 46, item 6)
+
+@pytest.mark.attack
+@pytest.mark.parametrize("make", ["fifo", "folder", "device", "deep", "huge_line_json"])
+def test_a_hostile_task_file_is_one_line_error_and_never_hangs(tmp_path, make):
+    path = tmp_path / "tasks.jsonl"
+    if make == "fifo":
+        os.mkfifo(path)
+    elif make == "folder":
+        path.mkdir()
+    elif make == "device":
+        path = Path("/dev/zero")
+    elif make == "deep":
+        path.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    else:
+        path.write_text('{"task_id": "a", "instruction": ' + json.dumps("x" * 2_000_000) + ', "seed": [' + "[" * 5000
+                        + "]" * 5000 + "]}\n")
+    t0 = time.time()
+    with pytest.raises(envs.TaskFileError) as err:
+        envs.load_tasks_file(str(path))
+    assert time.time() - t0 < 30 and "\n" not in str(err.value) and str(path) in str(err.value)
