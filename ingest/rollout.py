@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import queue
 import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable, Iterator
 
 import envs
@@ -31,6 +33,8 @@ from ground.digest import file_sha256
 from ingest.rollout_config import RolloutInputError, RolloutSpec
 from lake import Lake
 from lake.lake import process_writer_id
+from lake.output_folder import check_output_folder
+from lake.store import is_url
 
 __all__ = ["RolloutInputError", "RolloutSpec", "iter_rollouts", "run_rollouts", "run_rollout", "summarize",
            "append_rollouts", "episode_id", "rollout_prefix"]
@@ -201,11 +205,22 @@ def _group_episodes(lake: Lake, prefix: str) -> tuple[str | None, set[str]]:
         return rows[0], set(ids.to_pylist())
 
 
+def check_screenshots(folder: str, lake: Lake) -> None:
+    """--screenshots follows `lake export`'s output rules (lake/output_folder.py: never inside a lake, also through a
+    symbolic link or `..`; a place nothing can be written to is refused), checked before the first episode."""
+    if os.path.lexists(folder) and not os.path.isdir(folder):
+        raise RolloutInputError(f"--screenshots {folder}: not a folder")
+    lakes = [] if is_url(str(lake.root)) else [Path(lake.root)]
+    check_output_folder(folder, lakes=lakes, error=RolloutInputError)
+
+
 def run_rollout(spec: RolloutSpec, lake_root=None, on_episode: Callable[[int, dict | EpisodeLost], None] | None = None,
                 ) -> RolloutResult:
     """Play the rollout into the lake as it goes (see the module); `on_episode(index, record or EpisodeLost)` after
     each episode (progress)."""
     lake = Lake.init(lake_root)
+    if spec.screenshots:
+        check_screenshots(spec.screenshots, lake)
     prefix = rollout_prefix(spec)
     group, present = _group_episodes(lake, prefix) if spec.resume else (None, set())
     group = group or f"{prefix}-{uuid.uuid4().hex[:8]}"

@@ -274,3 +274,52 @@ def test_a_hostile_task_file_is_one_line_error_and_never_hangs(tmp_path, make):
     with pytest.raises(envs.TaskFileError) as err:
         envs.load_tasks_file(str(path))
     assert time.time() - t0 < 30 and "\n" not in str(err.value) and str(path) in str(err.value)
+
+
+# ------------------------------------------------------------------ --screenshots (issue 46, item 5)
+
+def _rollout_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([LAKE_BIN, "rollout", "--env", "web-form", "--episodes", "1", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.attack
+@pytest.mark.parametrize("where", ["lake_root", "table", "delta_log", "dotdot", "symlink", "file", "fifo",
+                                   "dangling"])
+def test_screenshots_never_inside_a_lake_and_only_a_folder(tmp_path, where):
+    lake = tmp_path / "lake"
+    Lake.init(lake)
+    link = tmp_path / "link"
+    target = {"lake_root": lake, "table": lake / "trajectories", "delta_log": lake / "trajectories" / "_delta_log",
+              "dotdot": tmp_path / "elsewhere" / ".." / "lake" / "shots", "symlink": link / "shots",
+              "file": tmp_path / "a_file", "fifo": tmp_path / "a_fifo", "dangling": tmp_path / "dangling"}[where]
+    if where == "symlink":
+        link.symlink_to(lake)
+    elif where == "file":
+        target.write_text("x")
+    elif where == "fifo":
+        os.mkfifo(target)
+    elif where == "dangling":
+        target.symlink_to(tmp_path / "nowhere" / "x")
+    res = _rollout_cli("--screenshots", str(target), "--lake", str(lake))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) <= 2
+    with Lake.open(lake).snapshot() as snap:
+        assert snap.arrow("SELECT count(*) AS n FROM trajectories").column(0)[0].as_py() == 0
+
+
+@needs_browser
+def test_a_screenshot_that_cannot_be_written_is_a_warning_and_the_episode_is_kept(tmp_path):
+    shots = tmp_path / "shots"
+    env = envs.make("web-form", max_steps=6, screenshots=str(shots))
+    try:
+        shots.mkdir()
+        shots.rmdir()
+        shots.write_text("a file where the folder was")  # taken away mid-run
+        rec = policy_record(env, envs.get_policy("web_form_env", "expert"), seed=0,
+                            options={"index": _train_index("click-button")}, source="test")
+    finally:
+        env.close()
+    assert rec["success"] is True and env.unwrapped.screenshot_failures == 1
+    meta = json.loads(rec["metadata"]) if isinstance(rec["metadata"], str) else rec["metadata"]
+    assert "screenshot not saved" in meta["checks"]["details"][0]["screenshot_error"]

@@ -72,8 +72,8 @@ class WebFormEnv(ToolEnv):
                          templates=templates, reward_weights=reward_weights)
         self._pool = pool
         self.screenshots = Path(screenshots) if screenshots is not None else None
-        if self.screenshots is not None:
-            self.screenshots.mkdir(parents=True, exist_ok=True)
+        self.screenshot_failures = 0  # screenshots that could not be written (each a warning, never an error)
+        self.screenshot_error = ""  # the last one's reason
         self.page: browsers.Page | None = None
         self.fields: dict[str, str] = {}
         self._paid_share = 0.0
@@ -214,6 +214,8 @@ class WebFormEnv(ToolEnv):
             shot = self._screenshot() if self.screenshots is not None and not gone else None
             if shot:
                 report.details[0]["screenshot"] = shot
+            elif self.screenshot_error:
+                report.details[0]["screenshot_error"] = self.screenshot_error
             final = final_reward(self.reward_weights, report) - (pc * self._paid_share if pc is not None else 0.0)
             terms["final"] = final
             info.update(reward=final_reward(self.reward_weights, report), success=report.success,
@@ -260,8 +262,15 @@ class WebFormEnv(ToolEnv):
             png = self.page.screenshot()
         except EnvironmentFault:
             return None
+        self.screenshot_error = ""
         path = (self.screenshots / f"{self.task.task_id.replace(':', '-')}-{uuid.uuid4().hex[:8]}.png").resolve()
-        path.write_bytes(png)
+        try:
+            self.screenshots.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(png)
+        except OSError as exc:  # a full disk or a folder taken away: this episode has no picture, the run goes on
+            self.screenshot_failures += 1
+            self.screenshot_error = f"screenshot not saved: {exc.strerror or exc} ({self.screenshots})"
+            return None
         return str(path)
 
     # ------------------------------------------------------------ scoring (hooks a page family overrides)
