@@ -323,3 +323,11 @@ def test_a_screenshot_that_cannot_be_written_is_a_warning_and_the_episode_is_kep
     assert rec["success"] is True and env.unwrapped.screenshot_failures == 1
     meta = json.loads(rec["metadata"]) if isinstance(rec["metadata"], str) else rec["metadata"]
     assert "screenshot not saved" in meta["checks"]["details"][0]["screenshot_error"]
+
+
+def test_a_browser_that_cannot_start_is_one_line_naming_the_packages(tmp_path):
+    res = subprocess.run([LAKE_BIN, "rollout", "--env", "web-form", "--episodes", "2", "--lake", str(tmp_path / "l")],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "LACHESIS_CHROMIUM": "/bin/false"})
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    line = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert len(line) == 1 and "chromium did not start" in line[0] and "apt-get install chromium" in line[0]

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envs.base import EnvironmentFault
+from ground.errors import UserError
 from envs.web import watchdog
 
 PACKAGES_HINT = ("web_form_env needs Chromium and its driver: `apt-get install chromium chromium-driver` "
@@ -49,8 +50,8 @@ FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-backgroun
          "--window-size=800,600")
 
 
-class BrowserUnavailable(RuntimeError):
-    """This machine cannot start a browser (the message names what to install)."""
+class BrowserUnavailable(UserError, RuntimeError):
+    """This machine cannot start a browser (one line naming what to install); a command ends with it as `error:`."""
 
 
 class BrowserGone(EnvironmentFault):
@@ -190,7 +191,7 @@ class Browser:
             if proc is not None:
                 watchdog.end_browser(proc.pid, self.tag)
             shutil.rmtree(self.tag, ignore_errors=True)
-            raise BrowserUnavailable(f"chromium did not start: {_one_line(exc)}") from None
+            raise BrowserUnavailable(f"chromium did not start ({_one_line(exc)}); {PACKAGES_HINT}") from None
         self.pgid = service.process.pid  # start_new_session: the driver leads its own group
         STARTED.append((self.pgid, self.tag))
         _tell_watchdog(f"add {self.pgid} {self.tag}")
