@@ -15,7 +15,7 @@ import tempfile
 import weakref
 
 from envs.cgroups import sweep_stale as sweep_stale_groups
-from envs.processes import alive
+from ground.processes import pid_alive
 from envs.programs import mountns
 from envs.tree_walk import remove_tree
 
@@ -55,7 +55,7 @@ def sweep_stale_once() -> None:
 def sweep_stale() -> None:
     """Unmount and delete the workspaces, and remove the cgroups, of sandboxes whose process died without
     closing them (kill -9)."""
-    sweep_stale_groups(alive)
+    sweep_stale_groups(pid_alive)
     pattern = re.compile(re.escape(tempfile.gettempdir()) + "/" + re.escape(DIR_PREFIX) + r"(\d+)-[^/]+/workspace")
     try:
         with open("/proc/self/mountinfo") as f:
@@ -64,7 +64,7 @@ def sweep_stale() -> None:
         return
     for point in points:
         m = pattern.fullmatch(point)
-        if m is None or int(m.group(1)) == os.getpid() or alive(int(m.group(1))):
+        if m is None or int(m.group(1)) == os.getpid() or pid_alive(int(m.group(1))):
             continue
         try:
             mountns.umount(point)

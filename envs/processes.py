@@ -26,17 +26,6 @@ def count_processes(uid: int) -> int:
         return 256
 
 
-def alive(pid: int) -> bool:
-    """Whether a process with this pid exists (one of another uid counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def killpg(pgid: int) -> None:
     """SIGKILL a process group, if it is still there."""
     try:

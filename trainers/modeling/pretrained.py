@@ -21,6 +21,7 @@ import shutil
 from pathlib import Path
 
 from ground.digest import file_sha256
+from ground.processes import pid_alive
 from trainers.modeling.chat import CHATML_TEMPLATE
 from trainers.runtime.device import cache_dir, quiet_transformers, setup_env
 from trainers.runtime.errors import TrainerInputError
@@ -155,15 +156,5 @@ def _drop_stale(base: Path, keep: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
     for p in base.iterdir():
         work = _WORK_FOLDER.fullmatch(p.name)
-        if work and not _alive(int(work.group(1))):
+        if work and not pid_alive(int(work.group(1))):
             shutil.rmtree(p, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True

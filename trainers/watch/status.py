@@ -10,11 +10,11 @@ consumed since without a new example (`skipped`: nothing was published for them)
 from __future__ import annotations
 
 import math
-import os
 import socket
 import time
 from pathlib import Path
 
+from ground.processes import pid_alive
 from lake import Lake, LakeError
 from lake.atomic import read_json
 from trainers.runtime import checkpoint
@@ -31,16 +31,6 @@ def find_watchers(runs_dir: Path) -> list[Path]:
     if not runs_dir.is_dir():
         return []
     return sorted(p for p in runs_dir.iterdir() if (p / WATCH_FILE).is_file())
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by another user
-        return True
-    return True
 
 
 def heartbeat(folder: Path) -> dict:
