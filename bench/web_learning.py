@@ -38,22 +38,32 @@ WEB = "web_form_env"
 WEB_SIZE = replace(SIZES["cpu"], seeds=1, eval_limit=25, families_limit=12, sft_steps=(24,), jobs=3, families=True)
 
 
+GENERATED = "web_gen_env"  # generated form tasks (envs/web/generated): --generated mixes their expert episodes in
+
+
 def run_all(size: Size, model: str, work: Path, expert: int, resume: bool, first_seed: int = 0,
-            accum: int = 1) -> dict:
-    """`accum`: micro-batches of size.sft_batch per optimizer step (the memory lever)."""
+            accum: int = 1, generated: int = 0, base: dict | None = None) -> dict:
+    """`accum`: micro-batches of size.sft_batch per optimizer step (the memory lever); `generated`: expert episodes
+    of generated form tasks in the same lake (the sft view mixes them in); `base`: the base model's figures from an
+    earlier run of the same limits (its evaluations are skipped)."""
     c = Commands(work, model, resume)
     t0 = time.time()
     lake = work / "lake_web"
     c.run("lake", "init", "--lake", lake, log="init-web")
-    c.run("lake", "rollout", "--env", WEB, "--policy", "expert", "--episodes", expert, "--lake", lake,
+    c.run("lake", "rollout", "--env", WEB, "--policy", "expert", "--episodes", expert, "--workers", 2, "--lake", lake,
           log="rollout-web")
-    out = pool(size.jobs, [
+    if generated:
+        c.run("lake", "rollout", "--env", GENERATED, "--policy", "expert", "--episodes", generated, "--workers", 2,
+              "--lake", lake, log="rollout-generated")
+    evals = [] if base else [
         lambda: c.evaluate(WEB, size.eval_limit, None, log="base-eval-web"),
-        lambda: c.evaluate(WEB, size.families_limit, None, log="base-fam-web", split="test_families"),
+        lambda: c.evaluate(WEB, size.families_limit, None, log="base-fam-web", split="test_families")]
+    out = pool(size.jobs, [
+        *evals,
         *(lambda sd=sd: strategy_sft(c, size, lake, sd, env=WEB, extra=("--grad-accum", accum) if accum > 1 else ())
           for sd in range(first_seed, first_seed + size.seeds))])
-    records = [{**r, "micro_batch": size.sft_batch} for rs in out[2:] for r in rs]
-    return {"base": {**out[0], **out[1]}, "records": records, **time_spent(t0, c.logs)}
+    records = [{**r, "micro_batch": size.sft_batch} for rs in out[len(evals):] for r in rs]
+    return {"base": base or {**out[0], **out[1]}, "records": records, **time_spent(t0, c.logs)}
 
 
 # The published MiniWoB++ figures issue 39 cites, and what differs from this bench's setting.
@@ -93,7 +103,7 @@ def table(result: dict, size: Size) -> list[str]:
     return rows
 
 
-FLAGS = ("steps", "batch", "micro_batch", "expert", "test_limit", "families_limit")  # named in the report when set
+FLAGS = ("steps", "batch", "micro_batch", "expert", "generated", "test_limit", "families_limit")  # named in the report when set
 
 
 def write_report(result: dict, size: Size, args, out: Path, loads: tuple, flags: str) -> Path:
@@ -106,7 +116,9 @@ def write_report(result: dict, size: Size, args, out: Path, loads: tuple, flags:
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine()}; 1-minute load average "
              f"{loads[0]:.2f} at the start, {loads[1]:.2f} at the end; {took} ({size.jobs} commands side by side, "
              "one torch thread each).", "",
-             f"{args.expert} expert episodes of the train split (train task i is training task i % 25) in the lake; "
+             f"{args.expert} expert episodes of the train split (train task i is training task i % 25)"
+             + (f" and {args.generated} of generated form tasks ({GENERATED})" if args.generated else "")
+             + " in the lake; "
              f"`rl_finetune_supervised --model {args.model} --data sft --max-steps {size.sft_steps[-1]}` at lr "
              f"{size.sft_lr}, {args.batch} conversations a step (LoRA for a pretrained model; micro-batches per seed "
              f"{ {r['seed']: r.get('micro_batch') for r in result['records']} }, the same step in less memory); "
@@ -131,6 +143,11 @@ def main() -> None:
     ap.add_argument("--micro-batch", type=int, default=2,
                     help="conversations per forward pass (default 2: 8 at once took 14-17 GB with SmolLM2)")
     ap.add_argument("--expert", type=int, default=200, help="expert train-split episodes in the lake (default 200)")
+    ap.add_argument("--generated", type=int, default=0,
+                    help=f"expert episodes of generated form tasks ({GENERATED}) mixed into the lake (default 0)")
+    ap.add_argument("--base-from", type=Path,
+                    help="a web_learning.json of the same --test-limit and --families-limit: its base-model figures "
+                         "are reused and the base evaluations skipped (greedy: the same model gives the same figures)")
     ap.add_argument("--test-limit", type=int, default=WEB_SIZE.eval_limit, help="test tasks evaluated (default 25)")
     ap.add_argument("--families-limit", type=int, default=WEB_SIZE.families_limit,
                     help="test_families tasks evaluated (default 12)")
@@ -140,8 +157,8 @@ def main() -> None:
     for name in ("seeds", "steps", "expert", "test_limit", "families_limit"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.first_seed < 0:
-        ap.error("--first-seed must be at least 0")
+    if args.first_seed < 0 or args.generated < 0:
+        ap.error("--first-seed and --generated must be at least 0")
     if args.micro_batch < 1 or args.batch % args.micro_batch:
         ap.error(f"--micro-batch must divide --batch ({args.batch}), got {args.micro_batch}")
     size = replace(WEB_SIZE, seeds=args.seeds, sft_steps=(args.steps,), eval_limit=args.test_limit,
@@ -151,12 +168,19 @@ def main() -> None:
     work = work_folder(args, ap, "lachesis-web-learning-")
     load0 = os.getloadavg()[0]
     print(f"web learning: model {args.model}, {size.seeds} seeds, {args.steps} steps, work {work}", flush=True)
+    base = None
+    if args.base_from:
+        earlier = json.loads(args.base_from.read_text())
+        if (earlier["size"]["eval_limit"], earlier["size"]["families_limit"]) != (size.eval_limit, size.families_limit):
+            ap.error(f"--base-from {args.base_from}: evaluated other limits than --test-limit/--families-limit")
+        base = earlier["base"]
     result = run_in_work(args, work, lambda: run_all(size, args.model, work, args.expert, args.resume,
-                                                     args.first_seed, args.batch // args.micro_batch))
+                                                     args.first_seed, args.batch // args.micro_batch,
+                                                     args.generated, base))
     load1 = os.getloadavg()[0]
     # what trains the same model: the micro-batch only trades memory for time
     setting = {"size": asdict(replace(size, seeds=1, sft_batch=None)), "model": args.model, "expert": args.expert,
-               "batch": args.batch}
+               "generated": args.generated, "batch": args.batch}
     saved = out / "web_learning.json"
     earlier = json.loads(saved.read_text()) if saved.exists() else {}
     if {k: earlier.get(k) for k in setting} == json.loads(json.dumps(setting)):  # the same run, other seeds
