@@ -41,6 +41,40 @@ def test_a_web_evaluation_leases_at_most_batch_size_tabs_and_records_every_episo
     assert rows == 9 and lake.version("trajectories") >= 3  # written in commits of 4 as they ended
 
 
+def test_a_model_episode_whose_page_fails_mid_episode_is_played_again(tiny_dir):
+    import envs
+    from trainers.generation.episodes import Episode, play
+    from trainers.generation.generate import Generation
+    from trainers.modeling.models import load_tokenizer
+
+    tok = load_tokenizer(str(tiny_dir))
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    names = envs.builtin_suite("web_form_env").templates_of("train")
+    task = envs.load_tasks("web_form_env", "train")[names.index("enter-password")]
+    env = envs.make("web-form", split="train", max_steps=6)
+    expert = envs.get_policy("web_form_env", "expert")
+    broken = []
+
+    def generate(prompts, episodes):  # the expert's replies as "generated" tokens; the page breaks once
+        out = []
+        for e in episodes:
+            if e.turns == 0:
+                expert.reset(e.recorder.info)
+            if not broken:
+                env.unwrapped.page.run("window.getComputedStyle = undefined;")
+                broken.append(True)
+            text = expert.act(e.recorder.steps[-1]["result"] if e.turns else e.messages[-1]["content"], e.messages)
+            out.append(Generation.scripted(tok.encode(text, add_special_tokens=False) + [eos]))
+        return out
+
+    ep = Episode(env, task.task_id, 0, tok)
+    try:
+        play([ep], generate, tok, 1, 4096)
+    finally:
+        env.close()
+    assert ep.tries == 2 and ep.fault == "" and ep.recorder.success
+
+
 def test_zz_no_chromium_left_after_the_tests():
     browsers.pool().shutdown()
     deadline = time.time() + 5

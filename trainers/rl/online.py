@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import envs
+from envs.episode import EpisodeLost
 from lake.jsonl import read_jsonl
 from trainers.eval.evaluate import EvalSettings, evaluate_model, load_eval_tasks
 from trainers.generation.episodes import play
@@ -107,14 +108,18 @@ def play_groups(model, tok, cfg: OnlineConfig, hp: ProjectConfig, stream: TaskSt
     an actor's batch), so the same key replays the same episodes. `model` generates them (generation.Turns: the
     KV kept across turns); `generate` replaces that (bench/bench_generation.py's plain path)."""
     t0 = time.perf_counter()
-    env_kw = {"tasks": cfg.tasks_file} if cfg.tasks_file else {"split": "train"}
     eps = []
     for b in range(hp.batch_size):
         task = stream.at(position + b)
+        # a task file was read once (the stream holds its tasks): each environment gets its own task only
+        env_kw = {"tasks": [task]} if cfg.tasks_file else {"split": "train"}
         for g in range(hp.group_size):
             seed = (hp.seed * 1_000_003 + seed_key) * 10_007 + b * hp.group_size + g
             env = envs.make(cfg.env, max_steps=hp.max_turns, reward_weights=reward_weights(hp), **env_kw)
-            eps.append(Rollout(env, task.task_id, seed, tok, group=b))
+            try:
+                eps.append(Rollout(env, task.task_id, seed, tok, group=b))
+            except EpisodeLost:  # every reset failed in the environment: the group goes on one member short
+                env.close()
     s = EvalSettings(task=cfg.env, batch_size=GENERATE_BATCH, max_context=cfg.max_context,
                      max_turns=hp.max_turns, tasks_file=cfg.tasks_file)
     model.eval()

@@ -13,12 +13,16 @@ class Rollout(Episode):
     """An episode that keeps the spans of tokens the model generated (what the loss trains on)."""
 
     def __init__(self, env, task_id: str, seed: int, tok, group: int):
-        super().__init__(env, task_id, seed, tok)
         self.group = group
+        self.advantage = 0.0
+        super().__init__(env, task_id, seed, tok)
+
+    def _start(self) -> None:
+        """A (re)start from reset: the generated spans of a play the environment faulted are dropped with it."""
+        super()._start()
         self.spans: list[tuple[int, int]] = []
         self.tail: list[int] = []  # the final turn: the environment ended the episode, so ids does not hold it
         self.logps: list[float] = []  # the sampled tokens' log-probs at generation, in order
-        self.advantage = 0.0
 
     def advance(self, tok, gen: Generation, max_context: int) -> None:
         start = len(self.ids)
