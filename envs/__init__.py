@@ -52,6 +52,10 @@ register_environment(
 register_environment(
     "web_fill_env", "envs.web.env:WebFillEnv", tags=["web"], aliases=["web-fill"],
     description="web_form_env's field tasks (11 + 4 held out): type, pick and submit the values asked for.")
+register_environment(
+    "web_gen_env", "envs.web.generated.env:WebGenEnv", tags=["web"], aliases=["web-gen"],
+    description="Generated web forms (unlimited seeds): find each field by its label in varied layouts, widgets, "
+                "tabs, sections and popups; reward = the form's verdict.")
 
 
 def get_policy(env_name: str, kind: str, seed: int = 0) -> Policy:

@@ -465,6 +465,9 @@ class NoisyWebExpert(WebExpert):
 
 def make_web_policy(env_name: str, kind: str, seed: int = 0):
     """expert | noisy | recover (the noisy expert: its mistakes are followed by the repair) | random."""
+    if env_name == "web_gen_env":  # generated forms: experts of their own (envs/web/generated/expert.py)
+        from envs.web.generated.expert import make_gen_policy
+        return make_gen_policy(kind, seed)
     if kind == "expert":
         return WebExpert(env_name, seed)
     if kind in ("noisy", "recover"):
