@@ -273,14 +273,24 @@ class WebFormEnv(ToolEnv):
             return None
         return str(path)
 
-    # ------------------------------------------------------------ scoring (hooks a page family overrides)
+    # ------------------------------------------------------------ scoring (hooks a page family overrides:
+    # _task_fields, _fill_keys, _detail)
 
     def _task_fields(self, task: Task, utterance: str) -> dict[str, str]:
         """The task's fields (name -> wanted value) read from its instruction: what partial credit counts."""
         return _fields(task, utterance)
 
+    def _fill_keys(self) -> list[str]:
+        """The task's fields that a correct page shows as some field's value (what partial credit counts): here
+        MiniWoB's own fields of the task that FILL lists."""
+        return [k for k in FILL.get(self.task.template if self.task else "", ()) if self.fields.get(k)]
+
+    def _detail(self) -> dict:
+        """What the final checks name of the task's page, before its verdict (MiniWoB's task)."""
+        return {"miniwob": self.task.template}
+
     def _fill_share(self, snap: dict) -> float:
-        keys = [k for k in FILL.get(self.task.template if self.task else "", ()) if self.fields.get(k)]
+        keys = self._fill_keys()
         if not keys:
             return 0.0
         values = {str(e.get("value", "")).strip().lower() for e in snap.get("elements", ()) if "value" in e}
@@ -289,10 +299,10 @@ class WebFormEnv(ToolEnv):
     def _report(self, snap: dict, share: float, gone: str) -> CheckReport:
         raw = float(snap.get("raw_reward") or 0.0) if snap.get("done") else 0.0
         success = bool(snap.get("done")) and raw > 0
-        keys = [k for k in FILL.get(self.task.template, ()) if self.fields.get(k)]
+        keys = self._fill_keys()
         total = len(keys) or 1
         passed = total if success else round(share * len(keys))
-        detail = {"miniwob": self.task.template, "raw_reward": raw, "reason": snap.get("reason"),
+        detail = {**self._detail(), "raw_reward": raw, "reason": snap.get("reason"),
                   "page_done": bool(snap.get("done")), "fields": dict(self.fields)}
         if gone:
             detail["browser"] = gone

@@ -23,7 +23,6 @@ import zlib
 from pathlib import Path
 
 from envs.base import Suite, builtin_id
-from envs.checks import CheckReport
 from envs.tasks import FAMILY_SPLIT, SPLITS, Task
 from envs.web import browser as browsers
 from envs.web.env import WebFormEnv
@@ -101,21 +100,9 @@ class WebGenEnv(WebFormEnv):
     def _task_fields(self, task: Task, utterance: str) -> dict[str, str]:
         return self.spec.fields() if self.spec is not None else {}
 
-    def _fill_share(self, snap: dict) -> float:
-        keys = [k for k, v in self.fields.items() if v]
-        if not keys:
-            return 0.0
-        values = {str(e.get("value", "")).strip().lower() for e in snap.get("elements", ()) if "value" in e}
-        return sum(1 for k in keys if self.fields[k].strip().lower() in values) / len(keys)
+    def _fill_keys(self) -> list[str]:
+        return [k for k, v in self.fields.items() if v]
 
-    def _report(self, snap: dict, share: float, gone: str) -> CheckReport:
-        raw = float(snap.get("raw_reward") or 0.0) if snap.get("done") else 0.0
-        success = bool(snap.get("done")) and raw > 0
-        total = len(self.fields) or 1
-        passed = total if success else round(share * len(self.fields))
-        detail = {"generator": "form", "seed": self.spec.seed, "layout": self.spec.layout, "raw_reward": raw,
-                  "reason": snap.get("reason"), "page_done": bool(snap.get("done")), "rules": list(self.spec.rules),
-                  "fields": dict(self.fields)}
-        if gone:
-            detail["browser"] = gone
-        return CheckReport(reward=1.0 if success else 0.0, passed=passed, total=total, details=[detail])
+    def _detail(self) -> dict:
+        return {"generator": "form", "seed": self.spec.seed, "layout": self.spec.layout,
+                "rules": list(self.spec.rules)}

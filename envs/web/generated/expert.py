@@ -25,7 +25,7 @@ from envs.base import ResetInfo
 from envs.policies import RandomPolicy, _typo
 from envs.suites import find_task
 from envs.toolcalls import format_tool_call
-from envs.web.experts import El, click, parse_elements, type_
+from envs.web.experts import El, MISTAKES, click, parse_elements, type_
 from envs.web.generated.env import spec_of
 from envs.web.generated.spec import FormSpec, Widget
 
@@ -157,9 +157,6 @@ class GenExpert:
 
     def notes(self) -> dict:
         return {"policy": self.kind}
-
-
-MISTAKES = ("wrong field", "typo", "wrong click", "early submit")
 
 
 @dataclass
