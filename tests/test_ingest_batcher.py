@@ -41,6 +41,6 @@ def test_requests_being_parsed_share_one_version(tmp_path):
     got, took = asyncio.run(scenario())
     assert isinstance(got[3], ValueError)
     assert len({r.version for r in got[:3]}) == 1 and all(r.rows == 3 for r in got[:3])
-    assert took < 2.0  # waited for the three requests, not for the 5 s cap
+    assert took < 4.0  # waited for the three requests (~0.1 s), not for the 5 s cap: room for a busy machine
     with lk.snapshot() as snap:
         assert snap.sql("SELECT count(*) FROM trajectories").fetchall() == [(3,)]

@@ -114,7 +114,7 @@ def test_bad_increments_are_skipped_and_the_next_good_one_is_served(tiny_dir, tm
         health = httpx.get(url + "/v1/health", timeout=5).json()
         assert follower._thread.is_alive()
     log = capfd.readouterr().err
-    assert worst < 1.0, worst
+    assert worst < 3.0, worst  # a deadline (a refused increment never holds health up), with room for a busy machine
     assert answer.status_code == 200 and answer.json()["model"] == "tiny@watch:8"
     events = {(e["increment"], e["event"]) for e in health["follow"]}
     assert events == {(2, "refused"), (3, "refused"), (4, "refused"), (5, "refused"), (6, "refused"),

@@ -79,7 +79,7 @@ def test_an_idle_connection_is_closed(server):
 def test_a_trickled_head_is_a_408(server):
     answer, took = slowloris_head(server[1], b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
-    assert took < 3
+    assert took < 5  # the 1 s --header-timeout, with room for a busy machine
 
 
 @pytest.mark.attack

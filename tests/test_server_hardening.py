@@ -213,8 +213,9 @@ def test_a_skill_with_too_many_keys_is_a_422_at_once_for_the_right_reason(server
     took = time.perf_counter() - t0
     assert r.status_code == 422, r.text
     assert words in r.text and "alias bomb" not in r.text and "frontmatter_too_large" in r.text, r.text
-    assert took < 1.5, took
-    assert _health_while(c, lambda: c.post("/v1/skills", json={"content": content})) < 0.5
+    # deadlines, not latencies: refused before parsing (ms; parsing took 5.2 s), health never behind it
+    assert took < 4.0, took
+    assert _health_while(c, lambda: c.post("/v1/skills", json={"content": content})) < 2.5
 
 
 def _health_while(c, work) -> float:

@@ -75,7 +75,7 @@ def test_an_idle_connection_is_closed(server):
 def test_a_slowloris_head_is_closed_with_a_408(server):
     answer, took = slowloris_head(server.port, b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
-    assert took < 3.5
+    assert took < 5  # the 1 s --header-timeout, with room for a busy machine
 
 
 @pytest.mark.attack
