@@ -24,6 +24,11 @@ The rules, in one place:
 - an assistant message with neither tool calls nor reasoning whose text holds the Hermes markup (<think>,
   <REASONING_SCRATCHPAD>, <tool_call>) is split by the one parser (envs/toolcalls.py), as the model server and the
   environments split a reply; a malformed block stays in the content (`strict_calls`: it is an error instead).
+- bounds: JSON in text (a `<tool_call>` block, an `arguments` string, a conversation given as JSON text) is read
+  within the parser's bounds (envs/toolcalls.py: 64 levels, 8 MiB a call), never into a RecursionError. Where
+  messages come in (`incoming`: a chat request, an imported record) a call beyond them is an error naming the
+  field, text no model writes in earnest; elsewhere (a reply, a reader of the lake) such a block stays in the
+  content and such arguments stay text, as any malformed call does.
 - tool calls: OpenAI's {id, type, function: {name, arguments}} or flat {id, name, arguments}; arguments an object
   or JSON text, kept as compact JSON text in the key order written (`arguments_text`); text that is not JSON stays
   as it is.
@@ -42,7 +47,7 @@ from typing import Any
 
 import orjson
 
-from envs.toolcalls import REASONING_TAGS, parse_tool_calls
+from envs.toolcalls import REASONING_TAGS, JsonBoundsError, json_bounds_error, loads_bounded, parse_tool_calls
 
 ROLES = ("system", "user", "assistant", "tool")
 ROLE_MAP = {"system": "system", "developer": "system", "user": "user", "human": "user", "assistant": "assistant",
@@ -75,8 +80,8 @@ def arguments_text(args: Any) -> str:
         return "{}"
     if isinstance(args, str):
         try:
-            args = orjson.loads(args)
-        except orjson.JSONDecodeError:
+            args = loads_bounded(args, orjson.loads)
+        except ValueError:  # not JSON, or beyond the bounds
             return args
     try:
         return orjson.dumps(args).decode()
@@ -88,8 +93,8 @@ def arguments_object(text: Any) -> Any:
     """The arguments a tool runs and a chat template renders: an object where the text parses, {} for none."""
     if isinstance(text, str):
         try:
-            return json.loads(text) if text.strip() else {}
-        except ValueError:
+            return loads_bounded(text) if text.strip() else {}
+        except ValueError:  # not JSON, or beyond the bounds
             return text
     return {} if text is None else text
 
@@ -109,15 +114,16 @@ def assistant_message(text: str, turn: int) -> dict:
 
 
 def normalize_message(msg: Any, field: list | None = None, *, turn: int = 0, require_content: bool = True,
-                      strict_calls: bool = False) -> tuple[dict, bool]:
+                      strict_calls: bool = False, incoming: bool = False) -> tuple[dict, bool]:
     """One message in the lake form, and whether that lost anything (module docstring). `turn`: the message's
-    place among its conversation's assistant messages (for made-up call ids). Raises MessageError."""
-    out, lossy, _ = _normalize(msg, list(field or []), turn, require_content, strict_calls)
+    place among its conversation's assistant messages (for made-up call ids); `incoming`: a tool call beyond the
+    parser's bounds is an error (module docstring: bounds). Raises MessageError."""
+    out, lossy, _ = _normalize(msg, list(field or []), turn, require_content, strict_calls, incoming)
     return out, lossy
 
 
 def normalize_messages(msgs: Any, field: list | None = None, *, require_content: bool = True,
-                       strict_calls: bool = False) -> tuple[list[dict], bool]:
+                       strict_calls: bool = False, incoming: bool = False) -> tuple[list[dict], bool]:
     """A conversation in the lake form (each message as `normalize_message`, tool messages linked to the calls
     they answer), and whether that lost anything. Raises MessageError naming the first bad field."""
     field = list(field or [])
@@ -126,7 +132,7 @@ def normalize_messages(msgs: Any, field: list | None = None, *, require_content:
     out, lossy, turn = [], False, 0
     pending: list[tuple[dict, bool]] = []  # the last assistant message's calls not yet answered (call, made-up id)
     for i, m in enumerate(msgs):
-        nm, changed, made_up = _normalize(m, field + [i], turn, require_content, strict_calls)
+        nm, changed, made_up = _normalize(m, field + [i], turn, require_content, strict_calls, incoming)
         if nm["role"] == "assistant":
             turn += 1
             pending = [(c, j in made_up) for j, c in enumerate(nm["tool_calls"] or [])]
@@ -143,9 +149,12 @@ def template_messages(messages: Any) -> list[dict]:
     """A conversation (a list, or its JSON text) in the chat template's play form: role, content (a string),
     tool_calls [{name, arguments: object}], reasoning, and a tool message's tool_call_id; keys only where set.
     What SFT, DPO and the model server render: rows of a lake export (OpenAI's spelling) and files of any
-    spelling the normaliser reads. Raises MessageError (a ValueError)."""
+    spelling the normaliser reads. Raises MessageError (a ValueError; text beyond the bounds included)."""
     if isinstance(messages, str):
-        messages = json.loads(messages)
+        try:
+            messages = loads_bounded(messages, chars=None)  # a whole conversation: its depth bounded, not its size
+        except JsonBoundsError as exc:
+            raise MessageError(f"messages: {exc}") from None
     lake, _ = normalize_messages(messages or [], require_content=False)
     return [template_message(m) for m in lake]
 
@@ -164,7 +173,7 @@ def template_message(m: dict) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------- internals
-def _normalize(msg: Any, field: list, turn: int, require_content: bool, strict_calls: bool
+def _normalize(msg: Any, field: list, turn: int, require_content: bool, strict_calls: bool, incoming: bool = False
                ) -> tuple[dict, bool, set[int]]:
     """(lake-form message, lossy, indexes of the calls whose id was made up)."""
     if not isinstance(msg, dict):
@@ -195,7 +204,7 @@ def _normalize(msg: Any, field: list, turn: int, require_content: bool, strict_c
             raise MessageError("tool_calls must be a list", field + ["tool_calls"])
         calls = []
         for j, tc in enumerate(msg["tool_calls"]):
-            call, changed, invented = _tool_call(tc, field + ["tool_calls", j], turn, j)
+            call, changed, invented = _tool_call(tc, field + ["tool_calls", j], turn, j, incoming)
             calls.append(call)
             lossy = lossy or changed
             if invented:
@@ -209,6 +218,8 @@ def _normalize(msg: Any, field: list, turn: int, require_content: bool, strict_c
         raise MessageError("name must be a string", field + ["name"])
     if role == "assistant" and calls is None and reasoning is None and content and any(t in content for t in _MARKUP):
         parsed = parse_tool_calls(content)
+        if incoming and parsed.beyond_bounds:
+            raise MessageError(parsed.beyond_bounds[0], field + [content_key], "beyond_bounds")
         if strict_calls and parsed.errors:
             raise MessageError(parsed.errors[0], field + [content_key], "bad_tool_call")
         if parsed.calls:
@@ -244,8 +255,9 @@ def _content_text(content: Any, field: list) -> tuple[str | None, bool]:
     raise MessageError("content must be a string, a list of content parts or null", field)
 
 
-def _tool_call(tc: Any, field: list, turn: int, j: int) -> tuple[dict, bool, bool]:
-    """(lake-form call, lossy, whether its id was made up)."""
+def _tool_call(tc: Any, field: list, turn: int, j: int, incoming: bool = False) -> tuple[dict, bool, bool]:
+    """(lake-form call, lossy, whether its id was made up); `incoming`: an `arguments` string beyond the bounds is
+    an error."""
     if not isinstance(tc, dict):
         raise MessageError("a tool call must be an object", field)
     fn = tc.get("function")
@@ -258,6 +270,9 @@ def _tool_call(tc: Any, field: list, turn: int, j: int) -> tuple[dict, bool, boo
         lossy = bool(set(tc) - {"id", "name", "arguments", "type"})
     if not isinstance(name, str) or not name:
         raise MessageError("a tool call needs a non-empty string name", field + ["name"])
+    if incoming and isinstance(args, str) and (why := json_bounds_error(args)):
+        where = field + (["function", "arguments"] if isinstance(fn, dict) else ["arguments"])
+        raise MessageError(f"arguments: {why}", where, "beyond_bounds")
     text = arguments_text(args)
     lossy = lossy or args is None or (isinstance(args, str) and text != args)
     given = tc.get("id")

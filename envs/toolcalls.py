@@ -14,16 +14,66 @@ What it reads (the union of what the environments and the Hermes importer read b
 - errors: one line per block that did not parse, never an exception; such a block stays in the content, so
   the text the model wrote is never lost. What an error means is the caller's: an environment answers it, the
   Hermes importer refuses the turn.
+
+Bounds (`loads_bounded`, for every JSON this project reads out of text: a call's block and its "arguments" string
+here, arguments and tool responses in the importers and the model server): at most MAX_JSON_DEPTH (64) levels of
+objects and arrays, counted by one linear scan outside strings BEFORE the text is parsed, and at most
+MAX_JSON_CHARS (8 MiB) in one call. Why: the stdlib parser recurses, so a 10 KB call nested 5,000 deep was a
+RecursionError (a 500 in both servers, a traceback from `lake import`, the end of a rollout); orjson stops at 1,024
+levels but what it returns is then rendered and dumped recursively. No tool a model calls needs 64 levels, nor a
+call of 8 MiB (~2M tokens, beyond any model's context). A block beyond them is an error like any malformed one,
+also listed in `ParsedAction.beyond_bounds`: where text comes in (a chat request, an imported record) the message
+normaliser refuses it with its reason, where a model wrote it (a reply, a rollout) it is an error the agent is
+shown. Reasoning blocks are found by a linear scan too (a regex retried from every unclosed `<think>` took 74 s on
+224 KB of them).
 """
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 REASONING_TAGS = (("<think>", "</think>"), ("<REASONING_SCRATCHPAD>", "</REASONING_SCRATCHPAD>"))
-_REASONING = re.compile("|".join(f"{re.escape(a)}(.*?){re.escape(b)}" for a, b in REASONING_TAGS), re.DOTALL)
+MAX_JSON_DEPTH = 64  # levels of objects and arrays in JSON read out of text (module docstring: Bounds)
+MAX_JSON_CHARS = 8 << 20  # characters of one tool call's JSON
+_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"?', re.DOTALL)  # a JSON string, or an unclosed one to the end
+_NOT_BRACKET = re.compile(r"[^\[\]{}]++")
+
+
+class JsonBoundsError(ValueError):
+    """JSON text beyond MAX_JSON_DEPTH levels or its size bound, refused before it is parsed: the message is one
+    line saying which bound."""
+
+
+def json_bounds_error(text: str, depth: int = MAX_JSON_DEPTH, chars: int | None = MAX_JSON_CHARS) -> str:
+    """Why `text` may not be parsed as JSON ("" when it may): more than `chars` characters (None: any size), or
+    objects and arrays nested more than `depth` levels, counted in one pass outside strings, without recursion.
+    Unclosed brackets count: the parser recurses into them before it finds the text invalid."""
+    if chars is not None and len(text) > chars:
+        return f"{len(text)} characters of JSON, over the bound of {chars}"
+    if text.count("[") + text.count("{") <= depth:
+        return ""
+    level = 0
+    for c in _NOT_BRACKET.sub("", _STRING.sub("", text)):
+        if c in "[{":
+            level += 1
+            if level > depth:
+                return f"JSON nested deeper than {depth} levels"
+        else:
+            level -= 1
+    return ""
+
+
+def loads_bounded(text: str, loads: Callable[[str], Any] = json.loads, *, depth: int = MAX_JSON_DEPTH,
+                  chars: int | None = MAX_JSON_CHARS) -> Any:
+    """`loads(text)` once `text` is within the bounds (`json_bounds_error`), else JsonBoundsError. Both it and the
+    parsers' JSONDecodeError are ValueErrors: a caller catches ValueError and never sees a RecursionError."""
+    why = json_bounds_error(text, depth, chars)
+    if why:
+        raise JsonBoundsError(why)
+    return loads(text)
 
 
 @dataclass(frozen=True)
@@ -39,6 +89,7 @@ class ParsedAction:
     errors: list[str] = field(default_factory=list)  # one per block that did not parse
     thought: str = ""  # the reasoning blocks' text, one line break between blocks ("" when none)
     content: str = ""  # the text without the reasoning and the blocks that parsed (malformed ones stay)
+    beyond_bounds: list[str] = field(default_factory=list)  # those of errors that broke a bound (module docstring)
 
     @property
     def valid_tool_call(self) -> bool:
@@ -49,16 +100,20 @@ class ParsedAction:
 def parse_tool_calls(text: str) -> ParsedAction:
     """Parse every tool call in an assistant message; malformed blocks become errors, never exceptions."""
     text = text if isinstance(text, str) else str(text)
-    thoughts = [next(g for g in m.groups() if g is not None).strip() for m in _REASONING.finditer(text)]
-    rest = _REASONING.sub("", text)
+    rest, thoughts = _closed_reasoning(text)
     rest, unclosed = _unclosed_reasoning(rest)
     thought = "\n".join(t for t in thoughts + [unclosed] if t)
     calls: list[ToolCall] = []
     errors: list[str] = []
+    beyond: list[str] = []
     kept: list[str] = []  # the text around the blocks that parsed
     start = 0
     for i, m in enumerate(_BLOCK.finditer(rest)):
-        call, error = _parse_block(m.group(1), i)
+        try:
+            call, error = _parse_block(m.group(1), i)
+        except JsonBoundsError as exc:
+            call, error = None, f"tool call {i + 1}: {exc}"
+            beyond.append(error)
         if error:
             errors.append(error)
             continue
@@ -68,7 +123,35 @@ def parse_tool_calls(text: str) -> ParsedAction:
     kept.append(rest[start:])
     content = "".join(kept)
     # stripped where something was taken out (the line breaks around it); a plain reply stays as written
-    return ParsedAction(calls, errors, thought, content.strip() if calls or content != text else content)
+    return ParsedAction(calls, errors, thought, content.strip() if calls or content != text else content, beyond)
+
+
+def _closed_reasoning(text: str) -> tuple[str, list[str]]:
+    """(the text without its closed reasoning blocks, each block's stripped text): a block runs from its tag to the
+    first closing tag after it, blocks do not overlap, and a tag never closed is left in the text. One pass: where a
+    tag is never closed again, none of its later openings is tried."""
+    kept: list[str] = []
+    thoughts: list[str] = []
+    pos = 0
+    found = {tag: text.find(tag) for tag, _ in REASONING_TAGS}  # the next opening of each tag at or after pos
+    closes = dict(REASONING_TAGS)
+    while True:
+        for tag in found:
+            if 0 <= found[tag] < pos:
+                found[tag] = text.find(tag, pos)
+        live = [(at, tag) for tag, at in found.items() if at >= 0]
+        if not live:
+            break
+        at, tag = min(live)
+        end = text.find(closes[tag], at + len(tag))
+        if end < 0:  # never closed after here: neither is any later opening of this tag
+            found[tag] = -1
+            continue
+        kept.append(text[pos:at])
+        thoughts.append(text[at + len(tag):end].strip())
+        pos = end + len(closes[tag])
+    kept.append(text[pos:])
+    return "".join(kept), thoughts
 
 
 def _unclosed_reasoning(text: str) -> tuple[str, str]:
@@ -83,18 +166,25 @@ def _unclosed_reasoning(text: str) -> tuple[str, str]:
 
 
 def _parse_block(body: str, i: int) -> tuple[ToolCall | None, str]:
-    """One block's call, or the error that an observation shows the agent."""
+    """One block's call, or the error that an observation shows the agent; JsonBoundsError for a block beyond the
+    bounds (its "arguments" string included)."""
     try:
-        obj = json.loads(body.strip())
+        obj = loads_bounded(body.strip())
+    except JsonBoundsError:
+        raise
     except json.JSONDecodeError as exc:
         return None, f"tool call {i + 1}: invalid JSON ({exc.msg} at char {exc.pos})"
+    except ValueError as exc:  # valid JSON Python will not read: an integer of more than 4300 digits
+        return None, f"tool call {i + 1}: invalid JSON ({str(exc).split(':')[0]})"
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"]:
         return None, f"tool call {i + 1}: expected an object with a string \"name\""
     args = obj.get("arguments", {})
     if isinstance(args, str):  # OpenAI style: arguments as a JSON string
         try:
-            args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError:
+            args = loads_bounded(args) if args.strip() else {}
+        except JsonBoundsError as exc:
+            raise JsonBoundsError(f"\"arguments\": {exc}") from None
+        except ValueError:
             return None, f"tool call {i + 1}: \"arguments\" is not a JSON object"
     if not isinstance(args, dict):
         return None, f"tool call {i + 1}: \"arguments\" must be an object"

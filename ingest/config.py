@@ -6,8 +6,11 @@ from these classes at start-up.
 """
 from __future__ import annotations
 
+import hashlib
 import ipaddress
+import os
 import re
+import stat
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional
@@ -48,38 +51,120 @@ def inflate_limit(compressed: int, cap: int, ratio: float) -> int:
 
 
 TOKEN_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")  # a client's name in a token file (it goes into recorded metadata)
+TOKEN_TEXT = re.compile(r"[!-~]{1,4096}")  # a token: visible ASCII, what an Authorization header carries as sent
+TOKEN_FILE_MAX = MiB  # a token file is a few lines: more is not one
+TOKEN_FILE_GRAMMAR = ("a token file holds one bare TOKEN, or one `NAME TOKEN` line per client (NAME: 1-64 letters, "
+                      "digits, '.', '_' or '-'; TOKEN: visible ASCII), with blank lines and whole-line # comments")
 
 
-def resolve_tokens(token: str | None, token_file: Path | None) -> dict[str, str]:
-    """The bearer tokens of a server of ours (`lake serve`, `lake serve-model`) by client name: --token /
-    LACHESIS_TOKEN (one token, named ""), or --token-file: its first line (one token, named ""), or one `NAME TOKEN`
-    line per client (blank lines and # comments skipped), so that each client has its own identity (the model
-    server joins conversations only within one: serving/record.py). {} when there is none; OptionError (one line)
-    when the file cannot be read or a line is not a name and a token, or a name or token comes twice."""
+class Tokens(dict):
+    """The accepted bearer tokens: token -> the client's name ("" for a bare token, --token or LACHESIS_TOKEN).
+    `client` finds the sender of an Authorization header by a dict lookup on its SHA-256 digest: constant time
+    whatever the number of tokens, and the time taken says nothing of how close a wrong token came (a digest
+    shares no prefix with the token it hides)."""
+
+    def __init__(self, by_token=()):
+        super().__init__(by_token)
+        self._by_digest = {_digest(f"Bearer {t}"): name for t, name in self.items()}
+
+    def client(self, authorization: str) -> str | None:
+        """The name of the client whose `Bearer <token>` this header is, else None."""
+        return self._by_digest.get(_digest(authorization))
+
+
+def _digest(header: str) -> bytes:
+    return hashlib.sha256(header.encode("utf-8", "surrogatepass")).digest()
+
+
+def resolve_tokens(token: str | None, token_file: Path | None) -> Tokens:
+    """The bearer tokens of a server of ours (`lake serve`, `lake serve-model`), token -> client name: --token /
+    LACHESIS_TOKEN (one token, named ""; an empty one is none), or --token-file (`read_token_file`: its grammar).
+    Empty only when no token is given at all: then auth is off, which the server's start line says. OptionError
+    (one line) for both at once, or a file that is not a token file."""
     if token_file is None:
-        return {"": token} if token else {}  # an empty LACHESIS_TOKEN is no token
+        return Tokens({token: ""} if token else {})
     if token:
         raise OptionError("give the token one way: --token-file, --token or LACHESIS_TOKEN")
-    try:
-        lines = [line.split() for line in token_file.read_text(encoding="utf-8").splitlines()]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise OptionError(f"--token-file {token_file}: cannot read a token ({exc})") from None
-    if not lines or not lines[0]:
-        raise OptionError(f"--token-file {token_file}: the first line is empty")
-    if len(lines[0]) == 1:  # one token on the first line, as before named tokens
-        return {"": lines[0][0]}
-    named: dict[str, str] = {}
-    for n, parts in enumerate(lines, 1):
+    return read_token_file(token_file)
+
+
+def read_token_file(path: Path) -> Tokens:
+    """A --token-file, by its grammar (TOKEN_FILE_GRAMMAR): one bare token (every client is the one identity
+    ""), or one `NAME TOKEN` line per client, so that each has its own identity (the model server joins
+    conversations only within one: serving/record.py); blank lines and lines whose first visible character is #
+    are skipped. Refused with one line naming the line (OptionError): a file with no token, a line of another
+    shape, a bare token beside other tokens, a name or a token given twice; and before it is opened, anything
+    but a regular file of at most TOKEN_FILE_MAX bytes (a FIFO would block the start, a device never end)."""
+    where = f"--token-file {path}"
+    text = _token_file_text(path, where)
+    tokens: dict[str, str] = {}
+    names: set[str] = set()
+    bare = 0  # the line of the bare token, if one was read
+    for n, line in enumerate(text.splitlines(), 1):
+        parts = line.split()
         if not parts or parts[0].startswith("#"):
             continue
-        if len(parts) != 2 or not TOKEN_NAME.fullmatch(parts[0]):
-            raise OptionError(f"--token-file {token_file}: line {n} is not `NAME TOKEN` (a name of 1-64 letters, "
-                              "digits, '.', '_' or '-', a space, the token)")
-        if parts[0] in named or parts[1] in named.values():
-            raise OptionError(f"--token-file {token_file}: line {n} repeats a client's name or token: each client "
-                              "needs its own")
-        named[parts[0]] = parts[1]
-    return named
+        if len(parts) > 2 or not TOKEN_TEXT.fullmatch(parts[-1]) or (len(parts) == 2
+                                                                      and not TOKEN_NAME.fullmatch(parts[0])):
+            raise OptionError(f"{where}: line {n} is neither `NAME TOKEN` nor a bare TOKEN ({TOKEN_FILE_GRAMMAR})")
+        name = parts[0] if len(parts) == 2 else ""
+        if bare:
+            raise OptionError(f"{where}: line {n} is a second token after the bare token of line {bare}: name "
+                              "every client (`NAME TOKEN`), or give one bare token")
+        if not name and tokens:
+            raise OptionError(f"{where}: line {n} is a bare token among `NAME TOKEN` lines: name every client")
+        if parts[-1] in tokens or name in names:
+            raise OptionError(f"{where}: line {n} repeats a client's {'token' if parts[-1] in tokens else 'name'}: "
+                              "each client needs its own")
+        tokens[parts[-1]] = name
+        names.add(name)
+        bare = 0 if name else n
+    if not tokens:
+        raise OptionError(f"{where}: no token in it (only blank lines and # comments): {TOKEN_FILE_GRAMMAR}; "
+                          "leave the option out to run without auth")
+    return Tokens(tokens)
+
+
+def _token_file_text(path: Path, where: str) -> str:
+    """The file's text, read only once it is known to be a small regular file: stat before opening (a FIFO is
+    never opened, so nothing waits for a writer), then fstat of what was opened (non-blocking) in case it was
+    swapped meanwhile, and at most TOKEN_FILE_MAX + 1 bytes read."""
+    try:
+        _check_token_file(os.stat(path), where)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            _check_token_file(os.fstat(fd), where)
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                data = f.read(TOKEN_FILE_MAX + 1)
+        finally:
+            os.close(fd)
+        _check_token_file_size(len(data), where)
+        return data.decode("utf-8-sig")
+    except OSError as exc:
+        raise OptionError(f"{where}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise OptionError(f"{where}: not UTF-8 text, not a file of tokens") from None
+
+
+def _check_token_file(st: os.stat_result, where: str) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
+        raise OptionError(f"{where}: {kind}, not a file of tokens (give a regular file)")
+    _check_token_file_size(st.st_size, where)
+
+
+def _check_token_file_size(size: int, where: str) -> None:
+    if size > TOKEN_FILE_MAX:
+        raise OptionError(f"{where}: over {TOKEN_FILE_MAX} bytes, too large for a file of tokens")
+
+
+def auth_summary(tokens: dict) -> str:
+    """What a server's start line says of auth: off (no token given), or on and for how many named clients."""
+    if not tokens:
+        return "auth=off (no --token, --token-file or LACHESIS_TOKEN)"
+    named = sum(1 for name in tokens.values() if name)
+    return f"auth=on ({named} named client{'s' * (named != 1)})" if named else "auth=on (one token)"
 
 
 SERVE_MODES = ("at-least-once", "at-most-once")
@@ -147,9 +232,10 @@ class ServeConfig:
         "help": "Bearer token required on every route but /v1/health (reads hand out what was posted). Prefer the "
                 "LACHESIS_TOKEN environment variable or --token-file: a --token shows in `ps`."})
     token_file: Optional[Path] = field(default=None, metadata={
-        "help": "Read the bearer token from this file: its first line, or one `NAME TOKEN` line per client."})
-    tokens: dict = field(default_factory=dict, init=False, repr=False, metadata={
-        "help": "The accepted tokens by client name (from --token or --token-file)."})
+        "help": "Read the bearer tokens from this file: one bare token, or one `NAME TOKEN` line per client (blank "
+                "lines and # comment lines skipped); a file with no token, or another line, is refused."})
+    tokens: Tokens = field(default_factory=Tokens, init=False, repr=False, metadata={
+        "help": "The accepted tokens, token -> client name (from --token or --token-file)."})
     allowed_hosts: Optional[str] = field(default=None, metadata={
         "help": "Comma-separated host names clients may use in the Host header besides IP addresses, localhost "
                 "and this machine's names ('*': any). Other names are refused (403): a DNS-rebinding guard."})
@@ -185,7 +271,7 @@ class ServeConfig:
             raise OptionError("--bind-retry-s must not be negative")
         check_compact_interval(self.compact_interval)
         self.tokens = resolve_tokens(self.token, self.token_file)
-        self.token = next(iter(self.tokens.values()), None)  # set: auth is on
+        self.token = next(iter(self.tokens), None)  # set: auth is on
 
     @property
     def max_body(self) -> int:

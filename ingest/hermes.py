@@ -11,21 +11,24 @@ model server and the environments make of the same reply: reasoning blocks -> re
 only whole calls, hermes-formats.md 1.1). tool turns: each `<tool_response>{json}</tool_response>` becomes one
 `tool` message, tied by position to the previous assistant message's tool calls (whose made-up ids yield to the
 responses' real ones). The record is built by the one row builder; the original is kept in `raw`.
+
+JSON inside a turn's text (a call, a tool response, the system turn's <tools>) is read within the one parser's
+bounds (envs/toolcalls.py: 64 levels, 8 MiB a call): a call beyond them refuses the record with its reason, a
+tool response or tool list beyond them is kept as text. Tagged blocks are found in one pass (`_blocks`): a regex
+retried from every unclosed `<tool_response>` took minutes on a megabyte of them.
 """
 from __future__ import annotations
 
-import re
 from datetime import datetime, timezone
+from typing import Iterator
 
 import orjson
 
 from envs.messages import ROLE_MAP, MessageError, normalize_messages
+from envs.toolcalls import loads_bounded
 from envs.trajectory_row import trajectory_row
 from ingest.errors import BadInput
 from ingest.util import stable_hash, text_hash
-
-_TOOL_RESP_RE = re.compile(r"<tool_response>(.*?)</tool_response>", re.S)
-_TOOLS_RE = re.compile(r"<tools>(.*?)</tools>", re.S)
 
 
 def is_hermes_record(rec) -> bool:
@@ -33,21 +36,34 @@ def is_hermes_record(rec) -> bool:
 
 
 def _json_or_text(s: str):
+    """The JSON value of `s`, or None where it is not JSON or is beyond the bounds (any size: a tool's output)."""
     s = s.strip()
     try:
-        return orjson.loads(s)
-    except orjson.JSONDecodeError:
+        return loads_bounded(s, orjson.loads, chars=None)
+    except ValueError:
         return None
+
+
+def _blocks(text: str, tag: str) -> Iterator[str]:
+    """The inside of each `<tag>…</tag>` block, left to right, each closed by the first `</tag>` after it: what
+    the regex `<tag>(.*?)</tag>` finds, in one pass (once a tag is not closed, no later one is)."""
+    opening, closing, pos = f"<{tag}>", f"</{tag}>", 0
+    while (start := text.find(opening, pos)) >= 0:
+        end = text.find(closing, start + len(opening))
+        if end < 0:
+            return
+        yield text[start + len(opening):end]
+        pos = end + len(closing)
 
 
 def parse_tool_turn(value: str, field):
     """-> list of (tool_call_id|None, name|None, content_text)."""
     out = []
-    blocks = list(_TOOL_RESP_RE.finditer(value))
+    blocks = list(_blocks(value, "tool_response"))
     if not blocks:
         return [(None, None, value.strip())]
-    for m in blocks:
-        body = m.group(1).strip()
+    for block in blocks:
+        body = block.strip()
         obj = _json_or_text(body)
         if isinstance(obj, dict) and ("content" in obj or "name" in obj or "tool_call_id" in obj):
             c = obj.get("content")
@@ -105,8 +121,8 @@ def hermes_to_record(rec: dict, *, source_path: str | None = None) -> dict:
                 turns.append({"role": "tool", "content": content, "tool_call_id": tcid, "name": name})
                 where.append(i)
             continue
-        if role == "system" and tools is None and (m := _TOOLS_RE.search(val)):
-            parsed = _json_or_text(m.group(1))
+        if role == "system" and tools is None and (listed := next(_blocks(val, "tools"), None)) is not None:
+            parsed = _json_or_text(listed)
             if isinstance(parsed, list):
                 tools = [t.get("name") if isinstance(t, dict) else t for t in parsed]
         if role == "user" and first_human is None:
@@ -114,7 +130,7 @@ def hermes_to_record(rec: dict, *, source_path: str | None = None) -> dict:
         turns.append({"role": role, "content": val})
         where.append(i)
     try:
-        messages, _ = normalize_messages(turns, strict_calls=True)
+        messages, _ = normalize_messages(turns, strict_calls=True, incoming=True)
     except MessageError as exc:  # a malformed <tool_call> in a gpt turn
         raise BadInput(exc.message, field=["conversations", where[exc.field[0]], "value"], kind=exc.kind) from None
     batch_meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}

@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from ingest.config import FolderWatchConfig, HttpLimits, ImportConfig, ServeConfig
+from ingest.config import FolderWatchConfig, HttpLimits, ImportConfig, ServeConfig, auth_summary
 from lachesis.console import JsonOption, LakeOption, fail, literal, new_console, option, print_json
 
 
@@ -65,8 +65,7 @@ def serve(
         print(f"WARNING: lake serve listens on {host}, beyond this machine, WITHOUT A TOKEN: anyone who can reach "
               f"port {port} can write into the lake, drain /batch and reset the queue. Set LACHESIS_TOKEN or "
               "--token-file.", file=sys.stderr, flush=True)
-    print(f"lake serve: http://{host}:{port} lake={root} auth={'on' if cfg.token else 'off'}", file=sys.stderr,
-          flush=True)
+    print(f"lake serve: http://{host}:{port} lake={root} {auth_summary(cfg.tokens)}", file=sys.stderr, flush=True)
     _serve(root, cfg)
 
 

@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from ingest.config import HTTP_LIMIT_OPTIONS, HttpLimits
+from ingest.config import HTTP_LIMIT_OPTIONS, HttpLimits, auth_summary
 from lachesis.console import config_command, fail, option
 from serving.config import ServeModelConfig
 
@@ -52,7 +52,7 @@ def _serve_model(values: dict, as_json: bool, quiet: bool) -> None:
     def ready(engine) -> None:
         print(f"lake serve-model: ready at http://{cfg.host}:{cfg.port}/v1 serving "
               f"{', '.join(v.name for v in engine.versions())} (a request for {engine.label!r} gets the newest) "
-              f"record={cfg.record} auth={'on' if cfg.token else 'off'}", file=sys.stderr, flush=True)
+              f"record={cfg.record} {auth_summary(cfg.tokens)}", file=sys.stderr, flush=True)
 
     try:
         serve(cfg, on_ready=ready)

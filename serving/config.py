@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ingest.config import COMPACT_HELP, HttpLimits, MiB, inflate_limit, is_loopback
+from ingest.config import COMPACT_HELP, HttpLimits, MiB, Tokens, inflate_limit, is_loopback
 from trainers.runtime.options import at_least, helped
 from trainers.runtime.errors import TrainerInputError
 
@@ -62,10 +62,11 @@ class ServeModelConfig:
         "bearer token required on every route but /v1/health (clients: api_key). Prefer LACHESIS_TOKEN or "
         "--token-file: a --token shows in `ps`"))
     token_file: Optional[Path] = field(default=None, **helped(
-        "read the bearer token from this file: its first line, or one `NAME TOKEN` line per client (each its own "
-        "identity: conversations are joined only within one, docs/serving.md)"))
-    tokens: dict = field(default_factory=dict, init=False, repr=False, **helped(
-        "the accepted tokens by client name (from --token or --token-file)"))
+        "read the bearer tokens from this file: one bare token, or one `NAME TOKEN` line per client (each its own "
+        "identity: conversations are joined only within one, docs/serving.md); blank lines and # comment lines "
+        "skipped, a file with no token or another line refused"))
+    tokens: Tokens = field(default_factory=Tokens, init=False, repr=False, **helped(
+        "the accepted tokens, token -> client name (from --token or --token-file: ingest/config.py Tokens)"))
     allowed_hosts: Optional[str] = field(default=None, **helped(
         "comma-separated host names clients may use in the Host header besides addresses, localhost and this "
         "machine's names ('*': any); others get 403 (a DNS-rebinding guard)"))
@@ -146,7 +147,7 @@ class ServeModelConfig:
                                     f"{self.max_tokens}")
         try:
             self.tokens = resolve_tokens(self.token, self.token_file)
-            self.token = next(iter(self.tokens.values()), None)  # set: auth is on
+            self.token = next(iter(self.tokens), None)  # set: auth is on
         except ValueError as exc:
             raise TrainerInputError(str(exc)) from None
         self.device = check_device(self.device)

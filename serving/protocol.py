@@ -25,6 +25,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from envs.messages import MessageError, normalize_messages, template_message
+from envs.toolcalls import JsonBoundsError, loads_bounded
 from trainers.generation.generate import Generation, Sampling
 
 MAX_TOP_LOGPROBS = 20
@@ -85,13 +86,13 @@ class CallFunction(_Body):
     @field_validator("arguments")
     @classmethod
     def _arguments(cls, v: str | dict) -> str | dict:
-        if isinstance(v, str):  # arguments as JSON text are parsed for the template: bounded the same
-            try:
-                _shallow(json.loads(v))
+        if isinstance(v, str):  # arguments as JSON text are parsed for the template: bounded the same, before
+            try:  # they are parsed (envs/toolcalls.py: the parser recurses)
+                loads_bounded(v, depth=MAX_NESTING)
+            except JsonBoundsError as exc:
+                raise ValueError(str(exc)) from None
             except ValueError:  # not JSON: the template shows the text as it is
                 pass
-            except RecursionError:
-                raise ValueError(f"nested deeper than {MAX_NESTING} levels") from None
             return v
         return _shallow(v)
 
@@ -216,7 +217,7 @@ def chat_inputs(req: ChatRequest) -> tuple[list[dict], list[dict] | None, list[d
             "tool_calls": [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
                            for c in m.tool_calls or []] or None} for m in req.messages]
     try:  # the message model's one normaliser: the lake's messages, as an importer would store them
-        lake, _ = normalize_messages(raw, require_content=False)
+        lake, _ = normalize_messages(raw, require_content=False, incoming=True)  # a call beyond the bounds: a 400
     except MessageError as exc:
         where = ".".join(["messages", *map(str, exc.field[:1])])
         raise ApiError(400, f"{where}: {exc}", param=where) from None

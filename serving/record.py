@@ -43,6 +43,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from envs.messages import assistant_message, normalize_messages
+from envs.toolcalls import loads_bounded
 from envs.trajectory_row import trajectory_row
 from ingest.errors import log_line, store_failure
 from ingest.records import LAKE_ERRORS
@@ -82,9 +83,11 @@ def is_issued(session: str | None) -> bool:
 
 
 def _args(a):
+    """Arguments as an object where their text is JSON within the parser's bounds (envs/toolcalls.py), else the
+    text: a row read back from the lake is never a RecursionError."""
     if isinstance(a, str):
         try:
-            return json.loads(a)
+            return loads_bounded(a)
         except ValueError:
             return a
     return a

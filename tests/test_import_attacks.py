@@ -141,3 +141,33 @@ def test_views_skills_reader_does_not_block_on_a_fifo(skills):
     r = subprocess.run([sys.executable, "-c", code, str(d)], capture_output=True, text=True, timeout=TIMEOUT)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["1", "['not_regular']"]
+
+
+# Hardening IV item 3: a tool call nested 5,000 deep in a record (10 KB) was a RecursionError: a 60-line traceback
+# from `lake import` and nothing of the file taken. Now a rejected file naming the line and the bound, as any.
+DEEP_CALL = '<tool_call>{"name": "run", "arguments": ' + "[" * 5000 + "]" * 5000 + "}</tool_call>"
+DEEP_RECORDS = {
+    "hermes": dict(HERMES, conversations=[{"from": "human", "value": "hi"}, {"from": "gpt", "value": DEEP_CALL}]),
+    "native": {"trajectory_id": "deep", "messages": [{"role": "user", "content": "hi"},
+                                                     {"role": "assistant", "content": DEEP_CALL}]},
+    "native-arguments": {"trajectory_id": "deep-args", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "tool_calls": [{"id": "c", "name": "run", "arguments": "[" * 5000}]}]},
+}
+
+
+@pytest.mark.parametrize("kind", DEEP_RECORDS)
+def test_import_of_a_call_nested_5000_deep_is_a_rejected_file_not_a_traceback(tmp_path, kind):
+    good = HERMES if kind == "hermes" else {"trajectory_id": "ok", "messages": [{"role": "user", "content": "hi"}]}
+    path = tmp_path / "deep.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps(DEEP_RECORDS[kind]) + "\n")
+    Lake.init(tmp_path / "lake")
+    rc, summary, err = lake_import(path, tmp_path / "lake")
+    assert rc == 1 and summary["rejected"] == 1 and summary["appended"] == 0, err  # all or nothing, as any file
+    assert "Traceback" not in err and "RecursionError" not in err, err
+    rejected_file = summary["files"][0]
+    assert rejected_file["line"] == 2 and "nested deeper than 64 levels" in rejected_file["error"], rejected_file
+    plain = subprocess.run(lake_cmd() + ["import", str(path), "--lake", str(tmp_path / "lake")], capture_output=True,
+                           text=True, timeout=TIMEOUT)
+    assert plain.returncode == 1 and "Traceback" not in plain.stdout + plain.stderr
+    assert "nested deeper than" in " ".join((plain.stdout + plain.stderr).split())

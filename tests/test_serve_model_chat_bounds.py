@@ -115,3 +115,43 @@ def test_the_event_loop_answers_while_a_long_chat_is_joined(server):
     t.join()
     assert result[0].status_code in (200, 400), result[0].text  # 400: beyond the tiny model's context
     assert worst < 0.5, worst
+
+
+# -- Hardening IV item 3: a `<tool_call>` nested 5,000 deep in an assistant message (10 KB, within every body
+# bound) was a RecursionError in the one tool-call parser: a plain 500 with a traceback ----------------------------
+DEEP_CALL = '<tool_call>{"name": "run", "arguments": ' + "[" * 5000 + "]" * 5000 + "}</tool_call>"
+USER = {"role": "user", "content": "list the files"}
+
+
+@pytest.mark.attack
+@pytest.mark.parametrize("message, param", [
+    ({"role": "assistant", "content": DEEP_CALL}, "messages.1"),
+    ({"role": "assistant", "content": [{"type": "text", "text": "Looking. " + DEEP_CALL}]}, "messages.1"),
+    ({"role": "assistant", "content": '<tool_call>{"name": "run", "arguments": "' + "{" * 5000 + '"}</tool_call>'},
+     "messages.1"),
+    ({"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {
+        "name": "run", "arguments": "[" * 5000}}]}, "messages.1.tool_calls.0.function.arguments"),
+], ids=["content", "content-parts", "arguments-string-in-content", "arguments-string"])
+def test_a_call_nested_5000_deep_in_a_message_is_a_400_naming_the_field(server, message, param):
+    r = chat(server, {"messages": [USER, message, {"role": "user", "content": "go on"}]})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == param and "nested deeper than" in err["message"], err
+    assert chat(server, {"messages": [USER]}).status_code == 200
+
+
+def test_a_call_within_the_bound_in_a_message_is_served(server):
+    within = '<tool_call>{"name": "run", "arguments": {"a": ' + "[" * 20 + "]" * 20 + "}}</tool_call>"
+    r = chat(server, {"messages": [USER, {"role": "assistant", "content": within}, {"role": "tool", "content": "ok"}]})
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.attack
+def test_a_reply_nested_5000_deep_is_content_not_a_500():
+    """What the model itself writes is never refused: the reply and the conversation recorded keep it as text."""
+    from serving.record import recorded_messages, reply_message
+
+    reply = reply_message("Calling. " + DEEP_CALL, 0, tools=True)
+    assert "tool_calls" not in reply and reply["content"].endswith("</tool_call>")
+    recorded = recorded_messages([USER], reply)
+    assert recorded[-1]["content"] == reply["content"] and recorded[-1]["tool_calls"] is None

@@ -141,6 +141,27 @@ ATTACK_HTTP_CASES = [
     ("deep-group-extra", "POST", "/scored_data", j(g(extra=DEEP)), {}, 422, "Recursion"),
     ("deep-group-list", "POST", "/scored_data_list", j([GOOD, g(overrides=[DEEP, {}])]), {}, 422, "Recursion"),
 ]
+# Hardening IV item 3: a tool call nested 5,000 deep in a message (10 KB, within every body bound) was a
+# RecursionError and a plain 500; now a 422 naming the field and the bound
+DEEP_CALL = '<tool_call>{"name": "run", "arguments": ' + "[" * 5000 + "]" * 5000 + "}</tool_call>"
+DEEP_ARGS = "[" * 5000 + "]" * 5000
+USER = {"role": "user", "content": "list the files"}
+ATTACK_HTTP_CASES += [
+    ("deep-call-native-content", "POST", "/v1/trajectories",
+     j({"trajectory_id": "dc0", "messages": [USER, {"role": "assistant", "content": DEEP_CALL}]}), {}, 422,
+     "nested deeper than 64 levels"),
+    ("deep-call-native-arguments", "POST", "/v1/trajectories",
+     j({"trajectory_id": "dc1", "messages": [USER, {"role": "assistant", "content": None, "tool_calls": [
+         {"id": "c", "type": "function", "function": {"name": "run", "arguments": DEEP_ARGS}}]}]}), {}, 422,
+     '"messages",1,"tool_calls",0,"function","arguments"'),
+    ("deep-call-ndjson-line-2", "POST", "/v1/trajectories",
+     j({"trajectory_id": "dc2", "messages": [USER]}) + b"\n"
+     + j({"trajectory_id": "dc3", "messages": [USER, {"role": "assistant", "content": DEEP_CALL}]}) + b"\n",
+     {"Content-Type": "application/x-ndjson"}, 422, "nested deeper than 64 levels"),
+    ("deep-call-hermes", "POST", "/v1/trajectories",
+     j({"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": DEEP_CALL}]}), {}, 422,
+     "nested deeper than 64 levels"),
+]
 HTTP_PARAMS = ([pytest.param(c, id=c[0]) for c in HTTP_CASES]
                + [pytest.param(c, id=c[0], marks=pytest.mark.attack) for c in ATTACK_HTTP_CASES])
 
@@ -381,3 +402,22 @@ def test_list_with_a_bad_later_group_claims_nothing(env):
     assert _counts(env)["trajectories"] == before["trajectories"] + 4
     r = c.post("/scored_data_list", content=j([GOOD, GOOD]), headers=key, timeout=10)
     assert r.status_code == 200 and _counts(env)["trajectories"] == before["trajectories"] + 4
+
+
+@pytest.mark.attack
+@pytest.mark.parametrize("path", ["/scored_data", "/scored_data_list"])
+def test_a_deep_call_in_atropos_messages_is_kept_raw_not_a_500(env, path):
+    """Atropos groups take any messages (run-api does): one that cannot be read, as this call nested 5,000 deep
+    (a RecursionError and a 500 before), is left out of the `messages` column and kept in `raw`, as every
+    unreadable message is; the group is served as it came."""
+    c = env["c"]
+    group = g(messages=[[USER, {"role": "assistant", "content": DEEP_CALL}], [USER]])
+    before = _counts(env)
+    r = c.post(path, content=j(group if path == "/scored_data" else [group]), headers=JSON)
+    assert r.status_code == 200, r.text
+    assert env["srv"].alive() and c.get("/v1/health").status_code == 200
+    assert _counts(env)["trajectories"] == before["trajectories"] + 2
+    with Lake(env["tmp"] / "lake").snapshot() as snap:
+        rows = snap.sql("SELECT len(messages), raw FROM trajectories WHERE raw LIKE '%<tool_call>%' "
+                        "AND raw LIKE '%[[[[[%'").fetchall()
+    assert rows and all(n == 0 for n, _ in rows)

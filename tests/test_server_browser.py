@@ -149,3 +149,60 @@ def test_token_on_the_command_line_still_works_with_a_warning(tmp_path):
     finally:
         out = _stop(p, tmp_path)
     assert "shows in `ps`" in out
+
+
+# -- Hardening IV items 1-2: --token-file read by one grammar (ingest/config.py read_token_file) -------------------
+BAD_TOKEN_FILES = {
+    "all-comments": "# clients\n#\n\n",  # it started the server with auth off
+    "bare-name-then-named": "clients\nalice tok-alice-1\n",  # `clients` was the only token, alice got 401s
+    "duplicate-token": "alice tok-1\nbob tok-1\n",
+    "duplicate-name": "alice tok-1\nalice tok-2\n",
+}
+
+
+@pytest.mark.attack
+@pytest.mark.parametrize("kind", [*BAD_TOKEN_FILES, "fifo", "dev-zero", "folder", "oversized"])
+def test_lake_serve_refuses_a_token_file_at_start_in_one_line(tmp_path, kind):
+    path = tmp_path / "tokens"
+    if kind == "fifo":
+        os.mkfifo(path)  # read, it waits for a writer: the server never starts and says nothing
+    elif kind == "dev-zero":
+        path = "/dev/zero"  # read, it never ends
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "oversized":
+        path.write_text("".join(f"c{i} tok-{i:07d}\n" for i in range(100_000)))  # 1.7 MB
+    else:
+        path.write_text(BAD_TOKEN_FILES[kind])
+    r = subprocess.run(lake_cmd() + ["serve", "--lake", str(tmp_path / "lake"), "--port", str(free_port()),
+                                     "--token-file", str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith(f"error: --token-file {path}: ") and r.stderr.count("\n") == 1, r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "lake").exists()
+
+
+@pytest.mark.attack
+def test_lake_serve_takes_named_clients_after_a_one_word_comment(tmp_path):
+    """`#clients` first: it was the only token (anyone sending `Bearer #clients` got in, every client a 401).
+    With 20,000 clients the last one gets in as fast as the first: one digest lookup per request."""
+    Lake.init(tmp_path / "lake")
+    clients = {f"client{i}": f"tok-{i:06d}-{'x' * 12}" for i in range(20_000)}
+    (tmp_path / "tokens").write_text("#clients\n" + "".join(f"{n} {t}\n" for n, t in clients.items()))
+    p, url = _serve(tmp_path, "--token-file", str(tmp_path / "tokens"))
+    try:
+        for name in ("client0", "client19999"):
+            r = httpx.post(url + "/v1/trajectories", json={**REC, "trajectory_id": name},
+                           headers={"Authorization": f"Bearer {clients[name]}"})
+            assert r.status_code == 200, (name, r.text)
+        for wrong in ("Bearer #clients", "Bearer clients", f"Bearer {clients['client7']}x"):
+            assert httpx.post(url + "/v1/trajectories", json=REC, headers={"Authorization": wrong}).status_code == 401
+        assert httpx.get(url + "/v1/stats").status_code == 401
+    finally:
+        out = _stop(p, tmp_path)
+    assert "auth=on (20000 named clients)" in out, out
+
+
+def test_the_start_line_says_auth_is_off_only_without_any_token(tmp_path):
+    Lake.init(tmp_path / "lake")
+    p, _ = _serve(tmp_path, env={"LACHESIS_TOKEN": "", "LAKE_TOKEN": ""})
+    assert "auth=off (no --token, --token-file or LACHESIS_TOKEN)" in _stop(p, tmp_path)
