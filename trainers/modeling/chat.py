@@ -12,8 +12,9 @@ give labels on exactly the assistant's tokens.
 """
 from __future__ import annotations
 
-import json
 from typing import Any
+
+import orjson
 
 TOOLS_PREAMBLE = (
     "You are a function calling AI model. You may call one or more functions to assist with the user query. "
@@ -77,7 +78,7 @@ def normalize_tools(tools: Any) -> list[dict] | None:
     if tools is None:
         return None
     if isinstance(tools, str):
-        tools = json.loads(tools) if tools.strip() else None
+        tools = orjson.loads(tools) if tools.strip() else None  # orjson bounds nesting: never a RecursionError
     return list(tools) if tools else None
 
 

@@ -8,11 +8,11 @@ arguments from config.cpu_defaults().
 """
 from __future__ import annotations
 
-import json
 import shutil
 import time
 
 from envs.messages import template_messages
+from envs.toolcalls import loads_bounded
 from trainers.modeling.chat import normalize_tools
 from trainers.modeling.models import load_model, load_tokenizer, model_label, resolve_model
 from trainers.runtime.device import cpu_defaults, set_threads, setup_env
@@ -29,7 +29,7 @@ from trainers.sft.run import start_run
 def _side(v, name: str, i: int):
     if isinstance(v, str):
         try:
-            parsed = json.loads(v)
+            parsed = loads_bounded(v)  # a row nested past the bound is kept as text, never a RecursionError
             if isinstance(parsed, list):
                 v = parsed
         except ValueError:
