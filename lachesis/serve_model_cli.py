@@ -8,12 +8,12 @@ folder is one line on stderr, exit 2, before the port is bound. The token comes 
 from __future__ import annotations
 
 import os
-import sys
 
 import typer
 
 from ingest.config import HTTP_LIMIT_OPTIONS, HttpLimits, auth_summary
 from lachesis.console import config_command, fail, option
+from serving.access_log import log
 from serving.config import ServeModelConfig
 
 SERVE_MODEL_OPTIONS = [
@@ -39,7 +39,7 @@ def _serve_model(values: dict, as_json: bool, quiet: bool) -> None:
 
     if values["token"]:
         print("warning: --token shows in `ps` to every user of this machine; pass it as LACHESIS_TOKEN or "
-              "--token-file", file=sys.stderr, flush=True)
+              "--token-file")
     elif not values["token_file"]:
         values["token"] = os.environ.get("LACHESIS_TOKEN") or os.environ.get("LAKE_TOKEN") or None
     limits = HttpLimits(**{name: values.pop(name) for name, _ in HTTP_LIMIT_OPTIONS})
@@ -47,12 +47,12 @@ def _serve_model(values: dict, as_json: bool, quiet: bool) -> None:
     if not cfg.token and not cfg.loopback:
         print(f"WARNING: lake serve-model listens on {cfg.host}, beyond this machine, WITHOUT A TOKEN: anyone who "
               f"can reach port {cfg.port} can use the model and write calls into the lake. Set LACHESIS_TOKEN or "
-              "--token-file.", file=sys.stderr, flush=True)
+              "--token-file.")
 
     def ready(engine) -> None:
-        print(f"lake serve-model: ready at http://{cfg.host}:{cfg.port}/v1 serving "
+        log(f"ready at http://{cfg.host}:{cfg.port}/v1 serving "
               f"{', '.join(v.name for v in engine.versions())} (a request for {engine.label!r} gets the newest) "
-              f"record={cfg.record} {auth_summary(cfg.tokens)}", file=sys.stderr, flush=True)
+              f"record={cfg.record} {auth_summary(cfg.tokens)}")
 
     try:
         serve(cfg, on_ready=ready)

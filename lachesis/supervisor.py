@@ -12,11 +12,13 @@ A child's stdout and stderr go to `<log_dir>/<name>.log`; its status line shows 
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -71,6 +73,11 @@ class Supervisor:
     def _start(self, item: Supervised) -> None:
         env = {**os.environ, **(item.component.env or {})}
         with item.log.open("ab") as log:
+            # a marker between runs: a restart appends to the same file, and the reader sees where this run starts
+            stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            log.write(f"=== {stamp} lake up: {item.component.name} starts: {shlex.join(item.component.argv)}\n"
+                      .encode())
+            log.flush()
             item.proc = subprocess.Popen(item.component.argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
         item.state, item.started_at = "running", time.monotonic()

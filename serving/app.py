@@ -10,7 +10,6 @@ bad --model or --adapter is a one-line error at start and a client never meets a
 from __future__ import annotations
 
 import asyncio
-import sys
 from contextlib import asynccontextmanager
 
 import uvicorn
@@ -23,7 +22,7 @@ from lake import CompactThresholds, Lake, LakeError, resolve_root
 from trainers.runtime.errors import TrainerInputError
 
 from . import routes_chat, routes_models
-from .access_log import AccessLog
+from .access_log import AccessLog, log
 from .config import ServeModelConfig
 from .engine import EmbeddedEngine
 from .follow import Follower
@@ -36,10 +35,9 @@ def load_engine(config: ServeModelConfig) -> tuple[EmbeddedEngine, Follower | No
     """The engine with its first version loaded (a TrainerInputError, one line, for a bad model, adapter or
     followed folder), and the follower of --follow (not started)."""
     engine = VLLMEngine(config) if config.engine == "vllm" else EmbeddedEngine(config)
-    print(f"lake serve-model: loading {engine.model_path}" + (f" + {config.adapter}" if config.adapter else "")
+    log(f"loading {engine.model_path}" + (f" + {config.adapter}" if config.adapter else "")
           + (f", following {config.follow}" if config.follow else "")
-          + (f", {engine.threads} torch threads" if isinstance(engine, EmbeddedEngine) else ""),
-          file=sys.stderr, flush=True)
+          + (f", {engine.threads} torch threads" if isinstance(engine, EmbeddedEngine) else ""))
     follower = None
     if config.follow:
         follower = Follower(engine, config.follow, poll_interval=config.poll_interval,

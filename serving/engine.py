@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import queue
-import sys
 import threading
 import time
 from collections import OrderedDict
@@ -45,6 +44,7 @@ from trainers.runtime.errors import TrainerInputError
 from trainers.generation.generate import Generation, Sampling, TurnCache, generate
 from trainers.modeling.models import is_model_folder, load_model, load_tokenizer, resolve_adapter, resolve_model
 
+from .access_log import log
 from .config import ServeModelConfig
 from .versions import (GenerationFailed, ServedVersions, Version, VersionGone, check_base, label_of, run_name,
                        weights_sha256)
@@ -208,8 +208,7 @@ class EmbeddedEngine(ServedVersions):
         try:
             slot = self._load_slot(newest.path)
         except (OSError, ValueError, RuntimeError) as exc:  # the folder went (--keep): the next swap loads instead
-            print(f"lake serve-model: no spare adapter slot ({type(exc).__name__}: {str(exc)[:200]})",
-                  file=sys.stderr, flush=True)
+            log(f"no spare adapter slot ({type(exc).__name__}: {str(exc)[:200]})")
             return
         self._spare.append((slot, self._peft.peft_config[slot]))
 

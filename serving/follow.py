@@ -15,7 +15,6 @@ of --eval-every) is never promoted, and one whose evaluation has not landed yet 
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.weights_files import check_weights
 from trainers.watch.config import WATCH_FILE
 
+from .access_log import log
 from .engine import EmbeddedEngine
 from .versions import check_base, run_name
 
@@ -43,9 +43,9 @@ class Follower:
         self.lake_root = lake_root
         self.eval_every: int | None = None  # the trainer's --eval-every, from its watch.json
         if not self._read_meta():  # `just up` starts the server and the trainer together: it may come later
-            print(f"lake serve-model: waiting for a streaming trainer in {self.folder} (no {WATCH_FILE} yet); "
+            log(f"waiting for a streaming trainer in {self.folder} (no {WATCH_FILE} yet); "
                   "serving what it started with (--adapter's weights, else the base model) until its first "
-                  "increment", file=sys.stderr, flush=True)
+                  "increment")
         self.seen = 0  # the newest increment looked at (served, skipped or refused)
         self.best: float | None = None  # the served version's evaluated success rate (promote_if_better)
         self.events: list[dict] = []  # what happened to each increment: for /v1/health and the tests
@@ -101,7 +101,7 @@ class Follower:
             try:
                 self.poll()
             except OSError as exc:  # the folder itself unreadable for a moment (moved, a disk): said, looked at again
-                print(f"lake serve-model: --follow {self.folder}: {exc}", file=sys.stderr, flush=True)
+                log(f"--follow {self.folder}: {exc}")
 
     def poll(self) -> None:
         """Serve what is new (in order); with promote_if_better, stop at an increment whose evaluation is awaited."""
@@ -110,7 +110,7 @@ class Follower:
                 return
         except TrainerInputError as exc:  # a trainer that started without --eval-every: said once, never promoted
             self._note(0, "refused", str(exc))
-            print(f"lake serve-model: {exc}", file=sys.stderr, flush=True)
+            log(f"{exc}")
             self.eval_every = 0
         if self.promote and not self.eval_every:
             return
@@ -141,8 +141,7 @@ class Follower:
             written = ckpt.stat().st_mtime if ckpt.exists() else t0
             self._note(n, "served", v.name, load_s=round(time.time() - t0, 3),
                        written_to_served_s=round(time.time() - written, 3))
-            print(f"lake serve-model: increment {n} served as {v.name} (loaded in {time.time() - t0:.2f} s)",
-                  file=sys.stderr, flush=True)
+            log(f"increment {n} served as {v.name} (loaded in {time.time() - t0:.2f} s)")
 
     def _check(self, ckpt: Path) -> None:
         """An increment's weights, before any file is opened (no FIFO, no pickle, all there), and a LoRA adapter's
@@ -159,7 +158,7 @@ class Follower:
     def _refuse(self, n: int, exc: Exception) -> None:
         """An increment that cannot be served: one line, one health event; the next one is looked at."""
         self._note(n, "refused", f"{type(exc).__name__}: {str(exc)[:200]}")
-        print(f"lake serve-model: increment {n} not served: {exc}", file=sys.stderr, flush=True)
+        log(f"increment {n} not served: {exc}")
 
     def _report_strays(self) -> None:
         """Folders in checkpoints/ named like an increment but not one (step-00000002.bak): skipped, said once."""
@@ -169,8 +168,7 @@ class Follower:
             if name.startswith(checkpoint.PREFIX) and not checkpoint.STEP_NAME.fullmatch(name):
                 self._strays.add(name)
                 self._note(None, "skipped", f"{name}: not an increment's name (step-<digits>)")
-                print(f"lake serve-model: {root / name} skipped: not an increment's name (step-<digits>)",
-                      file=sys.stderr, flush=True)
+                log(f"{root / name} skipped: not an increment's name (step-<digits>)")
 
     def _success_rate(self, ckpt: Path) -> float | None:
         """The success rate of the trainer's evaluation of this increment's weights, or None if there is none yet."""

@@ -37,7 +37,6 @@ import hashlib
 import hmac
 import json
 import secrets
-import sys
 import uuid
 from collections import OrderedDict
 from pathlib import Path
@@ -48,6 +47,7 @@ from envs.trajectory_row import trajectory_row
 from ingest.errors import log_line, store_failure
 from ingest.records import LAKE_ERRORS
 from lake import Lake
+from serving.access_log import log
 from trainers.modeling.token_columns import prompt_completion_columns
 
 SOURCE = "lake serve-model"
@@ -235,8 +235,7 @@ class Recorder:
             await asyncio.to_thread(self.lake.append, "trajectories", [rec])
         except LAKE_ERRORS as exc:  # deltalake's OSError (a full disk, an immutable log) as the lake's own errors
             self.failed += 1
-            print(f"lake serve-model: a call could not be recorded in the lake: {log_line(exc)}", file=sys.stderr,
-                  flush=True)
+            log(f"a call could not be recorded in the lake: {log_line(exc)}")
             raise RecordFailed(f"the call could not be recorded in the lake, retry: {store_failure(exc)}") from None
         self.recorded += 1
 
@@ -250,8 +249,7 @@ class Recorder:
                 self.recorded += len(rows)
             except (RuntimeError, OSError, ValueError) as exc:  # LakeError, RecordError, I/O: counted and said
                 self.failed += len(rows)
-                print(f"lake serve-model: {len(rows)} recorded calls lost: {log_line(exc)}",
-                      flush=True)
+                log(f"{len(rows)} recorded calls lost: {log_line(exc)}")
             finally:
                 for _ in rows:
                     self._queue.task_done()

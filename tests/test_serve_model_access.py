@@ -14,7 +14,9 @@ from serving.config import ServeModelConfig
 
 PROBES = ["/api/v1/models", "/api/tags", "/v1/props", "/props", "/version"]  # what Hermes asks besides the API
 HI = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "temperature": 0}
-LINE = re.compile(r"^lake serve-model: (\S+) (\S+) (\d{3}|-) (\S+) (\d+\+\d+|-) tokens (\d+\.\d\d) s$")
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z "
+LINE = re.compile(STAMP + r"lake serve-model: (\S+) (\S+) (\d{3}|-) (\S+) (\d+\+\d+|-) tokens (\d+\.\d\d) s( \(a route .*\))?$")
+STARTED = re.compile(STAMP + r"lake serve-model: POST (\S+) started$")
 
 
 def _access(err: str) -> list[tuple]:
@@ -27,16 +29,20 @@ def test_unknown_routes_are_404_not_rejections_and_each_request_is_one_line(tiny
     with running(cfg) as (url, _app):
         capfd.readouterr()
         probes = [httpx.get(url + p, headers=auth, timeout=10) for p in PROBES]
+        probes += [httpx.get(url + p, headers=auth, timeout=10) for p in PROBES]  # a second conversation's probes
         refused = httpx.post(url + "/v1/chat/completions", json=HI, timeout=60)  # no token: a real rejection
         answer = httpx.post(url + "/v1/chat/completions", json=HI, headers=auth, timeout=60)
         streamed = httpx.post(url + "/v1/chat/completions", json={**HI, "stream": True}, headers=auth, timeout=60)
         health = httpx.get(url + "/v1/health", timeout=10).json()
         err = capfd.readouterr().err
-    assert [r.status_code for r in probes] == [404] * 5
+    assert [r.status_code for r in probes] == [404] * 10
     assert all(r.json()["error"]["type"] == "not_found_error" for r in probes)
     assert refused.status_code == 401 and answer.status_code == 200 and streamed.status_code == 200
-    assert health["rejected"] == 1 and health["unknown_routes"] == 5 and health["failed"] == 0
-    lines = _access(err)
+    assert health["rejected"] == 1 and health["unknown_routes"] == 10 and health["failed"] == 0
+    lines = _access(err)  # each probe route once, with a note (issue 46 item 9: 70 of 105 lines were probes)
+    assert all(g[-1] for g in lines[:5]) and not any(g[-1] for g in lines[5:])
+    # a generating request says when it starts, so a call that takes minutes shows in the log while it runs
+    assert [m.group(1) for m in map(STARTED.match, err.splitlines()) if m] == ["/v1/chat/completions"] * 3
     assert [(m, p, s) for m, p, s, *_ in lines] == (
         [("GET", p, "404") for p in PROBES] + [("POST", "/v1/chat/completions", s) for s in ("401", "200", "200")]
         + [("GET", "/v1/health", "200")])
@@ -57,7 +63,7 @@ def test_quiet_writes_no_access_line_and_a_path_is_one_line(tiny_dir, capfd):
         httpx.get(url + "/a%0Alake serve-model: forged", timeout=10)
         err = capfd.readouterr().err
     (line,) = [x for x in err.splitlines() if "forged" in x]
-    assert line.startswith("lake serve-model: GET /a\\nlake serve-model: forged 404")
+    assert re.match(STAMP + r"lake serve-model: GET /a\\nlake serve-model: forged 404", line), line
 
 
 def test_the_server_uses_the_cpus_it_may_run_on_by_default(tiny_dir, monkeypatch):

@@ -37,6 +37,10 @@ def test_a_crashed_component_is_restarted_with_backoff_and_stop_ends_the_rest(tm
     assert rows["crash"]["last"] == "boom"
     assert steady.restarts == 0 and rows["steady"]["state"].startswith("running")
     assert rows["steady"]["last"] == "steady up"
+    # each start of a component is marked in its log (a restart appends to the same file)
+    marks = [ln for ln in crash.log.read_text().splitlines() if ln.startswith("=== ")]
+    assert len(marks) == 3 and all(" lake up: crash starts: " in m for m in marks)
+    assert crash.log.read_text().splitlines()[-1] == "boom"
     t1 = time.monotonic()
     sup.stop()
     assert steady.proc.returncode == -signal.SIGTERM and time.monotonic() - t1 < 5
