@@ -33,6 +33,7 @@ SESSION_HEADER = "x-lachesis-session"
 TRAJECTORY_HEADER = "X-Lachesis-Trajectory"
 VERSION_HEADER = "X-Lachesis-Version"
 TOOL_OPEN = "<tool_call>"
+CHARS_PER_TOKEN = 64  # more than any token of a byte-level BPE vocabulary covers: a bound, not an estimate
 
 
 def client_of(request: Request) -> str:
@@ -81,6 +82,7 @@ class _Call:
         self.recording = st.recorder.mode != "off"
 
     async def prepare(self) -> None:
+        self._check_size()
         # the conversation: its trajectory id names the row and the KV the engine keeps for its next call (joined
         # in a worker thread: hashing a long conversation's prefixes must not hold the event loop)
         self.tid, self.call = await asyncio.to_thread(self.st.conversations.join, self.lake_messages, self.session,
@@ -90,6 +92,20 @@ class _Call:
         top = (req.top_logprobs or 0) if req.logprobs else 0
         self.sampling = P.sampling(req, _budget(self.st, len(self.prompt), req.max_completion_tokens or req.max_tokens),
                                    top, P.stop_tokens(self.tok, req.stop))
+
+    def _check_size(self) -> None:
+        """A conversation whose text cannot fit the context is refused before it is hashed or tokenized (a 15 MB
+        request went unanswered for minutes): no token covers more than CHARS_PER_TOKEN characters, so more
+        characters than that many times the context can never fit."""
+        ctx = self.st.engine.context
+        if not ctx:
+            return
+        chars = sum(len(m["content"]) if isinstance(m.get("content"), str) else len(str(m.get("content") or ""))
+                    for m in self.template) + (len(str(self.tools)) if self.tools else 0)
+        if chars > ctx * CHARS_PER_TOKEN:
+            raise P.ApiError(400, f"the messages hold {chars} characters: more than this model's context of {ctx} "
+                                  f"tokens can hold (at most {CHARS_PER_TOKEN} characters a token)", param="messages",
+                             code="context_length_exceeded")
 
     @property
     def recorded_id(self) -> str | None:
