@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, NotRequired, TypedDict
 
@@ -225,6 +226,8 @@ class ToolEnv(gymnasium.Env):
     """
 
     metadata = {"render_modes": ["ansi"]}
+    end_tools: tuple[str, ...] = ("submit",)  # calls that end the episode (not run; the first one ends the step)
+    max_calls_per_step: int | None = None  # calls run per step at most (the rest: one malformed-call error line)
     env_name = ""
     tools: list[dict] = []
     system_prompt = ""
@@ -250,6 +253,7 @@ class ToolEnv(gymnasium.Env):
         self._done = True
         self._last_output = ""
         self._transcript: list[str] = []
+        self.timings = {"reset_s": 0.0, "step_s": 0.0}  # the last reset's and step's wall time (bench_web.py)
 
     # ------------------------------------------------------------ tasks
 
@@ -327,59 +331,79 @@ class ToolEnv(gymnasium.Env):
         """Run the tool calls of one assistant message (the action contract is in the class docstring).
 
         Returns:
-            observation (str): the error lines of blocks that did not parse, then each executed call's result.
+            observation (str): the error lines of blocks that did not parse, then each executed call's result, then
+            what the environment adds (:meth:`closing_lines` on the last step, :meth:`progress_lines` before it).
             reward (float): the sum of ``info["reward_terms"]``.
-            terminated (bool): the agent submitted (a ``submit`` call or a message with no call).
-            truncated (bool): :attr:`max_steps` steps passed without a submit.
+            terminated (bool): the agent submitted (an :attr:`end_tools` call or a message with no call), or the
+            environment ended the task (:meth:`after_calls`).
+            truncated (bool): :attr:`max_steps` steps passed without an end, or the environment failed
+            (:class:`EnvironmentFault`: ``info["fault"]``).
             info (StepInfo): ``step`` (1-based), ``tool_calls`` (``[{id, name, arguments}]`` as parsed),
-            ``parse_errors``, ``tool_results`` (``[{id, name, content}]``, one per executed call: a submit is not
+            ``parse_errors``, ``tool_results`` (``[{id, name, content}]``, one per executed call: an end call is not
             executed) and ``reward_terms``; on the last step also ``reward`` (the final reward), ``success``,
-            ``checks`` (``{passed, total, details}``), ``task_id`` and ``submitted``.
+            ``checks`` (``{passed, total, details}``), ``task_id``, ``submitted`` and, after a fault, ``fault``.
 
         Raises RuntimeError before :meth:`reset` or after the episode ended.
         """
         if self._done or self.task is None:
             raise RuntimeError("call reset() before step(); the episode is over")
+        t0 = time.perf_counter()
         self._steps += 1
         parsed = parse_tool_calls(action)
-        results: list[str] = []
-        per_call: list[ToolResult] = []  # each tool call's own result, for transcripts with one tool turn per call
         tally = StepTally(malformed=len(parsed.errors))
-        submitted = False
+        results = [f"error: {err}. Use <tool_call>{{\"name\": ..., \"arguments\": {{...}}}}</tool_call>"
+                   for err in parsed.errors]
+        per_call: list[ToolResult] = []  # each tool call's own result, for transcripts with one tool turn per call
+        submitted = not parsed.calls and not parsed.errors  # a plain reply ends the episode, like submit
         answer: str | None = None
-        if not parsed.calls and not parsed.errors:
-            submitted = True  # a plain reply ends the episode, like submit
-        for err in parsed.errors:
-            results.append(f"error: {err}. Use <tool_call>{{\"name\": ..., \"arguments\": {{...}}}}</tool_call>")
-        for call in parsed.calls:
-            if call.name == "submit":
+        calls = parsed.calls
+        cap = self.max_calls_per_step
+        if cap is not None and len(calls) > cap:
+            tally.malformed += 1
+            results.append(f"error: {len(calls) - cap} more tool calls were not run (at most {cap} per turn)")
+            calls = calls[:cap]
+        fault = ""
+        for call in calls:
+            if call.name in self.end_tools:
                 tally.well_formed += 1
                 submitted = True
                 a = call.arguments.get("answer")
                 answer = a if isinstance(a, str) else None
                 break
-            text = self._call_tool(call, tally)
+            try:
+                text = self._call_tool(call, tally)
+            except EnvironmentFault as exc:  # the environment failed, not the agent: the episode ends here
+                fault = str(exc)
+                break
             results.append(text)
             per_call.append({"id": call.id, "name": call.name, "content": text})
-        observation = "\n".join(results) if results else ""
-        terminated = submitted
-        truncated = not submitted and self._steps >= self.max_steps
+        ended, fault = self.after_calls(fault)
+        if fault:
+            results.append(f"error: {fault}; the episode ends")
+        terminated = submitted or ended
+        truncated = not terminated and (bool(fault) or self._steps >= self.max_steps)
+        terms = step_terms(self.reward_weights, tally)
+        terms.update(self.more_step_terms(fault))
         info: StepInfo = {"step": self._steps, "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
-                                                    for c in parsed.calls], "parse_errors": parsed.errors,
-                "tool_results": per_call, "reward_terms": step_terms(self.reward_weights, tally)}
+                                                             for c in parsed.calls],
+                          "parse_errors": parsed.errors, "tool_results": per_call, "reward_terms": terms}
         if terminated or truncated:
-            self.box.stop_everything()
-            report = self.score(self.box, self.task, last_output=self._last_output, answer=answer)
+            report = self.final_report(answer=answer, fault=fault)
             final = final_reward(self.reward_weights, report)
-            info["reward_terms"]["final"] = final
-            info.update(reward=final, success=report.success, checks=report.as_dict(),
-                        task_id=self.task.task_id, submitted=submitted)
+            terms["final"] = final - self.paid_before_final()
+            info.update(reward=final, success=report.success, checks=report.as_dict(), task_id=self.task.task_id,
+                        submitted=submitted)
+            if fault:
+                info["fault"] = fault
             self._done = True
-            if not observation:
-                observation = f"submitted: reward {final:.2f}"
+            results += self.closing_lines(results, report, final, ended=ended, fault=fault)
+        else:
+            results += self.progress_lines()
+        observation = "\n".join(results)
         self._transcript.append(observation)
+        self.timings["step_s"] = time.perf_counter() - t0
         # 0.0 + each term is exact, so under the default weights the step reward is the final reward as before
-        reward = float(sum(info["reward_terms"].values(), 0.0))
+        reward = float(sum(terms.values(), 0.0))
         return observation, reward, terminated, truncated, info
 
     def _call_tool(self, call: ToolCall, tally: StepTally) -> str:
@@ -398,6 +422,35 @@ class ToolEnv(gymnasium.Env):
             return exc.observation
         tally.well_formed += 1
         return text
+
+    # ------------------------------------------------------------ step hooks (defaults: a sandbox task)
+
+    def after_calls(self, fault: str) -> tuple[bool, str]:
+        """Hook, after a step's calls ran (`fault`: an EnvironmentFault that stopped them, else ""): (whether the
+        environment itself ended the task, the fault). A sandbox task never ends itself."""
+        return False, fault
+
+    def more_step_terms(self, fault: str) -> dict[str, float]:
+        """Hook: reward terms of this environment's own on every step, beside the tally's (envs/rewards.py)."""
+        return {}
+
+    def final_report(self, *, answer: str | None, fault: str) -> CheckReport:
+        """Hook: the episode's verdict, once it ended: every process of the sandbox stopped, then :meth:`score`."""
+        self.box.stop_everything()
+        return self.score(self.box, self.task, last_output=self._last_output, answer=answer)
+
+    def paid_before_final(self) -> float:
+        """Hook: what the step terms already paid of the final reward (the final term pays the rest)."""
+        return 0.0
+
+    def closing_lines(self, results: list[str], report: CheckReport, reward: float, *, ended: bool,
+                      fault: str) -> list[str]:
+        """Hook: the lines that end the last observation: the reward, when the step shows nothing else."""
+        return [] if results else [f"submitted: reward {reward:.2f}"]
+
+    def progress_lines(self) -> list[str]:
+        """Hook: the lines a step that does not end the episode adds after its calls' results (none here)."""
+        return []
 
     def _info(self, task: Task) -> ResetInfo:
         return {"task_id": task.task_id, "split": task.split, "env": self.env_name, "tags": list(tags_of(self.env_name)),

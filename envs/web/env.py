@@ -4,8 +4,9 @@ reset() leases a tab from the browser pool (browser.py), loads the task's MiniWo
 package if the tab shows another one, seeds MiniWoB's generator with the task's seed and starts an episode
 with MiniWoB's timer out of the way (a model may think for longer than MiniWoB's 10 s; the step limit bounds
 an episode instead). The observation is MiniWoB's instruction and the page's element list (observe.py); each
-step runs the action's tool calls (actions.py, at most MAX_CALLS_PER_STEP) and answers with their results
-and the page as it is now.
+step is ToolEnv.step (one step loop for every environment) with this environment's hooks: the calls run on the
+page (actions.py, at most MAX_CALLS_PER_STEP; submit and done end the episode), `after_calls` reads the page back,
+and the observation is their results and the page as it is now.
 
 The episode ends when the page ends it (its Submit button, a final click: MiniWoB's own judgement), when the
 agent calls submit/done or replies without a tool call, after max_steps, or when the browser dies or hangs
@@ -30,12 +31,10 @@ from pathlib import Path
 
 import gymnasium
 
-from envs.base import (EnvironmentFault, ResetInfo, ResetOptions, StepInfo, ToolArgumentError, ToolEnv, ToolFailed,
-                        ToolResult)
+from envs.base import EnvironmentFault, ResetInfo, ResetOptions, ToolEnv
 from envs.checks import CheckReport
-from envs.rewards import RewardWeights, StepTally, final_reward, step_terms
+from envs.rewards import RewardWeights
 from envs.tasks import Task
-from envs.toolcalls import parse_tool_calls
 from envs.web import browser as browsers
 from envs.web.actions import END_TOOLS, TOOLS, perform
 from envs.web.observe import SNAPSHOT_JS, render
@@ -63,6 +62,8 @@ class WebFormEnv(ToolEnv):
     env_name = ENV
     system_prompt = SYSTEM_PROMPT
     tools = TOOLS
+    end_tools = END_TOOLS
+    max_calls_per_step = MAX_CALLS_PER_STEP
 
     def __init__(self, split: str = "train", tasks=None, max_steps: int = 10, limits=None,
                  render_mode: str | None = None, templates: list[str] | None = None,
@@ -79,7 +80,6 @@ class WebFormEnv(ToolEnv):
         self._paid_share = 0.0
         self._share = 0.0
         self._snapshot: dict = {}
-        self.timings = {"reset_s": 0.0, "step_s": 0.0}  # the last reset's and step's wall time (bench_web.py)
 
     @classmethod
     def builtin_suite(cls):
@@ -157,102 +157,58 @@ class WebFormEnv(ToolEnv):
         self.timings["reset_s"] = time.perf_counter() - t0
         return observation, info
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:
-        if self._done or self.task is None:
-            raise RuntimeError("call reset() before step(); the episode is over")
-        t0 = time.perf_counter()
-        self._steps += 1
-        parsed = parse_tool_calls(action)
-        tally = StepTally(malformed=len(parsed.errors))
-        results = [f"error: {e}. Use <tool_call>{{\"name\": ..., \"arguments\": {{...}}}}</tool_call>"
-                   for e in parsed.errors]
-        per_call: list[ToolResult] = []
-        submitted = not parsed.calls and not parsed.errors  # a plain reply ends the episode, like submit
-        gone = ""
-        calls = parsed.calls
-        if len(calls) > MAX_CALLS_PER_STEP:
-            tally.malformed += 1
-            results.append(f"error: {len(calls) - MAX_CALLS_PER_STEP} more tool calls were not run "
-                           f"(at most {MAX_CALLS_PER_STEP} per turn)")
-            calls = calls[:MAX_CALLS_PER_STEP]
-        for call in calls:
-            if call.name in END_TOOLS:
-                tally.well_formed += 1
-                submitted = True
-                break
-            text = self._run(call, tally)
-            if isinstance(text, EnvironmentFault):
-                gone = str(text)
-                break
-            results.append(text)
-            per_call.append({"id": call.id, "name": call.name, "content": text})
+    # ------------------------------------------------------------ step hooks (ToolEnv.step runs the step)
+
+    def call_tool(self, box, call) -> str:
+        """A call on the page (actions.py); a dead browser or a failed page raises EnvironmentFault."""
+        return perform(self.page, call)
+
+    def after_calls(self, fault: str) -> tuple[bool, str]:
+        """The page as the calls left it: ended by the page itself (its submit button, a final click: MiniWoB's
+        own judgement), or a fault (the browser gone: its tab is given back and the episode ends)."""
         snap = self._snapshot
-        if not gone:
+        if not fault:
             try:
                 snap = self.page.run(SNAPSHOT_JS)
             except EnvironmentFault as exc:
-                gone = str(exc)
-        if gone:
+                fault = str(exc)
+        if fault:
             self._release()
             snap = {**self._snapshot, "done": False}
-            results.append(f"error: {gone}; the episode ends")
         self._snapshot = snap
-        page_done = bool(snap.get("done"))
-        terminated = submitted or page_done
-        truncated = not terminated and (bool(gone) or self._steps >= self.max_steps)
-        terms = step_terms(self.reward_weights, tally)
-        share = self._fill_share(snap)
-        pc = self.reward_weights.partial_credit
-        terms["field_filled"] = 0.0 if pc is None or gone else pc * (share - self._paid_share)
-        if pc is not None and not gone:
-            self._paid_share = share
-        info: StepInfo = {"step": self._steps, "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
-                                                             for c in parsed.calls],
-                          "parse_errors": parsed.errors, "tool_results": per_call, "reward_terms": terms}
-        if terminated or truncated:
-            report = self._report(snap, share, gone)
-            shot = self._screenshot() if self.screenshots is not None and not gone else None
-            if shot:
-                report.details[0]["screenshot"] = shot
-            elif self.screenshot_error:
-                report.details[0]["screenshot_error"] = self.screenshot_error
-            final = final_reward(self.reward_weights, report) - (pc * self._paid_share if pc is not None else 0.0)
-            terms["final"] = final
-            info.update(reward=final_reward(self.reward_weights, report), success=report.success,
-                        checks=report.as_dict(), task_id=self.task.task_id, submitted=submitted)
-            if gone:
-                info["fault"] = gone
-            self._done = True
-            if page_done:
-                results.append(f"The page ended the task: {'success' if report.success else 'failure'} "
-                               f"(MiniWoB reward {float(snap.get('raw_reward') or 0):.2f}).")
-            elif not gone:
-                results.append(f"submitted: reward {info['reward']:.2f}")
-        else:
-            results.append(render(snap, with_instruction=False))
-        observation = "\n".join(results)
-        self._transcript.append(observation)
-        self.timings["step_s"] = time.perf_counter() - t0
-        return observation, float(sum(terms.values(), 0.0)), terminated, truncated, info
+        self._share = self._fill_share(snap)
+        return bool(snap.get("done")), fault
 
-    def _run(self, call, tally: StepTally):
-        names = [t["function"]["name"] for t in self.tools]
-        if call.name not in names:
-            tally.malformed += 1
-            return f"error: unknown tool {call.name!r}; tools: {', '.join(names)}"
-        try:
-            text = perform(self.page, call)
-        except ToolArgumentError as exc:
-            tally.malformed += 1
-            return f"error: {exc}"
-        except ToolFailed as exc:
-            tally.well_formed += 1
-            tally.command_errors += 1
-            return exc.observation
-        except EnvironmentFault as exc:
-            return exc
-        tally.well_formed += 1
-        return text
+    def more_step_terms(self, fault: str) -> dict[str, float]:
+        """With partial_credit, `field_filled`: paid as the share of the task's fields holding their value changes."""
+        pc = self.reward_weights.partial_credit
+        term = 0.0 if pc is None or fault else pc * (self._share - self._paid_share)
+        if pc is not None and not fault:
+            self._paid_share = self._share
+        return {"field_filled": term}
+
+    def paid_before_final(self) -> float:
+        pc = self.reward_weights.partial_credit
+        return pc * self._paid_share if pc is not None else 0.0
+
+    def final_report(self, *, answer: str | None, fault: str) -> CheckReport:
+        report = self._report(self._snapshot, self._share, fault)
+        shot = self._screenshot() if self.screenshots is not None and not fault else None
+        if shot:
+            report.details[0]["screenshot"] = shot
+        elif self.screenshot_error:
+            report.details[0]["screenshot_error"] = self.screenshot_error
+        return report
+
+    def closing_lines(self, results: list[str], report: CheckReport, reward: float, *, ended: bool,
+                      fault: str) -> list[str]:
+        if ended:
+            return [f"The page ended the task: {'success' if report.success else 'failure'} "
+                    f"(MiniWoB reward {float(self._snapshot.get('raw_reward') or 0):.2f})."]
+        return [] if fault else [f"submitted: reward {reward:.2f}"]
+
+    def progress_lines(self) -> list[str]:
+        return [render(self._snapshot, with_instruction=False)]
 
     def _screenshot(self) -> str | None:
         """The page as it is now, saved as a PNG in the screenshots folder; its absolute path (None: the browser
