@@ -53,23 +53,32 @@ def inflate_limit(compressed: int, cap: int, ratio: float) -> int:
 TOKEN_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")  # a client's name in a token file (it goes into recorded metadata)
 TOKEN_TEXT = re.compile(r"[!-~]{1,4096}")  # a token: visible ASCII, what an Authorization header carries as sent
 TOKEN_FILE_MAX = MiB  # a token file is a few lines: more is not one
-TOKEN_FILE_GRAMMAR = ("a token file holds one bare TOKEN, or one `NAME TOKEN` line per client (NAME: 1-64 letters, "
-                      "digits, '.', '_' or '-'; TOKEN: visible ASCII), with blank lines and whole-line # comments")
+GRADER = "grader"  # the one word a `NAME TOKEN` line may end with: that client may reward any trajectory
+TOKEN_FILE_GRAMMAR = ("a token file holds one bare TOKEN, or one `NAME TOKEN` or `NAME TOKEN grader` line per client "
+                      "(NAME: 1-64 letters, digits, '.', '_' or '-'; TOKEN: visible ASCII; `grader`: that client may "
+                      "post rewards for any client's trajectories), with blank lines and whole-line # comments")
 
 
 class Tokens(dict):
     """The accepted bearer tokens: token -> the client's name ("" for a bare token, --token or LACHESIS_TOKEN).
     `client` finds the sender of an Authorization header by a dict lookup on its SHA-256 digest: constant time
     whatever the number of tokens, and the time taken says nothing of how close a wrong token came (a digest
-    shares no prefix with the token it hides)."""
+    shares no prefix with the token it hides). `graders`: the names whose line ends with `grader` (they may
+    reward any client's trajectories; every other named client only its own: ingest/routes_native.py)."""
 
-    def __init__(self, by_token=()):
+    def __init__(self, by_token=(), graders=()):
         super().__init__(by_token)
+        self.graders = frozenset(graders)
         self._by_digest = {_digest(f"Bearer {t}"): name for t, name in self.items()}
 
     def client(self, authorization: str) -> str | None:
         """The name of the client whose `Bearer <token>` this header is, else None."""
         return self._by_digest.get(_digest(authorization))
+
+    def may_reward_any(self, client: str) -> bool:
+        """Whether `client` may reward trajectories it did not post: one identity (no tokens, or one bare token:
+        every client is "", as before) or a grader's token."""
+        return not client or client in self.graders
 
 
 def _digest(header: str) -> bytes:
@@ -91,22 +100,30 @@ def resolve_tokens(token: str | None, token_file: Path | None) -> Tokens:
 def read_token_file(path: Path) -> Tokens:
     """A --token-file, by its grammar (TOKEN_FILE_GRAMMAR): one bare token (every client is the one identity
     ""), or one `NAME TOKEN` line per client, so that each has its own identity (the model server joins
-    conversations only within one: serving/record.py); blank lines and lines whose first visible character is #
-    are skipped. Refused with one line naming the line (OptionError): a file with no token, a line of another
-    shape, a bare token beside other tokens, a name or a token given twice; and before it is opened, anything
-    but a regular file of at most TOKEN_FILE_MAX bytes (a FIFO would block the start, a device never end)."""
+    conversations only within one: serving/record.py), optionally ending with the word `grader` (that client may
+    post rewards for any client's trajectories: Tokens.graders); blank lines and lines whose first visible
+    character is # are skipped. Refused with one line naming the line (OptionError): a file with no token, a
+    line of another shape (a third word other than `grader` included), a bare token beside other tokens, a name
+    or a token given twice; and before it is opened, anything but a regular file of at most TOKEN_FILE_MAX
+    bytes (a FIFO would block the start, a device never end)."""
     where = f"--token-file {path}"
     text = _token_file_text(path, where)
     tokens: dict[str, str] = {}
     names: set[str] = set()
+    graders: set[str] = set()
     bare = 0  # the line of the bare token, if one was read
     for n, line in enumerate(text.splitlines(), 1):
         parts = line.split()
         if not parts or parts[0].startswith("#"):
             continue
+        grader = len(parts) == 3 and parts[2] == GRADER
+        if grader:
+            parts = parts[:2]
         if len(parts) > 2 or not TOKEN_TEXT.fullmatch(parts[-1]) or (len(parts) == 2
                                                                       and not TOKEN_NAME.fullmatch(parts[0])):
-            raise OptionError(f"{where}: line {n} is neither `NAME TOKEN` nor a bare TOKEN ({TOKEN_FILE_GRAMMAR})")
+            third = " (a third word can only be `grader`)" if len(parts) == 3 else ""  # never echoed: it may be a token
+            raise OptionError(f"{where}: line {n} is neither `NAME TOKEN [grader]` nor a bare TOKEN{third} "
+                              f"({TOKEN_FILE_GRAMMAR})")
         name = parts[0] if len(parts) == 2 else ""
         if bare:
             raise OptionError(f"{where}: line {n} is a second token after the bare token of line {bare}: name "
@@ -118,11 +135,13 @@ def read_token_file(path: Path) -> Tokens:
                               "each client needs its own")
         tokens[parts[-1]] = name
         names.add(name)
+        if grader:
+            graders.add(name)
         bare = 0 if name else n
     if not tokens:
         raise OptionError(f"{where}: no token in it (only blank lines and # comments): {TOKEN_FILE_GRAMMAR}; "
                           "leave the option out to run without auth")
-    return Tokens(tokens)
+    return Tokens(tokens, graders)
 
 
 def _token_file_text(path: Path, where: str) -> str:
@@ -164,7 +183,9 @@ def auth_summary(tokens: dict) -> str:
     if not tokens:
         return "auth=off (no --token, --token-file or LACHESIS_TOKEN)"
     named = sum(1 for name in tokens.values() if name)
-    return f"auth=on ({named} named client{'s' * (named != 1)})" if named else "auth=on (one token)"
+    graders = len(getattr(tokens, "graders", ()))
+    graded = f", {graders} grader{'s' * (graders != 1)}" if graders else ""
+    return f"auth=on ({named} named client{'s' * (named != 1)}{graded})" if named else "auth=on (one token)"
 
 
 SERVE_MODES = ("at-least-once", "at-most-once")
@@ -232,8 +253,9 @@ class ServeConfig:
         "help": "Bearer token required on every route but /v1/health (reads hand out what was posted). Prefer the "
                 "LACHESIS_TOKEN environment variable or --token-file: a --token shows in `ps`."})
     token_file: Optional[Path] = field(default=None, metadata={
-        "help": "Read the bearer tokens from this file: one bare token, or one `NAME TOKEN` line per client (blank "
-                "lines and # comment lines skipped); a file with no token, or another line, is refused."})
+        "help": "Read the bearer tokens from this file: one bare token, or one `NAME TOKEN` line per client, "
+                "`NAME TOKEN grader` for a client that may reward any client's trajectories (blank lines and # "
+                "comment lines skipped); a file with no token, or another line, is refused."})
     tokens: Tokens = field(default_factory=Tokens, init=False, repr=False, metadata={
         "help": "The accepted tokens, token -> client name (from --token or --token-file)."})
     allowed_hosts: Optional[str] = field(default=None, metadata={

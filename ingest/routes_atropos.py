@@ -33,11 +33,13 @@ router = APIRouter()
 class Group:
     """One checked group of a request: its id, its lake rows (Arrow) and the JSON /batch will serve."""
 
-    def __init__(self, pg: ParsedGroup, gid: str, env_name: str | None, loc: list, idem: Idempotency | None):
+    def __init__(self, pg: ParsedGroup, gid: str, env_name: str | None, loc: list, idem: Idempotency | None,
+                 client: str = ""):
+        # a named token's name goes into each row's metadata.client, as on /v1/trajectories (ingest.owners)
+        meta = {**(idem.metadata() if idem else {}), **({"client": client} if client else {})}
         try:  # numbers that JSON cannot hold (an int beyond 64 bits in an override, say) are a 422, not a 500
             self.body = pg.served()
-            self.rows = pg.table(group_id=gid, env_name=env_name, qseq=uuid7(),
-                                 meta=idem.metadata() if idem else None)
+            self.rows = pg.table(group_id=gid, env_name=env_name, qseq=uuid7(), meta=meta or None)
         except (TypeError, OverflowError, ValueError) as exc:
             raise BadInput(f"value out of range: {exc}", field=loc, status=422, kind="value_error") from None
         self.gid, self.size, self.env_id = gid, pg.size, pg.env_id
@@ -188,20 +190,21 @@ async def status_env(ident: A.EnvIdentifier = Depends(env_identifier), s: Ingest
 
 
 @router.post("/scored_data", dependencies=WRITE)
-async def scored_data(expected: Expected = Depends(expect_trajectories), pg: ParsedGroup = Depends(scored_data_body),
-                      idem: Idempotency | None = Depends(idempotency), s: IngestState = Depends(get_state)):
-    g = Group(pg, _group_id(idem), s.queue.env_name(pg.env_id), ["body"], idem)
+async def scored_data(request: Request, expected: Expected = Depends(expect_trajectories),
+                      pg: ParsedGroup = Depends(scored_data_body), idem: Idempotency | None = Depends(idempotency),
+                      s: IngestState = Depends(get_state)):
+    g = Group(pg, _group_id(idem), s.queue.env_name(pg.env_id), ["body"], idem, request.state.client)
     res = (await commit_groups(s, [g], idem, "scored_data", expected))[0]
     return {"status": "received", "duplicate": True} if res is None else res
 
 
 @router.post("/scored_data_list", dependencies=WRITE)
-async def scored_data_list(expected: Expected = Depends(expect_trajectories),
+async def scored_data_list(request: Request, expected: Expected = Depends(expect_trajectories),
                            items: list[ParsedGroup] = Depends(scored_data_list_body),
                            idem: Idempotency | None = Depends(idempotency), s: IngestState = Depends(get_state)):
     # every group is checked before any is claimed: a bad later group leaves nothing claimed or written
-    groups = [Group(pg, _group_id(idem, f"#{i}"), s.queue.env_name(pg.env_id), ["body", i], idem)
-              for i, pg in enumerate(items)]
+    groups = [Group(pg, _group_id(idem, f"#{i}"), s.queue.env_name(pg.env_id), ["body", i], idem,
+                    request.state.client) for i, pg in enumerate(items)]
     results = await commit_groups(s, groups, idem, "scored_data_list", expected)
     buffered = [r for r in results if r is not None and r["status"] == "buffered"]
     out = {"status": "received", "groups_processed": len(groups)}

@@ -18,6 +18,7 @@ from ingest.hermes import hermes_to_record
 from ingest.batcher import Expected
 from ingest.dedupe import Idempotency
 from ingest.http import WRITE, body_bytes, expect_trajectories, get_state, idempotency, json_body
+from ingest.owners import stamp_client
 from ingest.records import validated_batch
 from ingest.skills import parse_skill
 from ingest.state import IngestState
@@ -71,14 +72,17 @@ async def stats(s: IngestState = Depends(get_state)):
 
 
 @router.post("/v1/trajectories", dependencies=WRITE)
-async def post_trajectories(expected: Expected = Depends(expect_trajectories), items: list = Depends(trajectory_items),
-                            idem: Idempotency | None = Depends(idempotency), s: IngestState = Depends(get_state)):
+async def post_trajectories(request: Request, expected: Expected = Depends(expect_trajectories),
+                            items: list = Depends(trajectory_items), idem: Idempotency | None = Depends(idempotency),
+                            s: IngestState = Depends(get_state)):
+    client = request.state.client  # a named token's name goes into each row's metadata.client (ingest.owners)
     records, locs = [], []
     for i, (line, obj) in enumerate(items):
         loc = line if line is not None else i
         try:
             # the position `lake import` would give the record: its line, or its 1-based index in an array
             recs = _keyed_records(obj, idem, i) if idem else to_records(obj, "auto", line=line or i + 1)
+            recs = [stamp_client(r, client, []) for r in recs]  # (after the ids: content-derived ids stay the same)
         except BadInput as exc:
             f = exc.field if isinstance(exc.field, list) else ([exc.field] if exc.field else [])
             raise BadInput(exc.reason, field=["body", loc] + f, status=422, kind=exc.kind, line=line) from None
@@ -115,8 +119,12 @@ async def post_trajectories(expected: Expected = Depends(expect_trajectories), i
 
 
 @router.post("/v1/rewards", dependencies=WRITE)
-async def post_rewards(obj=Depends(json_body), idem: Idempotency | None = Depends(idempotency),
+async def post_rewards(request: Request, obj=Depends(json_body), idem: Idempotency | None = Depends(idempotency),
                        s: IngestState = Depends(get_state)):
+    """Rewards for known trajectories. A named client (a `NAME TOKEN` line) may reward only the trajectories it
+    posted, unless its line ends with `grader`; its name is recorded in each reward's metadata.client
+    (ingest.owners). Everything is checked before anything is written: one refused id refuses the request."""
+    client = request.state.client
     items = obj if isinstance(obj, list) else [obj]
     duplicate = {"status": "committed", "accepted": 0, "duplicate": True}
     if idem and f"rewards:{idem.key}" in s.idem_keys:
@@ -140,12 +148,20 @@ async def post_rewards(obj=Depends(json_body), idem: Idempotency | None = Depend
         if tid not in s.ids:
             raise BadInput(f"unknown trajectory_id {tid!r}", field=loc + ["trajectory_id"], status=404,
                            kind="not_found")
-        r = dict(it)
+        r = stamp_client(dict(it), client, loc)
         if idem:
             meta = r.get("metadata") if isinstance(r.get("metadata"), dict) else {}
             r["metadata"] = {**meta, **idem.metadata()}
         recs.append(r)
         locs.append(idx)
+    if not s.config.tokens.may_reward_any(client):
+        owners = await asyncio.to_thread(s.owners.of, [r["trajectory_id"] for r in recs])
+        for r, idx in zip(recs, locs):
+            if owners[r["trajectory_id"]] != client:
+                raise BadInput(f"trajectory {r['trajectory_id']!r} was not posted by this client: a client may "
+                               "reward only its own trajectories (a token file line ending with `grader` may "
+                               "reward any)", field=["body"] + ([] if idx is None else [idx]) + ["trajectory_id"],
+                               status=403, kind="forbidden")
     async with s.claims() as claims:  # requests with one key run one at a time: the second is the duplicate
         if idem and not await claims.take(f"rewards:{idem.key}", s.idem_keys):
             await s.same_body("rewards", idem, "rewards")

@@ -21,6 +21,7 @@ from ingest.atropos_queue import AtroposQueue, Event, event_from_run, event_reco
 from ingest.batcher import CommitFailed, Expected, TableBatcher
 from ingest.config import ServeConfig
 from ingest.dedupe import BodyHashes, Idempotency, KeyGuard, idempotency_guard, trajectory_guard
+from ingest.owners import Owners
 from ingest.records import ArrowRows, validated_batch
 from ingest.util import uuid7
 from lake import Lake
@@ -48,6 +49,7 @@ class IngestState:
     # commit time, under the table's cross-process lock (ingest.dedupe)
     guards: dict[str, KeyGuard] = field(default_factory=dict)
     bodies: Optional[BodyHashes] = None  # the body each Idempotency-Key was committed with (a reuse is a 409)
+    owners: Optional[Owners] = None  # which client posted a trajectory (rewards: ingest.owners)
     host_names: Optional[frozenset] = None  # Host header names accepted besides addresses (None: any; ingest.http)
     skill_hash: dict[str, str] = field(default_factory=dict)  # skill name -> sha256 of its current version
     queue: AtroposQueue = field(default_factory=AtroposQueue)
@@ -63,7 +65,8 @@ class IngestState:
     @classmethod
     def load(cls, lake: Lake, config: ServeConfig, writer_name: str = "ingest-http") -> "IngestState":
         """Indexes and the Atropos queue from the lake (blocking: run it in a thread)."""
-        st = cls(config, lake, lake.writer(process_writer_id(writer_name)), bodies=BodyHashes(lake))
+        st = cls(config, lake, lake.writer(process_writer_id(writer_name)), bodies=BodyHashes(lake),
+                 owners=Owners(lake))
         st.guards["trajectories"] = trajectory_guard(lake)
         st.ids = st.guards["trajectories"].keys
         for table in ("rewards", "skills"):
