@@ -62,9 +62,10 @@ class ServeModelConfig:
         "bearer token required on every route but /v1/health (clients: api_key). Prefer LACHESIS_TOKEN or "
         "--token-file: a --token shows in `ps`"))
     token_file: Optional[Path] = field(default=None, **helped(
-        "read the bearer tokens from this file: one bare token, or one `NAME TOKEN` line per client (each its own "
-        "identity: conversations are joined only within one, docs/serving.md); blank lines and # comment lines "
-        "skipped, a file with no token or another line refused"))
+        "read the bearer tokens from this file: one bare token, or one `NAME TOKEN [grader]` line per client (each "
+        "its own identity: conversations are joined only within one, and on `lake serve` a client rewards only its "
+        "own trajectories unless marked grader; docs/serving.md); blank lines and # comment lines skipped, a file "
+        "with no token or another line refused"))
     tokens: Tokens = field(default_factory=Tokens, init=False, repr=False, **helped(
         "the accepted tokens, token -> client name (from --token or --token-file: ingest/config.py Tokens)"))
     allowed_hosts: Optional[str] = field(default=None, **helped(
