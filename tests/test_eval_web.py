@@ -3,16 +3,15 @@ as they end, so any number of tasks runs with at most --batch-size tabs leased; 
 end. The module runs in one worker (--dist loadfile)."""
 from __future__ import annotations
 
-import time
 
 import pytest
 
 import train_helpers as th
 from train_helpers import tiny_dir  # noqa: F401  (session fixture)
 from envs.web import browser as browsers
+from web_helpers import assert_no_browser_left, needs_browser
 
-MISSING = browsers.missing()
-pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+pytestmark = needs_browser
 
 
 def test_a_web_evaluation_leases_at_most_batch_size_tabs_and_records_every_episode(tiny_dir, tmp_path):
@@ -76,8 +75,4 @@ def test_a_model_episode_whose_page_fails_mid_episode_is_played_again(tiny_dir):
 
 
 def test_zz_no_chromium_left_after_the_tests():
-    browsers.pool().shutdown()
-    deadline = time.time() + 5
-    while time.time() < deadline and browsers.leftovers():
-        time.sleep(0.1)
-    assert browsers.leftovers() == []
+    assert_no_browser_left()

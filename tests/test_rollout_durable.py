@@ -21,12 +21,11 @@ import envs
 from envs.episode import EpisodeLost, play_retrying, policy_record
 from envs.processes import killpg
 from envs.web import browser as browsers
+from web_helpers import assert_no_browser_left, needs_browser
 from envs.web.suite import SEED_BASE, TRAIN_FAMILIES
 from ingest.rollout import RolloutSpec, episode_id, run_rollout
 from lake import Lake, LakeError
 
-MISSING = browsers.missing()
-needs_browser = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 LAKE_BIN = str(Path(sys.executable).parent / "lake")
 
 
@@ -243,17 +242,6 @@ def test_a_task_files_seed_and_mode_decide_the_page(tmp_path, web):
     assert same.splitlines()[0] == first_line and other.splitlines()[0] != first_line
 
 
-@needs_browser
-def test_zz_no_chromium_left_after_the_tests(web):
-    """Last in the module: after the pool ends, no process of any browser this process started is alive."""
-    web.close()
-    browsers.pool().shutdown()
-    deadline = time.time() + 5
-    while time.time() < deadline and browsers.leftovers():
-        time.sleep(0.1)
-    assert browsers.leftovers() == []
-
-
 # ------------------------------------------------------------------ hostile task files (issue 46, item 6)
 
 @pytest.mark.attack
@@ -332,3 +320,10 @@ def test_a_browser_that_cannot_start_is_one_line_naming_the_packages(tmp_path):
     assert res.returncode == 2 and "Traceback" not in res.stderr
     line = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
     assert len(line) == 1 and "chromium did not start" in line[0] and "apt-get install chromium" in line[0]
+
+
+@needs_browser
+def test_zz_no_chromium_left_after_the_tests(web):
+    """Last in the module: after the pool ends, no process of any browser this process started is alive."""
+    web.close()
+    assert_no_browser_left()

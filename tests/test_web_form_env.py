@@ -21,11 +21,10 @@ import envs
 from envs.processes import killpg
 from envs.toolcalls import format_tool_call
 from envs.web import browser as browsers
+from web_helpers import assert_no_browser_left, needs_browser
 from envs.web.experts import parse_elements
 from envs.web.suite import HELD_OUT, TASKS, TRAIN_FAMILIES
 
-MISSING = browsers.missing()
-needs_browser = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 
 
 def call(name: str, **arguments) -> str:
@@ -367,9 +366,4 @@ def test_watchdog_ends_the_browser_after_its_parent_is_killed(tmp_path):
 def test_zz_no_chromium_left_after_the_tests(env):
     """Last in the module: after the pool ends, no process of any browser this process started is alive."""
     env.close()
-    assert browsers.STARTED
-    browsers.pool().shutdown()
-    deadline = time.time() + 5
-    while time.time() < deadline and browsers.leftovers():
-        time.sleep(0.1)
-    assert browsers.leftovers() == []
+    assert_no_browser_left()

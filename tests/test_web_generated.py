@@ -14,21 +14,18 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections import Counter
 
 import pytest
 
 import envs
 from envs.toolcalls import format_tool_call
-from envs.web import browser as browsers
+from web_helpers import assert_no_browser_left, needs_browser
 from envs.web.experts import parse_elements
 from envs.web.generated.env import SEED_BASE, spec_of
 from envs.web.generated.spec import HELD_OUT_LAYOUTS, KINDS, LAYOUTS, draw
 from envs.web.generated.vocab import HELD_OUT_CONCEPTS
 
-MISSING = browsers.missing()
-needs_browser = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 
 
 @pytest.fixture(scope="module")
@@ -218,9 +215,4 @@ def test_field_rewards_are_paid_as_target_fields_fill():
 def test_zz_no_chromium_left_after_the_tests(env):
     """Last in the module: after the pool ends, no process of any browser this process started is alive."""
     env.close()
-    assert browsers.STARTED
-    browsers.pool().shutdown()
-    deadline = time.time() + 5
-    while time.time() < deadline and browsers.leftovers():
-        time.sleep(0.1)
-    assert browsers.leftovers() == []
+    assert_no_browser_left()
