@@ -2,8 +2,10 @@
 
 `watch`'s options are fields of WatchConfig (default and help from there). With --json every event (ready,
 training, increment, eval) is one JSON line on stdout, flushed, for supervisors, benchmarks and tests; without,
-one line per increment on stderr. SIGINT/SIGTERM stop a waiting watcher at once and a training one once its
-increment is written; a watcher killed harder restarts from its last complete increment.
+one line per increment on stderr (and one naming the served conversations it trains, when it trains any).
+SIGINT/SIGTERM stop a waiting watcher at once and a training one once its increment is written; a watcher killed
+harder restarts from its last complete increment. `status` prints a block per watcher that fits 80 columns,
+`--wide` the table, `--json` the statuses.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Optional
 
 import typer
 
-from lachesis.console import App, JsonOption, LakeOption, config_command, print_json, print_rows
+from lachesis.console import App, JsonOption, LakeOption, config_command, print_json
 from lachesis.train_cli import RENAMED
 from trainers.watch.config import ONLINE, WatchConfig
 
@@ -28,6 +30,7 @@ WATCH_OPTIONS = [
     ("max_length", "--max-length"), ("full", "--full/--lora"), ("lora_rank", "--lora-rank"), ("lora_alpha", "--lora-alpha"),
     ("target_modules", "--target-modules"), ("seed", "--seed"), ("split", "--split"), ("threads", "--threads"),
     ("device", "--device"), ("chat_template", "--chat-template"), ("actors", "--actors"),
+    ("served_test_fraction", "--served-test-fraction"),
 ]
 ONLINE_KEYS = ("run_id", "env", "steps", "rollouts", "success_before", "success_after", "reward_before", "reward_after",
                "run_dir")
@@ -54,6 +57,8 @@ def _emitter(as_json: bool, quiet: bool):
             err.print(f"increment {rec['increment']}: {rec['rows_consumed']} rows, {rec['new_examples']} new + "
                       f"{rec['replayed_examples']} replayed examples, {rec['steps']} steps{loss}, "
                       f"{rec['increment_s']:.2f} s{_left_out(rec)} -> {literal(rec['adapter'])}", highlight=False)
+            if rec.get("served"):
+                err.print(literal(_served(rec)), highlight=False)
         elif kind == "skipped":
             err.print(f"no increment: {rec['rows_consumed']} rows consumed, no new example{_left_out(rec)}; nothing "
                       f"published (still increment {rec['increment']})", highlight=False)
@@ -69,6 +74,19 @@ def _emitter(as_json: bool, quiet: bool):
                       f"mean reward {rec['mean_reward']:.3f}", highlight=False)
 
     return emit
+
+
+SERVED_SHOWN = 5  # served conversations named in the line; the rest are counted
+
+
+def _served(rec: dict) -> str:
+    """'increment 3 trains 2 served conversations now trainable: 6f1c... (reward 1.0), 93ab... (reward 0.8)': a
+    served conversation's reward usually lands after it, and this is where the wait for it ends."""
+    served = rec["served"]
+    named = ", ".join(f"{s['trajectory_id']} (reward {s['reward']})" for s in served[:SERVED_SHOWN])
+    more = f" and {len(served) - SERVED_SHOWN} more" if len(served) > SERVED_SHOWN else ""
+    return (f"increment {rec['increment']} trains {len(served)} served conversation{'s' * (len(served) != 1)} "
+            f"now trainable: {named}{more}")
 
 
 def _left_out(rec: dict) -> str:
@@ -123,8 +141,11 @@ def status(
     runs: Path = typer.Option(Path("runs"), "--runs", help="Folder of watcher folders (runs/<name>), or one watcher's."),
     lake: Optional[Path] = LakeOption,
     json: bool = JsonOption,
+    wide: bool = typer.Option(False, "--wide", help="One table row per watcher, as wide as its cells (the default "
+                                                    "prints a block per watcher that fits 80 columns)."),
 ) -> None:
     """Each streaming trainer: offsets, lag in versions and rows, last increment, adapters produced, alive."""
+    from lachesis import console as out  # its console at call time (tests render into an 80-column one)
     from lake import open_lake
     from trainers.watch.status import find_watchers, watcher_status
 
@@ -149,7 +170,51 @@ def status(
                      "last": (f"#{last['increment']}: {last['rows']} rows, {last['steps']} steps{_left_out(last)}"
                               if last else "-"),
                      "since": (f"{skipped['rows_consumed']} rows, no example{_left_out(skipped)}" if skipped else "-")})
-    print_rows(rows, title="streaming trainers")
+    if wide:
+        _print_wide(out.console, rows, "streaming trainers")
+    else:
+        out.console.print(_blocks(rows, "streaming trainers"))
+
+
+BLOCK_FIELDS = ("increments", "offsets", "lag", "last", "since")
+
+
+def _blocks(rows: list[dict], title: str):
+    """`lake train status` by default: per watcher a header line (name, alive, phase) and one field a line below it,
+    the values wrapped at word boundaries in the width the terminal leaves. Fits 80 columns: the eight-column table
+    (--wide) gave each cell under ten columns there and cut every value into pieces."""
+    from rich.console import Group
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
+
+    parts: list = [Text(title, style="bold")]
+    for r in rows:
+        alive = "not alive" if r["alive"] == "no" else f"alive ({r['alive']})"
+        parts.append(Text.assemble((str(r["name"]), "bold"), f": {alive}, {r['phase'] or 'no heartbeat'}"))
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True, style="dim")
+        grid.add_column(overflow="fold")  # words wrap; only a word wider than the column (a long path) is folded
+        for key in BLOCK_FIELDS:
+            grid.add_row(key, Text(str(r[key])))
+        parts.append(Padding(grid, (0, 0, 1, 2)))
+    return Group(*parts)
+
+
+def _print_wide(console, rows: list[dict], title: str) -> None:
+    """The full table, one row per watcher, printed as wide as its widest cells (a wider terminal, `less -S`, a
+    file): at the terminal's width Rich would fold every cell again."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    from lachesis.console import table
+
+    columns = list(rows[0])
+    t = table(columns, [[r.get(c) for c in columns] for r in rows], title=title)
+    need = Measurement.get(console, console.options.update_width(1 << 16), t).maximum
+    if need > console.width:
+        console = Console(file=console.file, width=need, emoji=False, no_color=console.no_color)
+    console.print(t)
 
 
 def _kv(d: dict | None) -> str:

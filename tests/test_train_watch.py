@@ -312,3 +312,115 @@ def test_each_increment_names_its_weights_by_their_sha256sum(lake, tmp_path, tin
     lines = subprocess.run("sha256sum *.safetensors | sha256sum", shell=True, cwd=two, capture_output=True,
                            text=True, check=True).stdout
     assert weights_sha256(two) == lines.split()[0]
+
+
+# -- Hardening IV, item 9: an idle watcher sleeps; served conversations train under the defaults -----------------
+SERVED = "lake serve-model"  # serving/record.py SOURCE: what marks a row as a served conversation
+
+
+def served_rows(n: int, start: int = 0) -> list[dict]:
+    """n conversations as `lake serve-model` records them: no task, no split, no reward (it comes later, if ever)."""
+    return [{"trajectory_id": f"served-{i:04d}", "model": "tiny", "metadata": json.dumps({"source": SERVED}),
+             "messages": [{"role": "user", "content": f"question {i}"},
+                          {"role": "assistant", "content": f"answer {i}"}]} for i in range(start, start + n)]
+
+
+def test_the_served_source_is_the_recorders():
+    from serving.record import SOURCE
+
+    assert SOURCE == SERVED
+
+
+def test_reading_the_log_does_not_wake_the_watcher(lake):
+    """The watcher reads the log files it watches (lake.version, the change feed): those reads are no commit. Before,
+    they woke it again after each look, so an idle watcher spun at 0.2 of a core."""
+    from trainers.watch.wake import Waker
+
+    lake.append("trajectories", served_rows(2))
+    waker = Waker([Path(lake.table_path("trajectories")) / "_delta_log"], interval=0.5)
+    try:
+        time.sleep(0.2)
+        waker.event.clear()
+        for _ in range(3):
+            lake.version("trajectories"), lake.changes("trajectories", 0)
+        assert not waker.wait(), "a read of the log woke the watcher"
+        lake.append("trajectories", served_rows(1, 2))
+        assert waker.wait(30), "a commit did not wake it"
+    finally:
+        waker.stop()
+
+
+def test_an_idle_watcher_sleeps_while_unrewarded_rows_wait(lake, tmp_path, tiny_dir, monkeypatch):
+    """Unrewarded served conversations give no view row: they wait. The idle watcher re-ran the change feed and the
+    view on every wake (its own reads of the log woke it: about 0.2 of a core measured here); now a poll that finds
+    the followed tables' versions unchanged does not look again: under 0.05 of a core, no view query."""
+    import trainers.watch.loop as loop
+
+    lake.append("trajectories", served_rows(40))
+    looks: list[float] = []
+    real = loop.read_increment
+    monkeypatch.setattr(loop, "read_increment", lambda *a: (looks.append(time.monotonic()), real(*a))[1])
+    st = trainer(lake, tmp_path, poll_interval=0.5)
+    stop = threading.Event()
+    thread = threading.Thread(target=st.run, args=(stop,), daemon=True)
+    try:
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not looks and time.monotonic() < deadline:  # its first look: the rows are there, nothing trainable
+            time.sleep(0.05)
+        time.sleep(1.0)
+        n, cpu, wall = len(looks), time.process_time(), time.monotonic()
+        time.sleep(4.0)  # 8 polls
+        cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+        assert len(looks) == n == 1, f"{len(looks)} looks at the view while idle"
+        assert cpu / wall < 0.05, f"idle watcher used {cpu / wall:.3f} of a core"
+        lake.append("rewards", [{"trajectory_id": "served-0003", "reward": 1.0, "success": True}])
+        deadline = time.monotonic() + 60
+        while st.counter.n < 1 and time.monotonic() < deadline:  # a commit still wakes it
+            time.sleep(0.05)
+        assert st.counter.n == 1 and len(looks) >= 2
+    finally:
+        stop.set()
+        thread.join(60)
+        st.close()
+
+
+def test_a_served_conversation_trains_under_the_defaults_whatever_its_hash(lake, tmp_path, tiny_dir, capsys):
+    """A served conversation has no task: its split was md5(trajectory id), so one in ten never trained under the
+    defaults (--split train) and stayed lag forever. Now it trains when its reward lands, the trainer names it, and
+    the lag clears; a held-out share is opt-in (--served-test-fraction, the view's sft_served_test_fraction)."""
+    import duckdb
+
+    from lachesis.train_watch_cli import _emitter
+
+    rows = served_rows(40)
+    con = duckdb.connect()
+    # the first one the old rule put in the test split (sft_test_fraction 0.1 of md5_number(task key))
+    held = next(r["trajectory_id"] for r in rows
+                if con.execute("SELECT md5_number(?) % 1000000", [r["trajectory_id"]]).fetchall()[0][0] < 100_000)
+    lake.append("trajectories", rows)
+    lines: list[dict] = []
+    st = StreamTrainer(WatchConfig(lake_root=str(lake.root), output=str(tmp_path / "watch"),
+                                   **{**FAST, "split": "train"}), emit=lines.append)
+    try:
+        assert st.step() is None  # no reward yet: nothing to train, the rows wait
+        lake.append("rewards", [{"trajectory_id": held, "reward": 1.0, "success": True}])
+        ev = st.step()
+    finally:
+        st.close()
+    assert ev is not None and ev["metrics"]["new_examples"] == 1 and ev["metrics"]["served_rows"] == 1
+    assert lines[-1]["event"] == "increment" and lines[-1]["served"] == [{"trajectory_id": held, "reward": 1.0}]
+    _emitter(False, False)(lines[-1])
+    assert f"increment 1 trains 1 served conversation now trainable: {held} (reward 1.0)" in capsys.readouterr().err
+    status = watcher_status(tmp_path / "watch", lake)
+    assert status["lag_rows"] == {"trajectories": 0, "rewards": 0}
+    with lake.snapshot() as snap:
+        assert snap.arrow(f"SELECT split, served FROM sft WHERE trajectory_id = '{held}'").to_pylist() == [
+            {"split": "train", "served": True}]
+        snap.con.execute("SET VARIABLE sft_served_test_fraction = 0.1")  # opt-in: the same md5 rule holds it out
+        assert snap.arrow(f"SELECT split FROM sft WHERE trajectory_id = '{held}'").to_pylist() == [{"split": "test"}]
+    held_out = trainer(lake, tmp_path / "held", split="train", served_test_fraction=0.1)
+    try:
+        assert held_out.step() is None  # its only trainable row is in the test split now
+    finally:
+        held_out.close()

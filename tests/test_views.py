@@ -124,6 +124,32 @@ def test_sft_split_per_task_disjoint_and_reproducible(snap):
     assert sum(v == "test" for v in wide.values()) > n_test
 
 
+def test_served_conversations_train_whatever_their_hash(tmp_path):
+    """Hardening IV item 9: a conversation `lake serve-model` recorded has no task, so md5(trajectory id) put one in
+    ten in test, silently out of every training. It is train; a held-out share is opt-in (sft_served_test_fraction,
+    the same md5 rule). A task with a trajectory from anywhere else keeps the task rule."""
+    lk = new_lake(tmp_path / "lake")
+    served = json.dumps({"source": "lake serve-model"})
+    recs = [{**trajectory(i, None, 1.0, True), "task_id": None, "trajectory_id": f"served-{i:03d}", "metadata": served}
+            for i in range(60)]
+    recs.append({**trajectory(500, "mixed", 1.0, True), "metadata": served})
+    recs.append({**trajectory(501, "mixed", 1.0, True), "metadata": "not json"})
+    lk.append("trajectories", recs)
+    ids = [f"served-{i:03d}" for i in range(60)]
+    assert any(py_split(t) == "test" for t in ids)  # the old rule held some out
+    with lk.snapshot() as snap:
+        got = {r["trajectory_id"]: r for r in rows(snap, "SELECT trajectory_id, task_id, split, served FROM sft")}
+        assert all(got[t]["split"] == "train" and got[t]["served"] for t in ids)
+        assert {got[t]["split"] for t in ("traj-00500", "traj-00501")} == {py_split("mixed")}
+        assert not got["traj-00501"]["served"]
+        snap.con.execute("SET VARIABLE sft_split_source = 'hash'")  # served rows have no split of their own to ignore
+        hashed = rows(snap, "SELECT split FROM sft WHERE starts_with(trajectory_id, 'served-')")
+        assert {r["split"] for r in hashed} == {"train"}
+        snap.con.execute("SET VARIABLE sft_served_test_fraction = 0.1")
+        opted = {r["trajectory_id"]: r["split"] for r in rows(snap, "SELECT trajectory_id, split FROM sft")}
+    assert all(opted[t] == py_split(t) for t in ids)
+
+
 def test_sft_messages_are_chat_template_ready(snap):
     (r,) = rows(snap, "SELECT messages FROM sft WHERE trajectory_id = 'traj-09000'")
     msgs = r["messages"]

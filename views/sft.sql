@@ -3,7 +3,8 @@
 -- reads or writes (labels, prompt, completion, input_ids...): late reward labels are `reward_labels`.
 -- Good: success is true (unless `SET VARIABLE sft_use_success = false`) or reward >= `sft_min_reward` (0.5).
 -- Deduplicated by sample_hash (md5 of the messages): of identical chats the one in the test split, then the
--- best reward, then the first event is kept. `split` is per task (see trajectory_chats), never per row.
+-- best reward, then the first event is kept. `split` is per task (see trajectory_chats), never per row; a served
+-- conversation (`served`: recorded by `lake serve-model`) is train unless `sft_served_test_fraction` holds a share out.
 -- order: split, sample_hash
 WITH params AS (
     SELECT
@@ -31,7 +32,8 @@ SELECT
     model,
     policy_version,
     split AS env_split,
-    labels AS reward_labels
+    labels AS reward_labels,
+    served
 FROM good
 QUALIFY row_number() OVER (
     PARTITION BY sample_hash

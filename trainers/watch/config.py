@@ -75,6 +75,9 @@ class WatchConfig(SFTConfig):
         "seconds to wait after a commit is seen, so a burst of commits becomes one increment"))
     poll_interval: float = field(default=2.0, **helped(
         "seconds between polls of the lake when no file event arrives (object storage, missed events)"))
+    served_test_fraction: float = field(default=0.0, **helped(
+        "share of served conversations (recorded by `lake serve-model`) the sft view holds out as its test split, "
+        "by md5 of the conversation (0 = every one trains; the view's sft_served_test_fraction)"))
     replay: float = field(default=0.25, **helped(
         "replayed older view rows per new row, against forgetting (0 = only new rows)"))
     max_versions: int | None = field(default=None, **helped(
@@ -117,6 +120,8 @@ class WatchConfig(SFTConfig):
             RunReader.open(self.from_run, "--from").weights()
         at_least(self, 0, "debounce", "replay", "eval_every", "keep")
         at_least(self, 1, "min_rows", "max_versions", "max_increments", "eval_limit")
+        if not 0 <= self.served_test_fraction <= 1:
+            raise TrainerInputError(f"--served-test-fraction must be within 0 and 1, got {self.served_test_fraction}")
         if self.poll_interval <= 0:
             raise TrainerInputError(f"--poll-interval must be positive, got {self.poll_interval}")
 

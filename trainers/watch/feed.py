@@ -5,6 +5,8 @@ The view runs on a snapshot pinned at the versions the increment consumes up to,
 event is among the consumed ones (trainers/watch/config.py's recipes name the columns): a view can deduplicate,
 join late rewards and filter on the whole lake, which a view over the new rows alone could not. Replayed rows
 are older rows of the same view, drawn by a seeded hash, so a restarted increment replays the same ones.
+The view runs with `sft_served_test_fraction` set from --served-test-fraction (default 0: a served conversation
+trains whatever its hash; views/trajectory_chats.sql).
 """
 from __future__ import annotations
 
@@ -65,6 +67,7 @@ def _view_rows(lake: Lake, cfg: WatchConfig, upto: dict[str, int], ids: list[str
     is_new = " OR ".join(f"coalesce({ident(col)} IN (SELECT id FROM {NEW_IDS}), false)" for col in cfg.follow.values())
     with lake.snapshot(as_of=upto, for_query=f"SELECT * FROM {ident(view)}") as snap:
         snap.con.register(NEW_IDS, pa.table({"id": pa.array(ids, pa.string())}))
+        snap.con.execute("SET VARIABLE sft_served_test_fraction = ?", [float(cfg.served_test_fraction)])
         new = snap.arrow(f"SELECT * FROM {ident(view)} WHERE {is_new} ORDER BY event_id").to_pylist()
         wanted = round(cfg.replay * len(new))
         replay = []

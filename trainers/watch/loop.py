@@ -88,6 +88,7 @@ class StreamTrainer:
         self.phase = "loading"
         self.counter = IncrementCounter()
         self.skipped = 0  # increments consumed without a new example by run(): nothing published
+        self._idle_at: dict[str, int] | None = None  # followed tables' versions when step() last found nothing
         self.heartbeat = _Heartbeat(self)
         try:
             self._load(cfg)
@@ -230,10 +231,22 @@ class StreamTrainer:
         """Train one increment on what is new, if at least --min-rows of it are of the trained split. Returns its
         runs event, or the `skipped` record when its new rows give no example (`skip`: nothing published). New
         rows of other splits wait with the rest: an evaluation's episodes (test split) alone never make an
-        increment, so --eval-every cannot feed itself."""
+        increment, so --eval-every cannot feed itself. Looks again only when a followed table's version moved
+        since the last look that found nothing (one `lake.version` per table otherwise)."""
+        # The followed tables' versions, read before the increment is (a commit landing in between only makes the
+        # next look run again). Versions unchanged since a look that found nothing to train: the answer cannot have
+        # changed (the recipes' views read only the followed tables; the offsets move only here), so the change
+        # feed and the view, whose cost grows with the lake, are not run again. An idle watcher with rows waiting
+        # (an unrewarded conversation, --min-rows not reached) costs a version check per poll, not a view query.
+        # A custom --view that also reads other tables sees their changes with the next commit of a followed one.
+        seen = {t: self.lake.version(t) for t in self.cfg.follow}
+        if seen == self._idle_at:
+            return None
         inc = read_increment(self.lake, self.cfg, self.offsets)
         if inc is None or len(self._of_split(inc.new)) < self.cfg.min_rows:
+            self._idle_at = seen
             return None
+        self._idle_at = None
         return self.train(inc)
 
     def _of_split(self, rows: list[dict]) -> list[dict]:
@@ -304,6 +317,10 @@ class StreamTrainer:
             return self.skip(inc, bounded)
         replayed = self._examples(inc.replay)
         examples = new + replayed
+        # served conversations (`lake serve-model`) that this increment trains: usually a reward that arrived after
+        # the conversation did. Said by name, since nothing else tells the operator that the wait is over.
+        served = [{"trajectory_id": r.get("trajectory_id"), "reward": r.get("reward")}
+                  for r in self._of_split(inc.new) if r.get("served")]
         self.emit({"event": "training", "increment": n, "rows": inc.rows, "examples": len(examples)})
         s = replace(self.cfg, seed=self.cfg.seed + n)  # a fresh, seeded plan and batch order per increment
         first_step: dict = {}
@@ -322,7 +339,7 @@ class StreamTrainer:
             "adapter_path": str(weights.resolve()), "config": asdict(s),
             "metrics": {**metrics, "increment": n, "rows_consumed": inc.consumed, "rows": inc.rows,
                         "new_examples": len(new), "replayed_examples": len(replayed),
-                        "view_rows": len(inc.new), "first_step_at": first_step.get("at"),
+                        "view_rows": len(inc.new), "served_rows": len(served), "first_step_at": first_step.get("at"),
                         "increment_s": elapsed, **bounded, **self.recovery},
             "manifest": {"view": self.cfg.view, "after": inc.after, "upto": inc.upto,
                          "events_sha256": inc.events_sha256, "lake_root": self.meta["lake_root"]},
@@ -345,7 +362,8 @@ class StreamTrainer:
         self.emit({"event": "increment", **{k: event["metrics"][k] for k in (
             "increment", "rows_consumed", "rows", "new_examples", "replayed_examples", "steps", "increment_s",
             "first_step_at")}, "final_loss": metrics.get("final_loss"), "upto": inc.upto, "adapter": str(weights),
-            "left_out": bounded.get("left_out", {}), "truncated_rows": bounded.get("truncated_rows", 0)})
+            "left_out": bounded.get("left_out", {}), "truncated_rows": bounded.get("truncated_rows", 0),
+            "served": served})
         if self.cfg.eval_every and n % self.cfg.eval_every == 0:
             self.evaluate(weights)
         self.set_phase("idle")
