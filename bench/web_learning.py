@@ -125,7 +125,9 @@ def write_report(result: dict, size: Size, args, out: Path, loads: tuple, flags:
              f"`hermes_eval` greedy with "
              f"its default turns and tokens. "
              f"Figures after SFT are means over seeds (± the 95% t-interval's half-width with 2+ seeds); the base "
-             f"model is greedy, so one evaluation serves every seed.", ""]
+             f"model is greedy, so one evaluation serves every seed"
+             + (f" (its figures reused from {args.base_from.name}, an earlier run of the same limits)."
+                if args.base_from else "."), ""]
     lines += table(result, size)
     lines += ["", *ANCHORS, "", "Raw records: web_learning.json."]
     path = out / "LEARNING.md"
