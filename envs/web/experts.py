@@ -409,6 +409,14 @@ class WebExpert:
 MISTAKES = ("wrong field", "typo", "wrong click", "early submit")
 
 
+def draw_mistake(seed: int, task_id: str, kind: str, p_correct: float) -> tuple[random.Random, str]:
+    """(the episode's RNG, the mistake a noisy expert plans: "" for none), drawn from (seed, task_id) so an episode
+    replays the same; the recover kind makes only the mistakes it can repair (not an early submit)."""
+    rng = random.Random(f"{seed}:{task_id}")
+    choices = MISTAKES if kind == "noisy" else MISTAKES[:3]
+    return rng, "" if rng.random() < p_correct else rng.choice(choices)
+
+
 @dataclass
 class NoisyWebExpert(WebExpert):
     """The expert with one realistic mistake in about half the episodes (see the module docstring)."""
@@ -422,11 +430,8 @@ class NoisyWebExpert(WebExpert):
 
     def reset(self, info: ResetInfo) -> None:
         super().reset(info)
-        self._rng = random.Random(f"{self.seed}:{info['task_id']}")
         self.mistake = "none"
-        # the recover kind makes only the mistakes it can repair
-        choices = MISTAKES if self.kind == "noisy" else MISTAKES[:3]
-        self._plan = "" if self._rng.random() < self.p_correct else self._rng.choice(choices)
+        self._rng, self._plan = draw_mistake(self.seed, info["task_id"], self.kind, self.p_correct)
 
     def next_call(self, els: list[El]) -> dict | None:
         call = super().next_call(els)

@@ -25,7 +25,7 @@ from envs.base import ResetInfo
 from envs.policies import RandomPolicy, _typo
 from envs.suites import find_task
 from envs.toolcalls import format_tool_call
-from envs.web.experts import El, MISTAKES, click, parse_elements, type_
+from envs.web.experts import El, click, draw_mistake, parse_elements, type_
 from envs.web.generated.env import spec_of
 from envs.web.generated.spec import FormSpec, Widget
 
@@ -171,10 +171,8 @@ class NoisyGenExpert(GenExpert):
 
     def reset(self, info: ResetInfo) -> None:
         super().reset(info)
-        self._rng = random.Random(f"{self.seed}:{info['task_id']}")
         self.mistake = "none"
-        choices = MISTAKES if self.kind == "noisy" else MISTAKES[:3]  # recover: only mistakes it can repair
-        self._plan = "" if self._rng.random() < self.p_correct else self._rng.choice(choices)
+        self._rng, self._plan = draw_mistake(self.seed, info["task_id"], self.kind, self.p_correct)
 
     def plan(self, els: list[El]) -> list[dict]:
         calls = super().plan(els)
