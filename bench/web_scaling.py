@@ -79,6 +79,9 @@ def plot(rows: list[dict], png: Path, min_heldout: int) -> Path:
         for r in rs:
             ax.scatter([r["expert"]] * len(r["heldout_each"]), r["heldout_each"], s=12, color="grey", zorder=3)
     ax.set_xscale("log")
+    counts = sorted({r["expert"] for rs in lines.values() for r in rs})
+    ax.set_xticks(counts, [f"{c:,}" for c in counts])
+    ax.minorticks_off()
     ax.set_xlabel("MiniWoB expert episodes in the lake")
     ax.set_ylabel("held-out task success (6 tasks never trained)")
     ax.set_ylim(-0.02, 1.0)
