@@ -178,12 +178,12 @@ def _check_token_file_size(size: int, where: str) -> None:
         raise OptionError(f"{where}: over {TOKEN_FILE_MAX} bytes, too large for a file of tokens")
 
 
-def auth_summary(tokens: dict) -> str:
+def auth_summary(tokens: Tokens) -> str:
     """What a server's start line says of auth: off (no token given), or on and for how many named clients."""
     if not tokens:
         return "auth=off (no --token, --token-file or LACHESIS_TOKEN)"
     named = sum(1 for name in tokens.values() if name)
-    graders = len(getattr(tokens, "graders", ()))
+    graders = len(tokens.graders)
     graded = f", {graders} grader{'s' * (graders != 1)}" if graders else ""
     return f"auth=on ({named} named client{'s' * (named != 1)}{graded})" if named else "auth=on (one token)"
 
