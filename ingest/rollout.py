@@ -62,10 +62,11 @@ def episode_id(group_id: str, index: int) -> str:
     return str(uuid.uuid5(_EPISODES, f"{group_id}/{index}"))
 
 
-def _make_env(spec: RolloutSpec, name: str, pool=None):
+def _make_env(spec: RolloutSpec, name: str, tasks: list | None, pool=None):
+    """An environment of the rollout: `tasks`, the task file's tasks read once (None: the built-in suite)."""
     kw: dict = {"split": spec.split, "max_steps": spec.max_steps}
-    if spec.tasks_file:
-        kw["tasks"] = spec.tasks_file
+    if tasks is not None:
+        kw["tasks"] = tasks
     if spec.templates:
         kw["templates"] = list(spec.templates)
     if spec.screenshots:
@@ -89,7 +90,8 @@ def iter_rollouts(spec: RolloutSpec, *, group_id: str | None = None,
     """(index, record or EpisodeLost) for each episode not in `skip`, as the episodes finish (see the module)."""
     name = envs.resolve_name(spec.env)
     group_id = group_id or f"{rollout_prefix(spec)}-{uuid.uuid4().hex[:8]}"
-    probe = _make_env(spec, name)
+    tasks = envs.load_tasks_file(spec.tasks_file) if spec.tasks_file else None  # once, not per worker
+    probe = _make_env(spec, name, tasks)
     n = probe.unwrapped.suite.count(spec.split)
     probe.close()
     if n == 0:
@@ -105,7 +107,7 @@ def iter_rollouts(spec: RolloutSpec, *, group_id: str | None = None,
     def worker() -> None:
         env = None
         try:
-            env = _make_env(spec, name, pool)
+            env = _make_env(spec, name, tasks, pool)
             policy = envs.get_policy(name, spec.policy, seed=spec.seed)
             while not stop.is_set():
                 try:
@@ -185,12 +187,17 @@ class RolloutResult:
     commits: int = 0
     version: int | None = None
     lost: list[dict] = field(default_factory=list)
-    rewards: list[float] = field(default_factory=list)
+    reward_sum: float = 0.0
     successes: int = 0
 
     @property
+    def recorded(self) -> int:
+        """The episodes played and recorded (lost ones have no record)."""
+        return self.played - len(self.lost)
+
+    @property
     def mean_reward(self) -> float:
-        return sum(self.rewards) / len(self.rewards) if self.rewards else 0.0
+        return self.reward_sum / self.recorded if self.recorded else 0.0
 
 
 def _group_episodes(lake: Lake, prefix: str) -> tuple[str | None, set[str]]:
@@ -248,7 +255,7 @@ def run_rollout(spec: RolloutSpec, lake_root=None, on_episode: Callable[[int, di
                 result.lost.append({"episode": i, "reason": str(rec)})
             else:
                 pending.append(rec)
-                result.rewards.append(rec["reward"])
+                result.reward_sum += rec["reward"]
                 result.successes += bool(rec["success"])
             if on_episode:
                 on_episode(i, rec)

@@ -66,7 +66,7 @@ def rollout(
         fail(str(exc))
     except (LakeError, RecordError) as exc:
         fail(f"could not append to the lake: {exc}")
-    recorded = result.played - len(result.lost)
+    recorded = result.recorded
     summary = {"env": name, "policy": policy, "split": split, "seed": seed, "group_id": result.group_id,
                "episodes": recorded, "resumed": result.resumed, "played": result.played, "lost": result.lost,
                "mean_reward": result.mean_reward, "success_rate": result.successes / recorded if recorded else 0.0,
