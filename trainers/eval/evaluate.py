@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import envs
-from lake import Lake
 from envs.episode import EpisodeLost
+from lake import Lake
 from trainers.generation.episodes import Episode, play
 from trainers.generation.generate import (
     BF16_HELP,
@@ -171,6 +171,7 @@ def evaluate_model(model, tok, s: EvalSettings, tasks: list[envs.Task], console=
     (for a web task, one browser tab), the next started as one ends and its environment closed; an episode whose
     every reset failed in the environment is counted in `lost` and left out."""
     t0 = time.perf_counter()
+    started: list[Episode] = []  # every episode begun (what a stopped evaluation left open is closed from here)
     finished: list[Episode] = []
     lost: list[dict] = []
 
@@ -180,11 +181,14 @@ def evaluate_model(model, tok, s: EvalSettings, tasks: list[envs.Task], console=
             env_kw: dict = {"tasks": [t]} if s.tasks_file else {"split": s.split}
             env = envs.make(s.task, max_steps=s.max_turns, **env_kw)
             try:
-                yield Episode(env, t.task_id, s.seed + i, tok)
+                e = Episode(env, t.task_id, s.seed + i, tok)
             except EpisodeLost as exc:
                 env.close()
                 lost.append({"task_id": t.task_id, "reason": str(exc)})
                 prog.advance()
+                continue
+            started.append(e)
+            yield e
 
     def done(e: Episode) -> None:
         e.env.close()
@@ -194,15 +198,14 @@ def evaluate_model(model, tok, s: EvalSettings, tasks: list[envs.Task], console=
             on_episode(e)
 
     prog = Progress(console if s.progress else None, "eval", len(tasks), unit="episodes", style="bold green")
-    live: list[Episode] = []
     try:
         with prog:
             gen = Turns(model, tok, Sampling(max_new_tokens=s.max_new_tokens, stop_repetition=s.stop_repetition),
                         reuse_kv=s.reuse_kv)
-            gen_s = play(_tracked(starts(), live), gen, tok, s.batch_size, s.max_context, done, forget=gen.forget,
+            gen_s = play(starts(), gen, tok, s.batch_size, s.max_context, done, forget=gen.forget,
                          window=s.batch_size)
     finally:
-        for e in live:
+        for e in started:
             if not e.done:
                 e.env.close()
     wall = time.perf_counter() - t0
@@ -222,13 +225,6 @@ def evaluate_model(model, tok, s: EvalSettings, tasks: list[envs.Task], console=
                "seed": s.seed, "lost": lost, "faults": sum(1 for e in finished if e.fault),
                "peak_rss_mb": peak_rss_mb(), "per_task": results}
     return summary, finished
-
-
-def _tracked(episodes, live: list):
-    """The episodes as they are made, each also kept in `live` (to close what a stopped evaluation left open)."""
-    for e in episodes:
-        live.append(e)
-        yield e
 
 
 def peak_rss_mb() -> float:
