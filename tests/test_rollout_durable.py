@@ -225,6 +225,22 @@ def test_a_web_task_file_with_a_bad_seed_or_mode_is_refused_naming_the_field(tmp
 
 
 @needs_browser
+def test_a_task_file_naming_only_its_page_is_played_by_the_expert(tmp_path):
+    """A web task file's line needs `miniwob`, not also `template`: the expert, the fields and the checks read the
+    page it names (the expert refused such a task: "no web expert for task ''")."""
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(_task_line(task_id="mine-enter", seed=5) + "\n"
+                    + json.dumps({"task_id": "mine-login", "instruction": "x", "env": "web_form_env",
+                                  "miniwob": "login-user", "seed": 6, "mode": "test"}) + "\n")
+    result = run_rollout(RolloutSpec(env="web-form", tasks_file=str(path), episodes=2), tmp_path / "lake")
+    with Lake.open(tmp_path / "lake").snapshot() as snap:
+        rows = snap.arrow("SELECT task_id, success, json_extract_string(metadata, '$.template') AS page "
+                          "FROM trajectories ORDER BY task_id").to_pylist()
+    assert result.lost == [] and [(r["task_id"], r["success"], r["page"]) for r in rows] == [
+        ("mine-enter", True, "enter-text"), ("mine-login", True, "login-user")]
+
+
+@needs_browser
 def test_a_task_files_seed_and_mode_decide_the_page(tmp_path, web):
     index = TRAIN_FAMILIES.index("enter-text") + 3 * len(TRAIN_FAMILIES)  # a test task of enter-text
     builtin_obs, _ = web.reset(options={"split": "test", "index": index})

@@ -38,7 +38,7 @@ from envs.tasks import Task
 from envs.web import browser as browsers
 from envs.web.actions import END_TOOLS, TOOLS, perform
 from envs.web.observe import SNAPSHOT_JS, render
-from envs.web.suite import CLICK_ENV, ENV, FILL, FILL_ENV, builtin_suite, page_url, validate_task
+from envs.web.suite import CLICK_ENV, ENV, FILL, FILL_ENV, builtin_suite, page_of, page_url, validate_task
 
 MAX_CALLS_PER_STEP = 10
 START_TRIES = 3  # loads of a task's page at reset before its fault ends the reset
@@ -114,7 +114,7 @@ class WebFormEnv(ToolEnv):
 
     def _page_url(self, task: Task) -> str:
         """Hook: the address of the task's page (a file of the installed packages, never the network)."""
-        return page_url(task.checker.get("miniwob") or task.template)
+        return page_url(page_of(task))
 
     def _load(self, task: Task) -> None:
         """Hook: show the task's page in self.page (a leased tab) and start its episode, so that SNAPSHOT_JS reads
@@ -152,6 +152,7 @@ class WebFormEnv(ToolEnv):
         observation = render(snap, with_instruction=True)
         self._transcript = [observation]
         info = self._info(task)
+        info["template"] = page_of(task)  # a task file's task names its page in `miniwob`: the experts read this
         info["instruction"] = observation
         info["fields"] = dict(self.fields)
         self.timings["reset_s"] = time.perf_counter() - t0
@@ -239,11 +240,11 @@ class WebFormEnv(ToolEnv):
     def _fill_keys(self) -> list[str]:
         """The task's fields that a correct page shows as some field's value (what partial credit counts): here
         MiniWoB's own fields of the task that FILL lists."""
-        return [k for k in FILL.get(self.task.template if self.task else "", ()) if self.fields.get(k)]
+        return [k for k in FILL.get(page_of(self.task) if self.task else "", ()) if self.fields.get(k)]
 
     def _detail(self) -> dict:
         """What the final checks name of the task's page, before its verdict (MiniWoB's task)."""
-        return {"miniwob": self.task.template}
+        return {"miniwob": page_of(self.task)}
 
     def _fill_share(self, snap: dict) -> float:
         keys = self._fill_keys()
@@ -277,7 +278,7 @@ def _fields(task: Task, utterance: str) -> dict[str, str]:
     from miniwob.fields import get_field_extractor
 
     try:
-        return {str(k): str(v) for k, v in get_field_extractor(task.template)(utterance)}
+        return {str(k): str(v) for k, v in get_field_extractor(page_of(task))(utterance)}
     except (KeyError, ValueError):
         return {}
 

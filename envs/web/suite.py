@@ -55,6 +55,11 @@ FILL = {
 }
 
 
+def page_of(task: Task) -> str:
+    """The MiniWoB task a web task plays: its `miniwob` field (a task file's), else its template (a built-in's)."""
+    return task.checker.get("miniwob") or task.template
+
+
 def html_dir() -> Path:
     """MiniWoB's task pages, from the installed package (never the network)."""
     import miniwob
@@ -91,7 +96,7 @@ def builtin_suite(env: str = ENV) -> Suite:
 def validate_task(task: Task, env: str = ENV) -> tuple[str, str] | None:
     """(field, message) when a task (e.g. from a task file) does not name a page of `env`'s tasks and an integer
     seed."""
-    name = task.checker.get("miniwob") or task.template
+    name = page_of(task)
     if name not in GROUPS[env]:
         return ("miniwob", f"expected one of {env}'s MiniWoB tasks ({', '.join(GROUPS[env])}), got {name!r}")
     seed = task.checker.get("seed", 0)
