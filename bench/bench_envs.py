@@ -18,8 +18,8 @@ import subprocess
 import time
 
 import envs
-from envs.sandbox import isolation_mode
-from envs.toolcalls import format_tool_call
+from envs.sandbox.sandbox import isolation_mode
+from transcript.toolcalls import format_tool_call
 
 COMMANDS = ["true", "wc -l < notes.txt", "tar czf a.tar.gz d && tar tzf a.tar.gz", "python3 -c 'print(sum(range(99)))'"]
 
@@ -51,7 +51,7 @@ def big_caller_step(n: int, megabytes: int = 400) -> dict:
     """A step from a caller holding a lot of memory (a trainer with a model): spawn helper vs forking here."""
     import os
 
-    from envs.sandbox import Sandbox
+    from envs.sandbox.sandbox import Sandbox
 
     ballast = b"\x01" * (megabytes << 20)  # touched pages: what makes a fork of the caller expensive
     out = {"caller_mb": megabytes}

@@ -20,9 +20,9 @@ import threading
 import time
 
 import envs
-from envs.toolcalls import format_tool_call
 from envs.web import browser as browsers
 from envs.web.experts import parse_elements
+from transcript.toolcalls import format_tool_call
 
 LATENCY_TASK = "click-test-2"  # one click ends it: a reset and a step of the same size in both environments
 

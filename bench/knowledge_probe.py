@@ -28,7 +28,7 @@ import time
 from collections import defaultdict
 
 import envs
-from envs.toolcalls import format_tool_call
+from transcript.toolcalls import format_tool_call
 
 ENVS = ("bash_exec_env", "git_repo_env")  # command envs: one command can solve a task (python_debug edits code)
 QUESTION = "Give one shell command that does this: {instruction} Reply with the command only."

@@ -32,8 +32,9 @@ LAYERS: list[list[str]] = [
     ["trainers.modeling"],
     ["trainers.runtime"],
     ["views", "ingest"],
+    ["edge"],
     ["lake", "envs"],
-    ["ground"],
+    ["ground", "transcript"],
 ]
 SPLIT = {"trainers"}  # packages drawn by sub-package
 OUTSIDE = ("bench", "tests")  # not held to the size limit

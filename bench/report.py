@@ -1,5 +1,5 @@
 """bench/REPORT.md from the benchmarks' JSON files: one row per comparison against a baseline measured in the same
-run, a PNG of the ratios, and (--update-readme) the README's benchmark table, so no figure is ever typed by hand.
+run, a PNG of the ratios, and (--update-docs) the tables of docs/results.md, so no figure is ever typed by hand.
 
 Every benchmark writes `--json-out bench/results/<name>.json` (bench_json.write: its results plus date, machine
 and load average); `just bench` runs them all, then this script. A file of another shape (bench_ingest's own
@@ -7,7 +7,7 @@ output before it wrapped its results) is read too: its date is the file's, its l
 A new benchmark needs no change here when its results hold `comparisons`: a list of {workload, baseline,
 baseline_figure, figure, ratio, better ("higher" | "lower": which ratio is good), target (optional)}.
 
-    python bench/report.py [--results bench/results] [--out bench/REPORT.md] [--update-readme]
+    python bench/report.py [--results bench/results] [--out bench/REPORT.md] [--update-docs]
 """
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE_BEGIN, TABLE_END = "<!-- report:table:begin -->", "<!-- report:table:end -->"
-README_BEGIN, README_END = "<!-- bench:begin -->", "<!-- bench:end -->"
-# the learning table of bench/learning.py's full run (its LEARNING.md), shown in the README the same way
+BENCH_BEGIN, BENCH_END = "<!-- bench:begin -->", "<!-- bench:end -->"
+# the learning table of bench/learning.py's full run (its LEARNING.md), shown on the results page the same way
 LEARNING_BEGIN, LEARNING_END = "<!-- learning:begin -->", "<!-- learning:end -->"
-# and the pretrained model's run (bench/learning.py --model smollm2), where the README has these markers
+# and the pretrained model's run (bench/learning.py --model smollm2), where the page has these markers
 SMOLLM2_BEGIN, SMOLLM2_END = "<!-- learning-smollm2:begin -->", "<!-- learning-smollm2:end -->"
 
 
@@ -286,7 +286,7 @@ def plot(rows: list[Row], path: Path) -> Path:
 def ratio_figure(rows: list[Row]):
     """Horizontal bars: how many times better than its baseline each comparison is (log scale; 1 = equal),
     coloured by its target (met, missed, none), the target marked; each bar labelled with the ratio exactly as the
-    README table writes it (a cost's 0.08x stays 0.08x, not its inverse 12.5), with which way is better."""
+    results table writes it (a cost's 0.08x stays 0.08x, not its inverse 12.5), with which way is better."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -313,38 +313,39 @@ def ratio_figure(rows: list[Row]):
     return fig
 
 
-def readme_block(report_text: str) -> str:
-    """The table and machine legend of REPORT.md, as the README shows them."""
+def page_block(report_text: str) -> str:
+    """The table and machine legend of REPORT.md, as the results page shows them (files outside docs/ are named in
+    code, not linked: the docs site's strict build fails on a link it cannot follow)."""
     start, end = report_text.index(TABLE_BEGIN) + len(TABLE_BEGIN), report_text.index(TABLE_END)
-    return ("\n*Generated from [bench/REPORT.md](bench/REPORT.md) by `python bench/report.py --update-readme`; "
+    return ("\n*Generated from `bench/REPORT.md` by `python bench/report.py --update-docs`; "
             "do not edit by hand.*\n" + report_text[start:end].rstrip() + "\n")
 
 
-def replace_between(readme: str, begin: str, end: str, block: str) -> str:
-    """Replace what lies between two of the README's markers; nothing outside them changes."""
-    if begin not in readme or end not in readme:
-        raise SystemExit(f"the README has no {begin} ... {end} markers around its generated table")
-    head, rest = readme.split(begin, 1)
+def replace_between(page: str, begin: str, end: str, block: str) -> str:
+    """Replace what lies between two of the page's markers; nothing outside them changes."""
+    if begin not in page or end not in page:
+        raise SystemExit(f"the page has no {begin} ... {end} markers around its generated table")
+    head, rest = page.split(begin, 1)
     _, tail = rest.split(end, 1)
     return head + begin + block + end + tail
 
 
-def update_readme(readme: str, report_text: str) -> str:
-    """Replace what lies between the README's bench markers with REPORT.md's table."""
-    return replace_between(readme, README_BEGIN, README_END, readme_block(report_text))
+def update_page(page: str, report_text: str) -> str:
+    """Replace what lies between the results page's bench markers with REPORT.md's table."""
+    return replace_between(page, BENCH_BEGIN, BENCH_END, page_block(report_text))
 
 
 def learning_block(learning_text: str, link: str) -> str:
-    """LEARNING.md as the README shows it: its provenance line (command, date, machine, load, duration) and table,
-    the curves linked where they lie (`link`: LEARNING.md's folder, relative to the README)."""
+    """LEARNING.md as the results page shows it: its provenance line (command, date, machine, load, duration) and
+    table, the curves named where they lie (`link`: LEARNING.md's folder, relative to the repository)."""
     lines = learning_text.splitlines()
     made = next((line for line in lines if line.startswith("Generated by")), None)
     table = [line for line in lines if line.startswith("|")]
     if made is None or not table:
         raise SystemExit(f"{link}/LEARNING.md has no 'Generated by' line or no table: rerun bench/learning.py")
     curves = next((line for line in lines if line.startswith("Curves")), "")
-    curves = re.sub(r"\]\((learning_[^)]+\.png)\)", lambda m: f"]({link}/{m.group(1)})", curves)
-    return (f"\n*Generated from [{link}/LEARNING.md]({link}/LEARNING.md) by `python bench/report.py --update-readme`; "
+    curves = re.sub(r"\[[^\]]*\]\((learning_[^)]+\.png)\)", lambda m: f"`{link}/{m.group(1)}`", curves)
+    return (f"\n*Generated from `{link}/LEARNING.md` by `python bench/report.py --update-docs`; "
             f"do not edit by hand.* {made}\n\n" + "\n".join(table) + "\n\n" + curves + "\n")
 
 
@@ -352,12 +353,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "REPORT.md")
-    ap.add_argument("--update-readme", action="store_true", help="also rewrite the README's table between its markers")
-    ap.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    ap.add_argument("--update-docs", action="store_true",
+                    help="also rewrite the results page's tables between their markers (--page)")
+    ap.add_argument("--page", type=Path, default=ROOT / "docs" / "results.md",
+                    help="the results page (default docs/results.md)")
     ap.add_argument("--learning", type=Path, default=ROOT / "bench" / "learning" / "LEARNING.md",
-                    help="bench/learning.py's full-run table, copied into the README's learning markers when present")
+                    help="bench/learning.py's full-run table, copied into the page's learning markers when present")
     ap.add_argument("--learning-smollm2", type=Path, default=ROOT / "bench" / "learning" / "smollm2" / "LEARNING.md",
-                    help="the --model smollm2 run's table, copied into the README's learning-smollm2 markers when "
+                    help="the --model smollm2 run's table, copied into the page's learning-smollm2 markers when "
                          "both are present")
     args = ap.parse_args()
     rows, machines = collect(args.results)
@@ -367,19 +370,19 @@ def main() -> None:
     text = report(rows, machines, png.name)
     args.out.write_text(text)
     print(f"{args.out}: {len(rows)} comparisons from {len({r.bench for r in rows})} benchmarks; {png}")
-    if args.update_readme:
-        readme = update_readme(args.readme.read_text(), text)
+    if args.update_docs:
+        page_text = update_page(args.page.read_text(), text)
         if args.learning.exists():
-            link = os.path.relpath(args.learning.parent, args.readme.parent)
-            readme = replace_between(readme, LEARNING_BEGIN, LEARNING_END,
-                                     learning_block(args.learning.read_text(), link))
-        smollm2 = args.learning_smollm2.exists() and SMOLLM2_BEGIN in readme
+            link = os.path.relpath(args.learning.parent, args.page.parent.parent)  # the page lies in docs/
+            page_text = replace_between(page_text, LEARNING_BEGIN, LEARNING_END,
+                                          learning_block(args.learning.read_text(), link))
+        smollm2 = args.learning_smollm2.exists() and SMOLLM2_BEGIN in page_text
         if smollm2:
-            link = os.path.relpath(args.learning_smollm2.parent, args.readme.parent)
-            readme = replace_between(readme, SMOLLM2_BEGIN, SMOLLM2_END,
-                                     learning_block(args.learning_smollm2.read_text(), link))
-        args.readme.write_text(readme)
-        print(f"{args.readme}: benchmark table updated" + (" and the learning table" if args.learning.exists() else "")
+            link = os.path.relpath(args.learning_smollm2.parent, args.page.parent.parent)
+            page_text = replace_between(page_text, SMOLLM2_BEGIN, SMOLLM2_END,
+                                          learning_block(args.learning_smollm2.read_text(), link))
+        args.page.write_text(page_text)
+        print(f"{args.page}: benchmark table updated" + (" and the learning table" if args.learning.exists() else "")
               + (" and the smollm2 learning table" if smollm2 else ""))
 
 

@@ -12,15 +12,16 @@ Imports gymnasium, orjson and the stdlib only (no torch, nothing else of Lachesi
 """
 from __future__ import annotations
 
-from envs.base import ResetInfo, ResetOptions, StepInfo
-from envs.episode import EpisodeRecorder, play, policy_record
-from envs.policies import KINDS as POLICY_KINDS, Policy, make_policy
-from envs.registry import (UnknownEnvironmentError, UnknownTagError, aliases, all_tags, env_info, make,
-                           register_environment, resolve_name, unregister)
-from envs.rewards import RewardWeights
-from envs.suites import builtin_suite, find_task, list_environments, load_tasks
-from envs.tasks import SPLITS, Task, TaskFileError, load_tasks_file
-from envs.toolcalls import ParsedAction, ToolCall, format_tool_call, parse_tool_calls
+from envs.core.base import ResetInfo, ResetOptions, StepInfo
+from envs.core.episode import play, policy_record
+from envs.core.policies import KINDS as POLICY_KINDS, Policy, make_policy
+from envs.core.registry import (UnknownEnvironmentError, UnknownTagError, aliases, all_tags, env_info, make,
+                                register_environment, resolve_name, unregister)
+from envs.core.rewards import RewardWeights
+from envs.core.suites import builtin_suite, find_task, list_environments, load_tasks
+from envs.core.tasks import SPLITS, Task, TaskFileError, load_tasks_file
+from transcript.recorder import EpisodeRecorder
+from transcript.toolcalls import ParsedAction, ToolCall, format_tool_call, parse_tool_calls
 
 __all__ = [
     "make", "list_environments", "register_environment", "unregister", "resolve_name", "aliases", "load_tasks",
@@ -31,14 +32,14 @@ __all__ = [
 ]
 
 register_environment(
-    "python_debug_env", "envs.python_debug:PythonDebugEnv", tags=["python", "debug", "code"],
+    "python_debug_env", "envs.families.python_debug:PythonDebugEnv", tags=["python", "debug", "code"],
     aliases=["debug-python", "python-debug", "python"],
     description="Fix the bug in a small Python module; reward = fraction of hidden tests passing.")
 register_environment(
-    "bash_exec_env", "envs.bash_exec:BashExecEnv", tags=["shell", "bash"], aliases=["shell", "bash"],
+    "bash_exec_env", "envs.families.bash_exec:BashExecEnv", tags=["shell", "bash"], aliases=["shell", "bash"],
     description="Shell tasks over a prepared directory tree: create, find, count, transform, archive.")
 register_environment(
-    "git_repo_env", "envs.git_repo:GitRepoEnv", tags=["shell", "git"], aliases=["git"],
+    "git_repo_env", "envs.families.git_repo:GitRepoEnv", tags=["shell", "git"], aliases=["git"],
     description="Git tasks on a scripted repository: commit, branch, merge, conflicts, revert, "
                 "cherry-pick, bisect, recover a branch.")
 register_environment(

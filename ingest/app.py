@@ -13,7 +13,6 @@ every route) and the request counters. The routes live in `routes_atropos` and `
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,12 +21,14 @@ import uvicorn
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from edge.errors import BadInput
+from edge.guards import host_names
+from edge.limits import uvicorn_config
+from edge.listen import bind_socket
 from ingest import routes_atropos, routes_native
 from ingest.batcher import CommitFailed
-from ingest.errors import BadInput
-from ingest.http import ValidationDetail, bad_input_response, check_host, host_names, require_token
 from ingest.config import ServeConfig
-from ingest.http_limits import uvicorn_config
+from ingest.http import ValidationDetail, bad_input_response, guard
 from ingest.state import IngestState
 from lake import CompactThresholds, Lake
 
@@ -53,7 +54,7 @@ def create_app(lake_root: str | Path, config: ServeConfig | None = None) -> Fast
     # with a token, the schema pages go too: every route but /v1/health asks for it, and these take no dependency
     docs = {"openapi_url": None, "docs_url": None, "redoc_url": None} if config.token else {}
     app = FastAPI(title="Lachesis ingest (Atropos-compatible)", lifespan=lifespan,
-                  dependencies=[Depends(check_host), Depends(require_token)], **docs)
+                  dependencies=[Depends(guard)], **docs)
     app.include_router(routes_atropos.router)
     app.include_router(routes_native.router)
 
@@ -69,7 +70,7 @@ def create_app(lake_root: str | Path, config: ServeConfig | None = None) -> Fast
 
     @app.exception_handler(CommitFailed)
     async def commit_failed(request: Request, exc: CommitFailed):
-        return JSONResponse({"detail": f"lake commit failed, retry: {exc}"}, status_code=503)
+        return JSONResponse({"detail": f"lake commit failed, retry: {exc}"}, status_code=exc.status)
 
     @app.middleware("http")
     async def count(request: Request, call_next):
@@ -82,25 +83,6 @@ def create_app(lake_root: str | Path, config: ServeConfig | None = None) -> Fast
         return resp
 
     return app
-
-
-def bind_socket(host: str, port: int, retry_s: float = 0.0) -> socket.socket:
-    """A listening socket on host:port; with retry_s > 0 keep trying while the port is taken (a standby that
-    takes over the moment the previous server dies: connections then wait in the backlog, not refused)."""
-    deadline = time.monotonic() + retry_s
-    while True:
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-            sock.listen(2048)
-            sock.set_inheritable(True)
-            return sock
-        except OSError:
-            sock.close()
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.02)
 
 
 def serve(lake_root: str | Path, config: ServeConfig) -> None:

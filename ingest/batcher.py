@@ -13,14 +13,15 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from ingest.errors import log_line, store_failure
-from ingest.records import LAKE_ERRORS, ArrowRows
+from edge.lake_errors import LakeWriteFailed, log_line, store_failure
+from ingest.records import ArrowRows
+from lake.errors import LAKE_ERRORS
 
 log = logging.getLogger("lachesis.ingest.batcher")
 
 
-class CommitFailed(RuntimeError):
-    """The lake did not commit: transient for the client (503, retry)."""
+class CommitFailed(LakeWriteFailed):
+    """The lake did not commit: transient for the client (503, retry: edge/lake_errors.py)."""
 
 
 @dataclass

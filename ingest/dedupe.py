@@ -24,7 +24,7 @@ import orjson
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from ingest.errors import BadInput
+from edge.errors import BadInput
 from ingest.records import trajectory_ids
 from lake import Lake, delta, store
 from lake.query import ident

@@ -17,9 +17,9 @@ from typing import BinaryIO, Iterator
 import orjson
 from pydantic import ValidationError
 
+from edge.errors import BadInput, TooLarge
 from ingest import atropos as A
 from ingest.config import FORMATS
-from ingest.errors import BadInput, TooLarge
 from ingest.groups import ParsedGroup, parse_group
 from ingest.hermes import hermes_to_record, is_hermes_record
 from ingest.messages import lake_messages

@@ -22,8 +22,8 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from edge.errors import BadInput
 from ingest.atropos import GROUP_KEYS, GROUP_LEVEL_KEYS, PER_SEQ_KEYS, ScoredData
-from ingest.errors import BadInput
 from ingest.messages import lake_messages
 from ingest.records import payload_table, trajectory_type
 

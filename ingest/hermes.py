@@ -5,7 +5,7 @@ and the batch-runner one `{prompt_index, conversations, metadata{batch_num,times
 partial, api_calls, toolsets_used, tool_stats, tool_error_counts}`; both may carry
 `compression_metrics`. Turns are `{from, value}` with from in system/human/gpt/tool.
 
-Turns become messages through the message model (envs/messages.py), so a gpt turn's text is the message the
+Turns become messages through the message model (transcript/messages.py), so a gpt turn's text is the message the
 model server and the environments make of the same reply: reasoning blocks -> reasoning, each
 `<tool_call>{json}</tool_call>` -> a tool call, the rest -> content; a malformed block is refused (Hermes writes
 only whole calls, hermes-formats.md 1.1). tool turns: each `<tool_response>{json}</tool_response>` becomes one
@@ -13,7 +13,7 @@ only whole calls, hermes-formats.md 1.1). tool turns: each `<tool_response>{json
 responses' real ones). The record is built by the one row builder; the original is kept in `raw`.
 
 JSON inside a turn's text (a call, a tool response, the system turn's <tools>) is read within the one parser's
-bounds (envs/toolcalls.py: 64 levels, 8 MiB a call): a call beyond them refuses the record with its reason, a
+bounds (transcript/toolcalls.py: 64 levels, 8 MiB a call): a call beyond them refuses the record with its reason, a
 tool response or tool list beyond them is kept as text. Tagged blocks are found in one pass (`_blocks`): a regex
 retried from every unclosed `<tool_response>` took minutes on a megabyte of them.
 """
@@ -24,11 +24,11 @@ from typing import Iterator
 
 import orjson
 
-from envs.messages import ROLE_MAP, MessageError, normalize_messages
-from envs.toolcalls import loads_bounded
-from envs.trajectory_row import trajectory_row
-from ingest.errors import BadInput
+from edge.errors import BadInput
 from ingest.util import stable_hash, text_hash
+from transcript.messages import ROLE_MAP, MessageError, normalize_messages
+from transcript.toolcalls import loads_bounded
+from transcript.trajectory_row import trajectory_row
 
 
 def is_hermes_record(rec) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from ingest.errors import BadInput
+from edge.errors import BadInput
 from ingest.formats import TRAJECTORY_SUFFIXES, parse_file
 from ingest.dedupe import trajectory_guard
 from ingest.records import append_records

@@ -24,15 +24,15 @@ import shutil
 import time
 from pathlib import Path
 
-from ingest.config import inflate_limit
+from edge.errors import BadInput
+from edge.options import inflate_limit
 from ingest.dedupe import trajectory_guard
-from ingest.errors import BadInput
 from ingest.importer import ingest_file
-from ingest.records import LAKE_ERRORS
 from ingest.safe_files import open_file
 from ingest.settling import Backoff, Stability, file_sig, is_temp
 from ingest.watch_journal import Journal
 from lake import Lake
+from lake.errors import LAKE_ERRORS
 
 log = logging.getLogger("lachesis.ingest.watch")
 

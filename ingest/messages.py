@@ -1,13 +1,13 @@
-"""Messages as ingest takes them: the message model's one normaliser (envs/messages.py: roles, content parts,
+"""Messages as ingest takes them: the message model's one normaliser (transcript/messages.py: roles, content parts,
 reasoning spellings, tool calls, replies split by the one parser) with its error as ingest's BadInput, naming the
 same field, so a bad message is a 422 or a file line's error like any other bad field. Messages here come in from
-outside: a tool call beyond the parser's bounds (envs/toolcalls.py: nested over 64 levels, over 8 MiB) is such an
+outside: a tool call beyond the parser's bounds (transcript/toolcalls.py: nested over 64 levels, over 8 MiB) is such an
 error, never a RecursionError.
 """
 from __future__ import annotations
 
-from envs.messages import MessageError, normalize_messages
-from ingest.errors import BadInput
+from edge.errors import BadInput
+from transcript.messages import MessageError, normalize_messages
 
 
 def lake_messages(msgs, field=None, *, require_content: bool = True) -> tuple[list[dict], bool]:

@@ -17,7 +17,7 @@ from collections import OrderedDict
 
 import orjson
 
-from ingest.errors import BadInput
+from edge.errors import BadInput
 from lake import Lake
 
 MAX_OWNERS = 1 << 16  # cached owners (~10 MB at most); older ones are looked up in the lake again

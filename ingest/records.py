@@ -13,15 +13,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import pyarrow as pa
-from deltalake.exceptions import DeltaError
 
-from ingest.errors import BadInput
+from edge.errors import BadInput
 from lake import RecordError
 from lake.records import Row, validate_records
 from lake.schemas import payload_schema
 
-# What a lake append can fail with (Delta log, storage, the writer's sequence check, the Arrow envelope).
-LAKE_ERRORS = (DeltaError, OSError, RuntimeError, pa.ArrowException)
 # What building an Arrow column from checked values can still fail with (a value the schema cannot hold).
 BUILD_ERRORS = (pa.ArrowException, TypeError, ValueError, OverflowError)
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -181,7 +178,7 @@ _MESSAGE_KEYS, _TOOL_CALL_KEYS = _message_keys()
 
 
 def _lake_shaped(msgs) -> bool:
-    """Messages already in the lake's struct shape, as the message model's normaliser gives them (envs/messages.py):
+    """Messages already in the lake's struct shape, as the message model's normaliser gives them (transcript/messages.py):
     exactly the struct's keys, a role, tool calls of exactly their keys (the value types are Arrow's to check)."""
     return type(msgs) is list and all(
         type(m) is dict and m.keys() == _MESSAGE_KEYS and m["role"]

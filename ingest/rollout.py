@@ -3,7 +3,7 @@ they finish.
 
 - `iter_rollouts(spec)` is pure (no lake): it plays the episodes, `spec.workers` at a time, and yields
   `(index, record)` as each finishes (completion order), or `(index, EpisodeLost)` for an episode whose every
-  try failed in the environment (envs.episode.play_retrying: a page error or a dead browser replays the episode,
+  try failed in the environment (envs.core.episode.play_retrying: a page error or a dead browser replays the episode,
   never ends the run). Episode i plays task `(seed + i) % n` of the split with seed `seed + i`.
 - `run_rollout(spec, lake_root)` writes them: a commit every `spec.commit_every` finished episodes or 10 s, and
   one when the run stops for any reason (an exception, Ctrl-C), so a run killed outright loses at most the
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import envs
-from envs.episode import EpisodeLost
+from envs.core.episode import EpisodeLost
 from ground.digest import file_sha256
 from ingest.rollout_config import RolloutInputError, RolloutSpec
 from lake import Lake

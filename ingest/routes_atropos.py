@@ -14,14 +14,15 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import ValidationError
 
+from edge.errors import BadInput
+from edge.guards import parse_json
 from ingest import atropos as A
 from ingest.atropos_queue import GroupQueued, Registered, Started
-from ingest.errors import BadInput
 from ingest.batcher import Expected
 from ingest.groups import ParsedGroup, from_model, parse_fast, parse_group
 from ingest.dedupe import Idempotency
 from ingest.http import (WRITE, ValidationDetail, bigjson, body_bytes, expect_trajectories, get_state, idempotency,
-                         json_body, json_response_async, model_body, parse_json, validate_model)
+                         json_body, json_response_async, model_body, validate_model)
 from ingest.records import ArrowRows
 from ingest.state import IngestState
 from ingest.util import text_hash, uuid7

@@ -12,7 +12,7 @@ import time
 
 from fastapi import APIRouter, Depends, Request
 
-from ingest.errors import BadInput
+from edge.errors import BadInput
 from ingest.formats import atropos_to_records, detect_record, native_to_record, parse_body, to_records
 from ingest.hermes import hermes_to_record
 from ingest.batcher import Expected

@@ -9,7 +9,7 @@ import os
 from contextlib import contextmanager
 from typing import BinaryIO, Iterator
 
-from ingest.errors import BadInput, TooLarge
+from edge.errors import BadInput, TooLarge
 from lake import folder_files
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ingest.errors import BadInput
+from edge.errors import BadInput
 from lake.skill_files import SkillFile, SkillFileError, read_skill_file, skill_payload
 from lake.skill_files import parse_usage as _parse_usage
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from ingest.errors import BadInput
+from edge.errors import BadInput
 from ingest.safe_files import read_file, read_optional
 from ingest.settling import Stability
 from ingest.skills import bad_input, parse_skill, parse_usage, skill_record

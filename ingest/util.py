@@ -1,15 +1,14 @@
-"""Small shared helpers: JSON decoding with good errors, stable hashes, ids, bounded gunzip."""
+"""Small shared helpers: JSON decoding with good errors, stable hashes, ids."""
 from __future__ import annotations
 
 import hashlib
 import os
 import threading
 import time
-import zlib
 
 import orjson
 
-from ingest.errors import BadInput, TooLarge
+from edge.errors import BadInput
 
 
 def loads(data: bytes | str, *, line: int | None = None):
@@ -73,47 +72,6 @@ def uuid7() -> str:
     value = (ms << 80) | (0x7 << 76) | (seq << 64) | (0b10 << 62) | rand
     h = f"{value:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-def gunzip_bounded(data: bytes, limit: int) -> bytes:
-    """Inflate a (possibly multi-member) gzip body, refusing more than `limit` bytes of output.
-
-    Raises BadInput('Invalid gzip payload') for data that is not gzip or is truncated, TooLarge for a
-    body that inflates past the limit (a gzip bomb), without ever holding more than limit+64 KiB.
-    """
-    out = []
-    total = 0
-    buf = memoryview(data)
-    if not data:
-        return b""
-    while True:
-        d = zlib.decompressobj(wbits=31)
-        try:
-            while True:
-                chunk = d.decompress(buf, 65536)
-                total += len(chunk)
-                if total > limit:
-                    raise TooLarge(f"gzip body inflates past the limit of {limit} bytes")
-                out.append(chunk)
-                buf = d.unconsumed_tail
-                if d.eof or not buf:
-                    break
-            if not d.eof:
-                # flush what is left; an incomplete stream is an error
-                rest = d.flush()
-                total += len(rest)
-                if total > limit:
-                    raise TooLarge(f"gzip body inflates past the limit of {limit} bytes")
-                out.append(rest)
-                if not d.eof:
-                    raise BadInput("Invalid gzip payload: truncated gzip stream", kind="bad_gzip")
-        except zlib.error as exc:
-            raise BadInput(f"Invalid gzip payload: {exc}", kind="bad_gzip") from None
-        rest = d.unused_data
-        if not rest or not rest.strip(b"\x00"):
-            break
-        buf = memoryview(rest)
-    return b"".join(out)
 
 
 def excerpt(data, n: int = 200) -> str:

@@ -14,11 +14,11 @@ import threading
 from pathlib import Path
 
 from ingest.inbox import Inbox
-from ingest.records import LAKE_ERRORS
 from ingest.settling import Stability
 from ingest.skills_mirror import SkillsMirror
 from ingest.watch_journal import Journal
 from lake import Lake
+from lake.errors import LAKE_ERRORS
 
 log = logging.getLogger("lachesis.ingest.watch")
 

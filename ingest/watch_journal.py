@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from ingest.errors import BadInput
+from edge.errors import BadInput
 from lake import Lake
 from lake.lake import process_writer_id
 

@@ -7,7 +7,7 @@ import datetime as dt
 import functools
 import io
 import sys
-from typing import Any, Callable, NoReturn, Optional
+from typing import Any, Callable, NamedTuple, NoReturn, Optional
 
 import orjson
 import typer
@@ -45,8 +45,8 @@ AsOfOption = typer.Option(
 def option(config: type, name: str, *flags: str, **kwargs: Any) -> Any:
     """A typer option whose default and help come from field `name` of a command's config dataclass.
 
-    Every command keeps one typed config dataclass (TRL's `*_config.py` style: `metadata={"help": ...}` per
-    field, validation in `__post_init__`); the CLI never restates a default or a help text.
+    Every command keeps one typed config dataclass (TRL's `*_config.py` style: a help text per field, declared with
+    ground.options.helped, validation in `__post_init__`); the CLI never restates a default or a help text.
     """
     fields = {f.name: f for f in dataclasses.fields(config)}
     if name not in fields:
@@ -66,10 +66,25 @@ def option(config: type, name: str, *flags: str, **kwargs: Any) -> Any:
     return typer.Option(default, *flags, help=help_text, **kwargs)
 
 
-def config_command(config: type, options: list[tuple[str, ...]], body: Any, *, output_options: bool = True,
+class Extra(NamedTuple):
+    """An entry of `config_command`'s options that is no field of the config: a parameter `name` with its typer
+    `default` (`typer.Option`, `typer.Argument`; none for typer's Context, annotated `typer.Context`), its value
+    handed to the body in `values` under `name`, beside the fields' (`--lake` of `lake serve`, `--once` of
+    `lake watch`)."""
+
+    name: str
+    annotation: Any
+    default: Any = None
+
+
+def config_command(config: type, options: list, body: Any, *, output_options: bool = True,
                    renamed: dict[str, str] | None = None) -> Any:
-    """A typer command whose options are fields of a config dataclass, `options` = [(field, *flags)] in --help
-    order (default and help from `option`; a field without flags is a positional argument), plus --json and
+    """A typer command whose options are fields of a config dataclass, `options` in --help order, each one of:
+    `(field, *flags)` (default and help from `option`; a field without flags is a positional argument), the same
+    ending with a dict of more typer.Option arguments (`{"envvar": ..., "hidden": True}`; `"annotation"`: the
+    option's type when it is not the field's, as a Path the body turns into the field's str), `(field, [(subfield,
+    *flags), ...])` for a field that is a config dataclass of its own (its fields' options at this place, the body
+    gets the built dataclass: `lake serve`'s `limits`), or an `Extra` (an option that is no field). Plus --json and
     --quiet (unless `output_options` is False: a command with no result to print). It calls `body(values, as_json,
     quiet)` with the options' values by field name; the body builds the config, whose `__post_init__` validates them.
     `renamed` = {old flag: field}: a spelling a field had before, still taken (hidden from --help); a command that
@@ -79,14 +94,28 @@ def config_command(config: type, options: list[tuple[str, ...]], body: Any, *, o
 
     hints = typing.get_type_hints(config)
     kw = inspect.Parameter.KEYWORD_ONLY
-    params = [inspect.Parameter(name, kw, default=option(config, name, *flags), annotation=hints[name])
-              for name, *flags in options]
+    params, nested, new_flag = [], {}, {}
+    for entry in options:
+        if isinstance(entry, Extra):
+            params.append(inspect.Parameter(entry.name, kw, default=entry.default, annotation=entry.annotation))
+            continue
+        name, *flags = entry
+        if flags and isinstance(flags[0], list):  # a config of its own: its fields' options, built into one value
+            sub, sub_hints = hints[name], typing.get_type_hints(hints[name])
+            nested[name] = (sub, [n for n, *_ in flags[0]])
+            params += [inspect.Parameter(n, kw, default=option(sub, n, *f), annotation=sub_hints[n])
+                       for n, *f in flags[0]]
+            continue
+        more = dict(flags.pop()) if flags and isinstance(flags[-1], dict) else {}
+        annotation = more.pop("annotation", hints[name])  # the option's own type (a Path for a str field)
+        if flags:
+            new_flag[name] = flags[0]
+        params.append(inspect.Parameter(name, kw, default=option(config, name, *flags, **more), annotation=annotation))
     params += [inspect.Parameter("as_json", kw, default=typer.Option(False, "--json", help="print the result as JSON"),
                                  annotation=bool),
                inspect.Parameter("quiet", kw, default=typer.Option(False, "--quiet", "-q", help="no progress and no table"),
                                  annotation=bool)] if output_options else []
     renamed = renamed or {}
-    new_flag = {name: flags[0] for name, *flags in options if flags}
     params += [inspect.Parameter(f"renamed_{name}", kw, annotation=Optional[hints[name]], default=typer.Option(
         None, old, hidden=True, help=f"the old spelling of {new_flag[name]}")) for old, name in renamed.items()]
 
@@ -97,6 +126,8 @@ def config_command(config: type, options: list[tuple[str, ...]], body: Any, *, o
             if value is not None:
                 used.append(f"{old} is now {new_flag[name]}; the old spelling still works, for now")
                 values[name] = value
+        for name, (sub, names) in nested.items():
+            values[name] = sub(**{n: values.pop(n) for n in names})
         body(values, as_json, quiet)
         for line in used:
             err_console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)

@@ -1,7 +1,8 @@
 """`lake serve`, `lake watch`, `lake import`: the ingest wing's commands.
 
-Options take their defaults and help from the commands' config dataclasses (ingest/config.py). Heavy modules
-(fastapi, uvicorn, watchdog, the lake) are imported inside the command bodies so `lake sql` stays fast.
+Options take their defaults and help from the commands' config dataclasses (ingest/config.py), generated from their
+fields as every config command's are (lachesis/console.py `config_command`). Heavy modules (fastapi, uvicorn,
+watchdog, the lake) are imported inside the command bodies so `lake sql` stays fast.
 """
 from __future__ import annotations
 
@@ -11,50 +12,32 @@ from typing import Optional
 
 import typer
 
-from ingest.config import FolderWatchConfig, HttpLimits, ImportConfig, ServeConfig, auth_summary
-from lachesis.console import JsonOption, LakeOption, fail, literal, new_console, option, print_json
+from edge.options import HTTP_LIMIT_OPTIONS
+from edge.tokens import auth_summary
+from ingest.config import FolderWatchConfig, ImportConfig, ServeConfig
+from lachesis.console import Extra, JsonOption, LakeOption, config_command, fail, literal, new_console, print_json
 
 
-def serve(
-    ctx: typer.Context,
-    host: str = option(ServeConfig, "host", "--host"),
-    port: int = option(ServeConfig, "port", "--port"),
-    token: Optional[str] = option(ServeConfig, "token", "--token", envvar=["LACHESIS_TOKEN", "LAKE_TOKEN"],
-                                  show_envvar=True),
-    token_file: Optional[Path] = option(ServeConfig, "token_file", "--token-file"),
-    allowed_hosts: Optional[str] = option(ServeConfig, "allowed_hosts", "--allowed-hosts"),
-    lake: Optional[Path] = LakeOption,
-    max_body_mb: float = option(ServeConfig, "max_body_mb", "--max-body-mb"),
-    max_inflated_mb: float = option(ServeConfig, "max_inflated_mb", "--max-inflated-mb"),
-    max_inflate_ratio: float = option(ServeConfig, "max_inflate_ratio", "--max-inflate-ratio"),
-    log_level: str = option(ServeConfig, "log_level", "--log-level"),
-    serve_mode: str = option(ServeConfig, "serve_mode", "--serve-mode"),
-    bind_retry_s: float = option(ServeConfig, "bind_retry_s", "--bind-retry-s"),
-    compact_interval: float = option(ServeConfig, "compact_interval", "--compact-interval"),
-    max_header_kb: float = option(HttpLimits, "max_header_kb", "--max-header-kb"),
-    max_headers: int = option(HttpLimits, "max_headers", "--max-headers"),
-    max_request_line_kb: float = option(HttpLimits, "max_request_line_kb", "--max-request-line-kb"),
-    header_timeout: float = option(HttpLimits, "header_timeout", "--header-timeout"),
-    read_timeout: float = option(HttpLimits, "read_timeout", "--read-timeout"),
-    body_timeout: float = option(HttpLimits, "body_timeout", "--body-timeout"),
-    keep_alive_timeout: float = option(HttpLimits, "keep_alive_timeout", "--keep-alive-timeout"),
-    max_connections: int = option(HttpLimits, "max_connections", "--max-connections"),
-    max_per_client: int = option(HttpLimits, "max_per_client", "--max-per-client"),
-    fsync: bool = option(ServeConfig, "fsync", "--fsync/--no-fsync", hidden=True),
-) -> None:
+SERVE_OPTIONS = [
+    ("host", "--host"), ("port", "--port"),
+    ("token", "--token", {"envvar": ["LACHESIS_TOKEN", "LAKE_TOKEN"], "show_envvar": True}),
+    ("token_file", "--token-file"), ("allowed_hosts", "--allowed-hosts"), Extra("lake", Optional[Path], LakeOption),
+    ("max_body_mb", "--max-body-mb"), ("max_inflated_mb", "--max-inflated-mb"),
+    ("max_inflate_ratio", "--max-inflate-ratio"), ("log_level", "--log-level"), ("serve_mode", "--serve-mode"),
+    ("bind_retry_s", "--bind-retry-s"), ("compact_interval", "--compact-interval"),
+    ("limits", HTTP_LIMIT_OPTIONS), ("fsync", "--fsync/--no-fsync", {"hidden": True}),
+    Extra("ctx", typer.Context),  # where --token came from (a warning when it is the command line)
+]
+
+
+def serve(values: dict, as_json: bool, quiet: bool) -> None:
     """Serve the durable trajectory API: native /v1 routes and the Atropos run-api routes."""
     from ingest.app import serve as _serve
     from lake import Lake, resolve_root
 
-    cfg = ServeConfig(host=host, port=port, token=token, token_file=token_file, allowed_hosts=allowed_hosts,
-                      max_body_mb=max_body_mb, max_inflated_mb=max_inflated_mb, max_inflate_ratio=max_inflate_ratio,
-                      log_level=log_level, serve_mode=serve_mode, bind_retry_s=bind_retry_s,
-                      compact_interval=compact_interval, fsync=fsync,
-                      limits=HttpLimits(max_header_kb=max_header_kb, max_headers=max_headers,
-                                        max_request_line_kb=max_request_line_kb, header_timeout=header_timeout,
-                                        read_timeout=read_timeout, body_timeout=body_timeout,
-                                        keep_alive_timeout=keep_alive_timeout, max_connections=max_connections,
-                                        max_per_client=max_per_client))
+    ctx, lake = values.pop("ctx"), values.pop("lake")
+    cfg = ServeConfig(**values)
+    host, port, token = cfg.host, cfg.port, values["token"]
     # reached before serving: an unreachable store is one line here, a traceback in uvicorn's startup
     root = Lake.init(resolve_root(lake), fsync=cfg.fsync).root
     source = ctx.get_parameter_source("token")  # typer's own click: compared by name
@@ -69,19 +52,16 @@ def serve(
     _serve(root, cfg)
 
 
-def watch(
-    skills: Optional[Path] = option(FolderWatchConfig, "skills", "--skills"),
-    inbox: Optional[Path] = option(FolderWatchConfig, "inbox", "--inbox"),
-    hermes_dir: Optional[Path] = option(FolderWatchConfig, "hermes_dir", "--hermes-dir"),
-    lake: Optional[Path] = LakeOption,
-    settle: float = option(FolderWatchConfig, "settle", "--settle"),
-    once: bool = typer.Option(False, "--once", help="Reconcile once, print what changed and exit (no watching)."),
-    json: bool = JsonOption,
-    interval: float = option(FolderWatchConfig, "interval", "--interval"),
-    max_file_mb: float = option(FolderWatchConfig, "max_file_mb", "--max-file-mb"),
-    max_inflate_ratio: float = option(FolderWatchConfig, "max_inflate_ratio", "--max-inflate-ratio"),
-    compact_interval: float = option(FolderWatchConfig, "compact_interval", "--compact-interval"),
-) -> None:
+WATCH_OPTIONS = [
+    ("skills", "--skills"), ("inbox", "--inbox"), ("hermes_dir", "--hermes-dir"),
+    Extra("lake", Optional[Path], LakeOption), ("settle", "--settle"),
+    Extra("once", bool, typer.Option(False, "--once", help="Reconcile once, print what changed and exit (no watching).")),
+    Extra("json", bool, JsonOption), ("interval", "--interval"), ("max_file_mb", "--max-file-mb"),
+    ("max_inflate_ratio", "--max-inflate-ratio"), ("compact_interval", "--compact-interval"),
+]
+
+
+def watch(values: dict, as_json: bool, quiet: bool) -> None:
     """Watch a skills folder (SKILL.md, .usage.json) and an inbox of trajectory files."""
     import contextlib
     import signal
@@ -90,9 +70,8 @@ def watch(
     from ingest.watch import Watcher
     from lake import CompactThresholds, Lake
 
-    cfg = FolderWatchConfig(skills=skills, inbox=inbox, hermes_dir=hermes_dir, settle=0 if once else settle,
-                            interval=interval, max_file_mb=max_file_mb, max_inflate_ratio=max_inflate_ratio,
-                            compact_interval=compact_interval)
+    lake, once, json = values.pop("lake"), values.pop("once"), values.pop("json")
+    cfg = FolderWatchConfig(**{**values, "settle": 0 if once else values["settle"]})
     console = new_console(stderr=True)
     lk = Lake.init(lake)  # `lake watch` may create the lake it is pointed at
     for d in (cfg.skills, cfg.inbox, cfg.hermes_dir):
@@ -119,17 +98,20 @@ def watch(
         w.run(stop, interval=cfg.interval)
 
 
-def import_(
-    path: Path = typer.Argument(..., help="A trajectory file or a folder of them."),
-    format: str = option(ImportConfig, "format", "--format"),
-    lake: Optional[Path] = LakeOption,
-    json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of the progress bar."),
-) -> None:
+IMPORT_OPTIONS = [
+    Extra("path", Path, typer.Argument(..., help="A trajectory file or a folder of them.")), ("format", "--format"),
+    Extra("lake", Optional[Path], LakeOption),
+    Extra("json", bool, typer.Option(False, "--json", help="Print a JSON summary instead of the progress bar.")),
+]
+
+
+def import_(values: dict, as_json: bool, quiet: bool) -> None:
     """Import trajectory files (Hermes ShareGPT, Atropos groups, native JSONL); each file is all or nothing."""
     from ingest.importer import run_import
     from lake import Lake
 
-    cfg = ImportConfig(format=format)
+    path, lake, json = values.pop("path"), values.pop("lake"), values.pop("json")
+    cfg = ImportConfig(**values)
     if not path.exists():
         fail(f"{path} does not exist")
     lk = Lake.init(lake)  # `lake import` may create the lake it is pointed at
@@ -186,6 +168,8 @@ def _import_with_progress(lk, path: Path, fmt: str):
 
 
 def register(app: typer.Typer) -> None:
-    app.command("serve")(serve)
-    app.command("watch")(watch)
-    app.command("import")(import_)
+    app.command("serve", help=serve.__doc__)(config_command(ServeConfig, SERVE_OPTIONS, serve, output_options=False))
+    app.command("watch", help=watch.__doc__)(config_command(FolderWatchConfig, WATCH_OPTIONS, watch,
+                                                            output_options=False))
+    app.command("import", help=import_.__doc__)(config_command(ImportConfig, IMPORT_OPTIONS, import_,
+                                                               output_options=False))

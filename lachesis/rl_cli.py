@@ -116,7 +116,7 @@ def _online(values: dict, as_json: bool, quiet: bool) -> None:
 
 
 def _transfer_init(values: dict, as_json: bool, quiet: bool) -> None:
-    from trainers.rl.config import TransferInitConfig
+    from trainers.transfer.config import TransferInitConfig
     from trainers.transfer.transfer import run_transfer_init
 
     spec = run_transfer_init(TransferInitConfig(**values))
@@ -130,7 +130,7 @@ def _transfer_init(values: dict, as_json: bool, quiet: bool) -> None:
 
 
 def _transfer_train(values: dict, as_json: bool, quiet: bool) -> None:
-    from trainers.rl.config import TransferTrainConfig
+    from trainers.transfer.config import TransferTrainConfig
     from trainers.transfer.transfer import run_train_transfer
 
     cfg = TransferTrainConfig(**values, progress=not (quiet or as_json))
@@ -152,14 +152,14 @@ def rl_train_online_main() -> None:
 
 
 def rl_transfer_init_main() -> None:
-    from trainers.rl.config import TransferInitConfig
+    from trainers.transfer.config import TransferInitConfig
 
     run(config_app("rl_transfer_init", TRANSFER_INIT_HELP, TransferInitConfig, TRANSFER_INIT_OPTIONS, _transfer_init),
         prog_name="rl_transfer_init")
 
 
 def rl_train_transfer_main() -> None:
-    from trainers.rl.config import TransferTrainConfig
+    from trainers.transfer.config import TransferTrainConfig
 
     run(config_app("rl_train_transfer", TRANSFER_TRAIN_HELP, TransferTrainConfig, TRANSFER_TRAIN_OPTIONS,
                     _transfer_train), prog_name="rl_train_transfer")

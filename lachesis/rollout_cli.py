@@ -1,34 +1,31 @@
 """`lake rollout`: run scripted-policy episodes (expert, noisy, recover, random) and append them to the lake.
 
-Defaults and help come from ingest.rollout.RolloutSpec, which also validates the options."""
+Defaults and help come from ingest.rollout_config.RolloutSpec, which also validates the options; the options are
+generated from its fields (lachesis/console.py `config_command`)."""
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from ingest.rollout_config import RolloutSpec
-from lachesis.console import LakeOption, option
+from lachesis.console import Extra, LakeOption, config_command
 
 
-def rollout(
-    env: str = option(RolloutSpec, "env", "--env"),
-    policy: str = option(RolloutSpec, "policy", "--policy"),
-    episodes: int = option(RolloutSpec, "episodes", "--episodes"),
-    split: str = option(RolloutSpec, "split", "--split"),
-    seed: int = option(RolloutSpec, "seed", "--seed"),
-    tasks: Optional[Path] = option(RolloutSpec, "tasks_file", "--tasks"),
-    max_steps: int = option(RolloutSpec, "max_steps", "--max-steps"),
-    templates: Optional[str] = typer.Option(None, "--templates",
-                                            help="Only these task templates, comma-separated (default: all)."),
-    workers: int = option(RolloutSpec, "workers", "--workers"),
-    commit_every: int = option(RolloutSpec, "commit_every", "--commit-every"),
-    resume: bool = option(RolloutSpec, "resume", "--resume"),
-    screenshots: Optional[Path] = option(RolloutSpec, "screenshots", "--screenshots"),
-    lake: Optional[Path] = LakeOption,
-    json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of text."),
-) -> None:
+ROLLOUT_OPTIONS = [
+    ("env", "--env"), ("policy", "--policy"), ("episodes", "--episodes"), ("split", "--split"), ("seed", "--seed"),
+    ("tasks_file", "--tasks", {"annotation": Optional[Path]}), ("max_steps", "--max-steps"),
+    Extra("templates", Optional[str], typer.Option(None, "--templates",
+                                                   help="Only these task templates, comma-separated (default: all).")),
+    ("workers", "--workers"), ("commit_every", "--commit-every"), ("resume", "--resume"),
+    ("screenshots", "--screenshots", {"annotation": Optional[Path]}), Extra("lake", Optional[Path], LakeOption),
+    Extra("json", bool, typer.Option(False, "--json", help="Print a JSON summary instead of text.")),
+]
+
+
+def rollout(values: dict, as_json: bool, quiet: bool) -> None:
     """Run episodes of ENV with a scripted policy and append them to the lake as trajectories as they finish
     (a killed run keeps what it committed; --resume continues it)."""
     import envs
@@ -37,11 +34,11 @@ def rollout(
     from lake import LakeError, RecordError, resolve_root
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    spec = RolloutSpec(env=env, policy=policy, episodes=episodes, split=split, seed=seed,
-                       tasks_file=str(tasks) if tasks else None, max_steps=max_steps,
-                       templates=tuple(t.strip() for t in templates.split(",") if t.strip()) if templates else (),
-                       workers=workers, commit_every=commit_every, resume=resume,
-                       screenshots=str(screenshots) if screenshots else None)
+    lake, json, templates = values.pop("lake"), values.pop("json"), values.pop("templates")
+    spec = RolloutSpec(**{**values, "tasks_file": str(values["tasks_file"]) if values["tasks_file"] else None,
+                          "screenshots": str(values["screenshots"]) if values["screenshots"] else None,
+                          "templates": tuple(t.strip() for t in templates.split(",") if t.strip()) if templates else ()})
+    env, policy, episodes, split, seed = spec.env, spec.policy, spec.episodes, spec.split, spec.seed
     name = envs.resolve_name(env)
     progress = Progress(TextColumn(f"[bold green]{name} {policy}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("success {task.fields[ok]:.0%}, lost {task.fields[lost]}"), TimeElapsedColumn(),
@@ -84,4 +81,5 @@ def rollout(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("rollout")(rollout)
+    app.command("rollout", help=inspect.getdoc(rollout))(config_command(RolloutSpec, ROLLOUT_OPTIONS, rollout,
+                                                                         output_options=False))

@@ -1,7 +1,8 @@
 """`lake serve-model`: the trained policy behind an OpenAI-compatible API (serving/app.py), every call recorded in
 the lake.
 
-Options are fields of ServeModelConfig (default and help from there). A bad option, model, adapter or followed
+Options are fields of ServeModelConfig (default and help from there; what it shares with `lake serve`, the HTTP
+limits included, from edge/options.py's ServerOptions), generated as every config command's are. A bad option, model, adapter or followed
 folder is one line on stderr, exit 2, before the port is bound. The token comes from --token-file, LACHESIS_TOKEN
 (or LAKE_TOKEN) or --token, as for `lake serve`.
 """
@@ -11,8 +12,9 @@ import os
 
 import typer
 
-from ingest.config import HTTP_LIMIT_OPTIONS, HttpLimits, auth_summary
-from lachesis.console import config_command, fail, option
+from edge.options import HTTP_LIMIT_OPTIONS
+from edge.tokens import auth_summary
+from lachesis.console import config_command, fail
 from serving.access_log import log
 from serving.config import ServeModelConfig
 
@@ -31,6 +33,7 @@ SERVE_MODEL_OPTIONS = [
     ("context", "--context"), ("poll_interval", "--poll-interval"),
     ("max_body_mb", "--max-body-mb"), ("max_messages", "--max-messages"), ("seed", "--seed"), ("threads", "--threads"), ("device", "--device"),
     ("chat_template", "--chat-template"), ("log_level", "--log-level"), ("quiet", "--quiet"),
+    ("limits", HTTP_LIMIT_OPTIONS),  # lake serve's HTTP limits: the same options, defaults and help
 ]
 
 
@@ -42,8 +45,7 @@ def _serve_model(values: dict, as_json: bool, quiet: bool) -> None:
               "--token-file")
     elif not values["token_file"]:
         values["token"] = os.environ.get("LACHESIS_TOKEN") or os.environ.get("LAKE_TOKEN") or None
-    limits = HttpLimits(**{name: values.pop(name) for name, _ in HTTP_LIMIT_OPTIONS})
-    cfg = ServeModelConfig(**values, limits=limits, quiet=quiet)  # --quiet: the command's own flag, this field
+    cfg = ServeModelConfig(**values, quiet=quiet)  # --quiet: the command's own flag, this field
     if not cfg.token and not cfg.loopback:
         print(f"WARNING: lake serve-model listens on {cfg.host}, beyond this machine, WITHOUT A TOKEN: anyone who "
               f"can reach port {cfg.port} can use the model and write calls into the lake. Set LACHESIS_TOKEN or "
@@ -64,18 +66,5 @@ def register(app: typer.Typer) -> None:
     app.command("serve-model", help="Serve the trained policy over the OpenAI API (chat completions with tools and "
                                     "streaming, completions, models); every call recorded in the lake; --follow swaps "
                                     "in each new increment of a streaming trainer.")(
-        _with_limits(config_command(ServeModelConfig, SERVE_MODEL_OPTIONS, _serve_model, output_options=False)))
+        config_command(ServeModelConfig, SERVE_MODEL_OPTIONS, _serve_model, output_options=False))
 
-
-def _with_limits(command):
-    """The command with HttpLimits' options after its own (the values reach _serve_model by field name): the
-    same options, defaults and help as `lake serve`'s."""
-    import inspect
-    import typing
-
-    hints = typing.get_type_hints(HttpLimits)
-    sig = inspect.signature(command)
-    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option(HttpLimits, name, flag),
-                               annotation=hints[name]) for name, flag in HTTP_LIMIT_OPTIONS]
-    command.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])
-    return command

@@ -20,7 +20,8 @@ import threading
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from ingest.config import FolderWatchConfig, OptionError, ServeConfig
+from edge.errors import OptionError
+from ingest.config import FolderWatchConfig, ServeConfig
 from lachesis.console import config_app, fail, run
 from lachesis.supervisor import USAGE_ERROR, Component, Supervisor
 from trainers.runtime.options import helped
@@ -33,7 +34,7 @@ def like(config: type, name: str, **given):
     """UpConfig's field `name` as the component's own command has it (help and default, unless given): `just up
     --port` is `lake serve --port`, its default and help written once."""
     f = next(f for f in fields(config) if f.name == name)
-    return field(default=given.get("default", f.default), metadata={"help": given.get("help", f.metadata["help"])})
+    return field(default=given.get("default", f.default), **helped(given.get("help", f.metadata["help"])))
 
 
 @dataclass(kw_only=True)

@@ -6,13 +6,14 @@ defaults and help come from views.instruction_config, which imports nothing heav
 """
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from lachesis.console import (App, AsOfOption, JsonOption, LakeOption, console, err_console, fail, literal, option,
-                              print_json, print_rows, run)
+from lachesis.console import (App, AsOfOption, Extra, JsonOption, LakeOption, config_command, console, err_console,
+                              fail, literal, print_json, print_rows, run)
 from views.instruction_config import TRY_SAMPLES, SkillToInstructionConfig
 
 # The guide's minimum for strategy 1: fine-tune on at least 50 complete interactions.
@@ -183,35 +184,24 @@ def atropos_trajectory_export_main() -> None:
 
 # -- skill_to_instruction ----------------------------------------------------------------------------------------
 _skills_app = App()
+NO_DEFAULT = {"show_default": False}  # no [default: None] after an option without a default
+SKILL_TO_INSTRUCTION_OPTIONS = [
+    ("output", "--output", "-o"), ("skills", "--skills", NO_DEFAULT), ("lake", "--lake", NO_DEFAULT),
+    ("min_uses", "--min-uses"), ("provenance", "--provenance"), ("since", "--since", NO_DEFAULT),
+    ("now", "--now", NO_DEFAULT), ("min_success", "--min-success", NO_DEFAULT), ("min_lift", "--min-lift", NO_DEFAULT),
+    ("confidence", "--confidence"), ("system_prompt", "--system-prompt", NO_DEFAULT), ("as_of", "--as-of", NO_DEFAULT),
+    ("overwrite", "--overwrite"), Extra("json", bool, JsonOption),
+]
 
 
-@_skills_app.command()
-def skill_to_instruction(
-    output: Path = option(SkillToInstructionConfig, "output", "--output", "-o"),
-    skills: Optional[Path] = option(SkillToInstructionConfig, "skills", "--skills", show_default=False),
-    lake: Optional[Path] = option(SkillToInstructionConfig, "lake", "--lake", show_default=False),
-    min_uses: int = option(SkillToInstructionConfig, "min_uses", "--min-uses"),
-    provenance: str = option(SkillToInstructionConfig, "provenance", "--provenance"),
-    since: Optional[str] = option(SkillToInstructionConfig, "since", "--since", show_default=False),
-    now: Optional[str] = option(SkillToInstructionConfig, "now", "--now", show_default=False),
-    min_success: Optional[float] = option(SkillToInstructionConfig, "min_success", "--min-success",
-                                          show_default=False),
-    min_lift: Optional[float] = option(SkillToInstructionConfig, "min_lift", "--min-lift", show_default=False),
-    confidence: float = option(SkillToInstructionConfig, "confidence", "--confidence"),
-    system_prompt: Optional[str] = option(SkillToInstructionConfig, "system_prompt", "--system-prompt",
-                                          show_default=False),
-    as_of: Optional[str] = option(SkillToInstructionConfig, "as_of", "--as-of", show_default=False),
-    overwrite: bool = option(SkillToInstructionConfig, "overwrite", "--overwrite"),
-    json: bool = JsonOption,
-) -> None:
+def skill_to_instruction(values: dict, as_json: bool, quiet: bool) -> None:
     """Turn recent, proven, frequently used agent-created skills into instruction-tuning pairs: one .jsonl per
     skill, so that `cat ft_prompts/*.jsonl > instruction_dataset.jsonl` is a dataset."""
     from lake import RecordError, open_lake
     from views.skills import instruction_from_connection, instruction_from_folder, write_instruction_files
 
-    cfg = SkillToInstructionConfig(output=output, skills=skills, lake=lake, min_uses=min_uses, provenance=provenance,
-                                   since=since, now=now, min_success=min_success, min_lift=min_lift,
-                                   confidence=confidence, system_prompt=system_prompt, as_of=as_of, overwrite=overwrite)
+    json = values.pop("json")
+    cfg = SkillToInstructionConfig(**values)
     skills_dir, lake_root = cfg.source()
     kw = dict(min_uses=cfg.min_uses, provenance=cfg.provenance, system_prompt=cfg.system_prompt)
     try:
@@ -267,6 +257,10 @@ def _filter_text(cfg: SkillToInstructionConfig) -> str:
     if cfg.min_lift is not None:
         parts.append(f"lift >= {cfg.min_lift} at {cfg.confidence:.0%}")
     return ", ".join(parts)
+
+
+_skills_app.command(name="skill-to-instruction", help=inspect.getdoc(skill_to_instruction))(
+    config_command(SkillToInstructionConfig, SKILL_TO_INSTRUCTION_OPTIONS, skill_to_instruction, output_options=False))
 
 
 def skill_to_instruction_main() -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from deltalake.exceptions import CommitFailedError
 
+from ground.options import helped
 from lake.maintenance import compact, vacuum
 from lake.tables import TableSet
 
@@ -33,16 +34,16 @@ MIB = 1024 * 1024
 
 @dataclass(frozen=True)
 class CompactThresholds:
-    small_file_bytes: int = field(default=16 * MIB, metadata={"help": "a file smaller than this is small"})
-    min_small_files: int = field(default=8, metadata={"help": "compact a day with at least this many small files"})
-    min_small_bytes: int = field(default=64 * MIB, metadata={
-        "help": "or whose small files add up to at least this many bytes"})
-    closed_min_small_files: int = field(default=2, metadata={
-        "help": "a day before the table's newest day (no longer streamed into) is compacted from this many"})
-    target_size: int = field(default=128 * MIB, metadata={"help": "size of the files compaction writes"})
-    interval_s: float = field(default=10.0, metadata={"help": "seconds between two passes of the thread"})
-    vacuum_interval_s: float | None = field(default=3600.0, metadata={
-        "help": "seconds between vacuums (default retention, consumer-aware); None: never"})
+    small_file_bytes: int = field(default=16 * MIB, **helped("a file smaller than this is small"))
+    min_small_files: int = field(default=8, **helped("compact a day with at least this many small files"))
+    min_small_bytes: int = field(default=64 * MIB, **helped(
+        "or whose small files add up to at least this many bytes"))
+    closed_min_small_files: int = field(default=2, **helped(
+        "a day before the table's newest day (no longer streamed into) is compacted from this many"))
+    target_size: int = field(default=128 * MIB, **helped("size of the files compaction writes"))
+    interval_s: float = field(default=10.0, **helped("seconds between two passes of the thread"))
+    vacuum_interval_s: float | None = field(default=3600.0, **helped(
+        "seconds between vacuums (default retention, consumer-aware); None: never"))
 
     def __post_init__(self):
         if self.small_file_bytes <= 0 or self.min_small_bytes <= 0 or min(self.min_small_files,

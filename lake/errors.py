@@ -1,7 +1,14 @@
-"""The lake's one user-facing error type, in its own module so that every lake module can raise it."""
+"""The lake's one user-facing error type, in its own module so that every lake module can raise it, and what a lake
+append can fail with (LAKE_ERRORS: what a writer that must not die on a lake hiccup catches)."""
 from __future__ import annotations
 
+import pyarrow as pa
+from deltalake.exceptions import DeltaError
+
 from ground.errors import UserError
+
+# What a lake append can fail with (Delta log, storage, the writer's sequence check, the Arrow envelope).
+LAKE_ERRORS = (DeltaError, OSError, RuntimeError, pa.ArrowException)
 
 
 class LakeError(UserError, RuntimeError):

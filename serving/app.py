@@ -15,9 +15,9 @@ from contextlib import asynccontextmanager
 import uvicorn
 from fastapi import FastAPI
 
-from ingest.app import bind_socket
-from ingest.http import host_names
-from ingest.http_limits import uvicorn_config
+from edge.guards import host_names
+from edge.limits import uvicorn_config
+from edge.listen import bind_socket
 from lake import CompactThresholds, Lake, LakeError, resolve_root
 from trainers.runtime.errors import TrainerInputError
 
@@ -104,6 +104,6 @@ def serve(config: ServeModelConfig, on_ready=None) -> None:
 
 
 def server_config(app: FastAPI, config: ServeModelConfig) -> uvicorn.Config:
-    """uvicorn's configuration for `app`: the HTTP limits `lake serve` has (--limits; ingest.http_limits)."""
+    """uvicorn's configuration for `app`: the HTTP limits `lake serve` has (--limits; edge.limits)."""
     return uvicorn_config(app, config.limits, log_level=config.log_level, access_log=False,
                           timeout_graceful_shutdown=5)

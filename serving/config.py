@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ingest.config import COMPACT_HELP, HttpLimits, MiB, Tokens, inflate_limit, is_loopback
+from edge.errors import OptionError
+from edge.options import ServerOptions, server_field
 from trainers.runtime.options import at_least, helped
 from trainers.runtime.errors import TrainerInputError
 
@@ -20,9 +21,11 @@ THREADS_PER_CPU = 4  # --threads at most this many per CPU (100,000 made fork fa
 ENGINES = ("embedded", "vllm")
 
 
-@dataclass
-class ServeModelConfig:
-    """lake serve-model: the trained policy behind an OpenAI-compatible API, every call recorded in the lake."""
+@dataclass(kw_only=True)
+class ServeModelConfig(ServerOptions):
+    """lake serve-model: the trained policy behind an OpenAI-compatible API, every call recorded in the lake. What it
+    shares with `lake serve` (where it listens, tokens, Host names, body size, log level, compaction, HTTP limits) is
+    edge/options.py's ServerOptions."""
 
     model: str = field(default="tiny", **helped("tiny | smollm2 | hermes-3 | a local model folder | a hub id"))
     adapter: Optional[str] = field(default=None, **helped(
@@ -56,21 +59,7 @@ class ServeModelConfig:
         "--engine vllm: vLLM's --max-lora-rank (default: the first adapter's rank, else 16; a rank above the "
         "adapters' made vLLM's CPU LoRA 4-5x slower)"))
     vllm_args: str = field(default="", **helped("--engine vllm: more options for the vLLM server we start"))
-    host: str = field(default="127.0.0.1", **helped("interface to bind (loopback by default)"))
-    port: int = field(default=8001, **helped("TCP port"))
-    token: Optional[str] = field(default=None, **helped(
-        "bearer token required on every route but /v1/health (clients: api_key). Prefer LACHESIS_TOKEN or "
-        "--token-file: a --token shows in `ps`"))
-    token_file: Optional[Path] = field(default=None, **helped(
-        "read the bearer tokens from this file: one bare token, or one `NAME TOKEN [grader]` line per client (each "
-        "its own identity: conversations are joined only within one, and on `lake serve` a client rewards only its "
-        "own trajectories unless marked grader; docs/serving.md); blank lines and # comment lines skipped, a file "
-        "with no token or another line refused"))
-    tokens: Tokens = field(default_factory=Tokens, init=False, repr=False, **helped(
-        "the accepted tokens, token -> client name (from --token or --token-file: ingest/config.py Tokens)"))
-    allowed_hosts: Optional[str] = field(default=None, **helped(
-        "comma-separated host names clients may use in the Host header besides addresses, localhost and this "
-        "machine's names ('*': any); others get 403 (a DNS-rebinding guard)"))
+    port: int = server_field("port", 8001)
     lake_root: Optional[str] = field(default=None, **helped(
         "the lake calls are recorded in (created if missing; default $LAKE_ROOT or ./data/lake)"))
     record: str = field(default="sync", **helped(
@@ -79,7 +68,6 @@ class ServeModelConfig:
     no_record: bool = field(default=False, **helped("record nothing (the same as --record off)"))
     record_queue: int = field(default=1024, **helped(
         "--record async: calls queued for the lake at most; a full queue makes requests wait (back-pressure)"))
-    compact_interval: float = field(default=10.0, **helped(COMPACT_HELP))
     batch_window_ms: float = field(default=10.0, **helped(
         "how long the generation thread gathers concurrent requests into one batch after the first arrives"))
     max_batch: int = field(default=32, **helped("requests generated together at most"))
@@ -95,25 +83,20 @@ class ServeModelConfig:
     context: Optional[int] = field(default=None, **helped(
         "longest prompt + max_tokens in tokens (default: the model's max_position_embeddings)"))
     poll_interval: float = field(default=0.25, **helped("--follow: seconds between looks for a new increment"))
-    max_body_mb: float = field(default=16.0, **helped("largest request body accepted (MiB)"))
+    max_body_mb: float = server_field("max_body_mb", 16.0)
     max_messages: int = field(default=4096, **helped(
         "most messages in one chat request (more: a 400): joining a conversation to its trajectory and rendering "
         "it cost time in proportion"))
-    limits: HttpLimits = field(default_factory=HttpLimits, **helped(
-        "HTTP limits, the same as lake serve's: head size and fields, head and body timeouts, keep-alive, "
-        "connections in all and per client address (ingest/http_limits.py)"))
     seed: int = field(default=0, **helped("seed of sampling for requests without their own seed"))
     threads: Optional[int] = field(default=None, **helped(
         "torch threads (default $LACHESIS_THREADS, else every CPU this process may use)"))
     device: str = field(default="auto", **helped("auto (cuda when available) | cpu | cuda | cuda:N"))
     chat_template: Optional[str] = field(default=None, **helped("chatml (ours, Hermes-style) or a .jinja file"))
-    log_level: str = field(default="warning", **helped("uvicorn log level"))
     quiet: bool = field(default=False, **helped(
         "no access-log line per request (method, route, status, version, tokens, time); loading, readiness and "
         "each swap are still said"))
 
     def __post_init__(self):
-        from ingest.config import resolve_tokens
         from trainers.runtime.device import check_device
 
         if self.engine not in ENGINES:
@@ -136,20 +119,17 @@ class ServeModelConfig:
         if self.threads is not None and self.threads > THREADS_PER_CPU * cpus:
             raise TrainerInputError(f"--threads {self.threads} is more than {THREADS_PER_CPU} per CPU "
                                     f"({THREADS_PER_CPU * cpus} on this machine)")
-        if not 0 <= self.port < 65536:
-            raise TrainerInputError(f"--port must be between 0 and 65535, not {self.port}")
         at_least(self, 1, "keep_versions", "record_queue", "max_batch", "max_batch_tokens", "max_tokens",
                  "default_max_tokens", "context", "threads", "vllm_max_lora_rank", "max_messages")
-        at_least(self, 0, "batch_window_ms", "kv_cache_tokens", "compact_interval")
-        if self.poll_interval <= 0 or self.max_body_mb <= 0:
-            raise TrainerInputError("--poll-interval and --max-body-mb must be positive")
+        at_least(self, 0, "batch_window_ms", "kv_cache_tokens")
+        if self.poll_interval <= 0:
+            raise TrainerInputError("--poll-interval must be positive")
         if self.default_max_tokens > self.max_tokens:
             raise TrainerInputError(f"--default-max-tokens {self.default_max_tokens} is above --max-tokens "
                                     f"{self.max_tokens}")
-        try:
-            self.tokens = resolve_tokens(self.token, self.token_file)
-            self.token = next(iter(self.tokens), None)  # set: auth is on
-        except ValueError as exc:
+        try:  # the options both servers share (the port, the body size, compaction, the tokens)
+            super().__post_init__()
+        except OptionError as exc:
             raise TrainerInputError(str(exc)) from None
         self.device = check_device(self.device)
         if self.adapter:  # a missing or foreign folder, pickle weights: the one-line error now, before any model
@@ -158,16 +138,3 @@ class ServeModelConfig:
             from trainers.runtime.weights_files import check_weights
 
             check_weights(resolve_adapter(self.adapter))
-
-    @property
-    def max_body(self) -> int:
-        return int(self.max_body_mb * MiB)
-
-    @property
-    def loopback(self) -> bool:
-        return is_loopback(self.host)
-
-    def inflated_limit(self, compressed: int) -> int:
-        """How far a gzip body may inflate: --max-body-mb, and 100x its size beyond the first MiB (a gzip bomb
-        stops early; ingest/config.py explains the ratio)."""
-        return inflate_limit(compressed, self.max_body, 100.0)

@@ -1,9 +1,10 @@
 """The HTTP edges of `lake serve-model`: its state on the app, the guards and body reading shared with `lake serve`
-(ingest/http.py: the Host check against DNS rebinding, the bearer token, same-origin and JSON content type on POSTs,
+(edge/guards.py: the Host check against DNS rebinding, the bearer token, same-origin and JSON content type on POSTs,
 the size-limited body), and the error answers in OpenAI's shape.
 
-ingest/http.py's dependencies read only `state.host_names`, `state.config.tokens`, `state.config.max_body` and
-`state.config.inflated_limit`; ServingState carries the same four, so both servers apply one rule.
+The guards read what edge/guards.py's `ServerState` says (the Host names, and the tokens and body limits of the
+options, edge/options.py ServerOptions); ServingState is one, as `lake serve`'s IngestState is, so both servers
+apply one rule.
 """
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from fastapi import Depends, Request
 from starlette.exceptions import HTTPException
 from fastapi.responses import JSONResponse
 
-from ingest.errors import BadInput
-from ingest.http import body_bytes, check_host, json_content_type, parse_json, require_token, same_origin
+from edge.errors import BadInput
+from edge.guards import check_host, json_content_type, parse_json, read_body, require_token, same_origin
 from lake import Lake
 
 from .config import ServeModelConfig
@@ -56,7 +57,7 @@ async def json_request(request: Request, st: ServingState = Depends(get_serving)
     """A POST's JSON body: from this origin, declared JSON, within --max-body-mb, parsed (a 400 otherwise)."""
     await same_origin(request)
     await json_content_type(request)
-    return parse_json(await body_bytes(request, st))
+    return parse_json(await read_body(request, st))
 
 
 def error(status: int, message: str, *, param: str | None = None, code: str | None = None,
@@ -104,7 +105,7 @@ def install_error_handlers(app) -> None:
     @app.exception_handler(RecordFailed)
     async def record_failed(request: Request, exc: RecordFailed):
         count(request, False)  # --record sync: the answer is not sent without its record
-        return error(503, str(exc), kind="server_error", code="record_failed")
+        return error(exc.status, str(exc), kind="server_error", code="record_failed")
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException):

@@ -24,9 +24,9 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from envs.messages import MessageError, normalize_messages, template_message
-from envs.toolcalls import JsonBoundsError, loads_bounded
 from trainers.generation.generate import Generation, Sampling
+from transcript.messages import MessageError, normalize_messages, template_message
+from transcript.toolcalls import JsonBoundsError, loads_bounded
 
 MAX_TOP_LOGPROBS = 20
 MAX_NESTING = 32  # levels of objects and arrays in a tool schema or call arguments (the chat template recurses)
@@ -87,7 +87,7 @@ class CallFunction(_Body):
     @classmethod
     def _arguments(cls, v: str | dict) -> str | dict:
         if isinstance(v, str):  # arguments as JSON text are parsed for the template: bounded the same, before
-            try:  # they are parsed (envs/toolcalls.py: the parser recurses)
+            try:  # they are parsed (transcript/toolcalls.py: the parser recurses)
                 loads_bounded(v, depth=MAX_NESTING)
             except JsonBoundsError as exc:
                 raise ValueError(str(exc)) from None

@@ -1,6 +1,6 @@
 """Every call the server answers, appended to the lake's `trajectories` as trajectory data.
 
-One row per call (rows are immutable), built by the one row builder (envs/trajectory_row.py): the conversation so
+One row per call (rows are immutable), built by the one row builder (transcript/trajectory_row.py): the conversation so
 far including the reply (`messages`: the request's through the message model's normaliser, the reply split by its
 parser, `reply_message`, as an environment splits an action), `policy_version` = the served version's name, the
 call's prompt and completion token ids in `tokens` with Atropos' conventions (trainers/modeling/token_columns.py:
@@ -19,7 +19,7 @@ reply) is a retry of call 0 in the same trajectory; once a first call was answer
 went on, the same first messages begin a new conversation. Each continued call appends a new row with the same id, and
 views/trajectories_current.sql picks the latest row per trajectory: the whole conversation. The id goes back in
 the `X-Lachesis-Trajectory` header, so a reward can be posted later to `lake serve`'s /v1/rewards.
-All of it within one client identity, the name of the token the client sent (ingest/http.py's require_token; ""
+All of it within one client identity, the name of the token the client sent (edge/guards.py's require_token; ""
 without named tokens): prefix keys are chained from it and a chosen session name is taken within it, so one
 client's messages never join another's conversation. The answer's `X-Lachesis-Session` is a value the server
 issues (`issue`: the trajectory id and an HMAC of it and the identity under this process's secret, never in the
@@ -41,14 +41,14 @@ import uuid
 from collections import OrderedDict
 from pathlib import Path
 
-from envs.messages import assistant_message, normalize_messages
-from envs.toolcalls import loads_bounded
-from envs.trajectory_row import trajectory_row
-from ingest.errors import log_line, store_failure
-from ingest.records import LAKE_ERRORS
+from edge.lake_errors import LakeWriteFailed, log_line, store_failure
 from lake import Lake
+from lake.errors import LAKE_ERRORS
 from serving.access_log import log
 from trainers.modeling.token_columns import prompt_completion_columns
+from transcript.messages import assistant_message, normalize_messages
+from transcript.toolcalls import loads_bounded
+from transcript.trajectory_row import trajectory_row
 
 SOURCE = "lake serve-model"
 SESSION_NS = uuid.UUID("5f1e3c1a-6f0b-4d59-9a62-1c7d0c1e2a77")  # trajectory id = uuid5(SESSION_NS, session)
@@ -83,7 +83,7 @@ def is_issued(session: str | None) -> bool:
 
 
 def _args(a):
-    """Arguments as an object where their text is JSON within the parser's bounds (envs/toolcalls.py), else the
+    """Arguments as an object where their text is JSON within the parser's bounds (transcript/toolcalls.py), else the
     text: a row read back from the lake is never a RecursionError."""
     if isinstance(a, str):
         try:
@@ -204,9 +204,10 @@ def call_record(*, trajectory_id: str, label: str, version: dict, messages: list
                   "completion_tokens": len(token_ids), **metadata})
 
 
-class RecordFailed(RuntimeError):
+class RecordFailed(LakeWriteFailed):
     """--record sync: a call's row could not be committed; the answer is not sent without it (a 503, or an error
-    event on a stream). The message is for the client: the lake named, its cause in one line, no paths."""
+    event on a stream: edge/lake_errors.py). The message is for the client: the lake named, its cause in one line,
+    no paths."""
 
 
 class Recorder:

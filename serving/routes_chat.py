@@ -2,7 +2,7 @@
 
 A chat request's messages and tools go through the model's own chat template (trainers/modeling/chat.py: Hermes tool
 signatures in the system turn), the reply comes back through the project's one tool-call parser
-(envs/toolcalls.py, via the message model's assistant_message in record.reply_message: `<think>` to reasoning, each
+(transcript/toolcalls.py, via the message model's assistant_message in record.reply_message: `<think>` to reasoning, each
 parsed `<tool_call>` to a tool call), so what the server returns and records is what the environments and
 hermes_eval read. A reply with tool calls ends with finish_reason "tool_calls".
 

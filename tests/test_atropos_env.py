@@ -25,7 +25,7 @@ from train_helpers import REPO, tiny_dir  # noqa: F401  (session fixture)
 
 PY = os.environ.get("ATROPOS_PYTHON", "/tmp/atropos-venv/bin/python")
 PULL = Path(__file__).parent / "data" / "atropos_pull.py"
-PACKAGES = ["lake", "views", "ingest", "envs", "trainers", "lachesis"]
+PACKAGES = ["transcript", "lake", "views", "ingest", "envs", "trainers", "lachesis"]
 
 
 def _imports(path: Path) -> set[str]:

@@ -1,6 +1,6 @@
 """bench/report.py on small synthetic results files (its formatting, not the benchmarks): one row per comparison
 with the baseline named, both figures, the ratio, the target checked either way, date, machine and load; the
-ratio PNG; the README's table replaced between its markers and nothing else touched."""
+ratio PNG; the results page's tables replaced between its markers and nothing else touched."""
 import json
 import subprocess
 import sys
@@ -88,7 +88,7 @@ def test_times_better_reads_the_ratio_either_way():
     assert report.Row("x", "w", "b", "", "", 3.0, target="lake command < 1 s").met() is None
 
 
-README = """# Title
+PAGE = """# Title
 
 Intro text.
 
@@ -106,12 +106,13 @@ What limits the missed targets: stays too.
 """
 
 
-def test_report_file_png_and_readme_between_markers(results, tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text(README)
+def test_report_file_png_and_results_page_between_markers(results, tmp_path):
+    page = tmp_path / "docs" / "results.md"
+    page.parent.mkdir()
+    page.write_text(PAGE)
     out = tmp_path / "REPORT.md"
     res = subprocess.run([sys.executable, str(ROOT / "bench" / "report.py"), "--results", str(results), "--out", str(out),
-                          "--update-readme", "--readme", str(readme), "--learning", str(tmp_path / "absent.md")],
+                          "--update-docs", "--page", str(page), "--learning", str(tmp_path / "absent.md")],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     text = out.read_text()
@@ -119,30 +120,31 @@ def test_report_file_png_and_readme_between_markers(results, tmp_path):
     assert "Machines: M1 = 2 cores, Test CPU, Linux 6.1; M2 = not recorded; M3 = 16 cores, Other CPU" in text
     png = tmp_path / "report_ratios.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "](report_ratios.png)" in text
-    new = readme.read_text()
+    new = page.read_text()
     assert "typed | by hand" not in new
     before, between, after = new.partition("<!-- bench:begin -->")[0], *new.partition("<!-- bench:begin -->")[2].split(
         "<!-- bench:end -->")
-    assert before == README.split("<!-- bench:begin -->")[0]
-    assert after == README.split("<!-- bench:end -->")[1]
+    assert before == PAGE.split("<!-- bench:begin -->")[0]
+    assert after == PAGE.split("<!-- bench:end -->")[1]
     assert table_rows(between) == table_rows(text)
     assert "do not edit by hand" in between
-    # run again: the same README (the markers stay, nothing accumulates)
+    # run again: the same page (the markers stay, nothing accumulates)
     subprocess.run([sys.executable, str(ROOT / "bench" / "report.py"), "--results", str(results), "--out", str(out),
-                    "--update-readme", "--readme", str(readme), "--learning", str(tmp_path / "absent.md")], check=True,
+                    "--update-docs", "--page", str(page), "--learning", str(tmp_path / "absent.md")], check=True,
                    capture_output=True)
-    assert readme.read_text().count("<!-- bench:begin -->") == 1
-    assert table_rows(readme.read_text()) == table_rows(text)
+    assert page.read_text().count("<!-- bench:begin -->") == 1
+    assert table_rows(page.read_text()) == table_rows(text)
 
 
-def test_readme_without_markers_is_a_one_line_error(results, tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text("# no markers\n")
+def test_page_without_markers_is_a_one_line_error(results, tmp_path):
+    page = tmp_path / "docs" / "results.md"
+    page.parent.mkdir()
+    page.write_text("# no markers\n")
     res = subprocess.run([sys.executable, str(ROOT / "bench" / "report.py"), "--results", str(results), "--out",
-                          str(tmp_path / "R.md"), "--update-readme", "--readme", str(readme)], capture_output=True,
+                          str(tmp_path / "R.md"), "--update-docs", "--page", str(page)], capture_output=True,
                          text=True)
     assert res.returncode == 1 and "markers" in res.stderr and "Traceback" not in res.stderr
-    assert readme.read_text() == "# no markers\n"
+    assert page.read_text() == "# no markers\n"
 
 
 def test_no_results_is_a_one_line_error(tmp_path):
@@ -167,40 +169,42 @@ Raw records (every run, seed and step): learning.json.
 """
 
 
-def test_learning_table_copied_between_its_markers_with_curves_linked(results, tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text(README + "\n## Learning\n<!-- learning:begin -->\nold | typed\n<!-- learning:end -->\ntail\n")
+def test_learning_table_copied_between_its_markers_with_curves_named(results, tmp_path):
+    page = tmp_path / "docs" / "results.md"
+    page.parent.mkdir()
+    page.write_text(PAGE + "\n## Learning\n<!-- learning:begin -->\nold | typed\n<!-- learning:end -->\ntail\n")
     (tmp_path / "learning").mkdir()
     (tmp_path / "learning" / "LEARNING.md").write_text(LEARNING)
     args = [sys.executable, str(ROOT / "bench" / "report.py"), "--results", str(results), "--out",
-            str(tmp_path / "R.md"), "--update-readme", "--readme", str(readme), "--learning",
+            str(tmp_path / "R.md"), "--update-docs", "--page", str(page), "--learning",
             str(tmp_path / "learning" / "LEARNING.md")]
     subprocess.run(args, check=True, capture_output=True)
-    new = readme.read_text()
+    new = page.read_text()
     between = new.split("<!-- learning:begin -->")[1].split("<!-- learning:end -->")[0]
     assert "old | typed" not in new and new.endswith("<!-- learning:end -->\ntail\n")
     assert "| 1 SFT from lake trajectories | 1200 steps | bash test success |" in between
-    assert "2026-12-03 14:40 UTC" in between and "[learning_sft.png](learning/learning_sft.png)" in between
-    assert "(learning/LEARNING.md)" in between
+    assert "2026-12-03 14:40 UTC" in between and "`learning/learning_sft.png`" in between
+    assert "`learning/LEARNING.md`" in between and "](" not in between  # named, not linked: outside docs/
     subprocess.run(args, check=True, capture_output=True)  # again: nothing accumulates
-    assert readme.read_text() == new
+    assert page.read_text() == new
 
 
 def test_smollm2_learning_table_copied_between_its_own_markers(results, tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text(README + "\n<!-- learning:begin -->\n<!-- learning:end -->\n"
-                      "<!-- learning-smollm2:begin -->\nold\n<!-- learning-smollm2:end -->\n")
+    page = tmp_path / "docs" / "results.md"
+    page.parent.mkdir()
+    page.write_text(PAGE + "\n<!-- learning:begin -->\n<!-- learning:end -->\n"
+                    "<!-- learning-smollm2:begin -->\nold\n<!-- learning-smollm2:end -->\n")
     (tmp_path / "learning" / "smollm2").mkdir(parents=True)
     (tmp_path / "learning" / "LEARNING.md").write_text(LEARNING)
     (tmp_path / "learning" / "smollm2" / "LEARNING.md").write_text(
         LEARNING.replace("model tiny", "model smollm2").replace("14:40 UTC", "16:30 UTC").replace("0.070", "0.225"))
     subprocess.run([sys.executable, str(ROOT / "bench" / "report.py"), "--results", str(results), "--out",
-                    str(tmp_path / "R.md"), "--update-readme", "--readme", str(readme), "--learning",
+                    str(tmp_path / "R.md"), "--update-docs", "--page", str(page), "--learning",
                     str(tmp_path / "learning" / "LEARNING.md"), "--learning-smollm2",
                     str(tmp_path / "learning" / "smollm2" / "LEARNING.md")], check=True, capture_output=True)
-    new = readme.read_text()
+    new = page.read_text()
     tiny = new.split("<!-- learning:begin -->")[1].split("<!-- learning:end -->")[0]
     smol = new.split("<!-- learning-smollm2:begin -->")[1].split("<!-- learning-smollm2:end -->")[0]
     assert "0.070" in tiny and "0.225" not in tiny
     assert "0.225" in smol and "16:30 UTC" in smol and "old" not in smol
-    assert "[learning_sft.png](learning/smollm2/learning_sft.png)" in smol
+    assert "`learning/smollm2/learning_sft.png`" in smol

@@ -18,7 +18,7 @@ from lake import Lake
 from tests.lake_helpers import trajectory
 from trainers.runtime.errors import TrainerInputError
 from trainers.rl.project_config import describe_config, edit_config, load_config, parse_layer_spec
-from trainers.rl.config import TransferInitConfig, TransferTrainConfig
+from trainers.transfer.config import TransferInitConfig, TransferTrainConfig
 from trainers.transfer.transfer import _target_data, load_spec, run_transfer_init
 from views.export import read_manifest
 
@@ -209,7 +209,7 @@ def test_a_from_folder_with_a_broken_config_json_is_one_line(broken, tmp_path, m
 
 
 def test_transfer_sft_takes_whole_micro_batches():
-    from trainers.rl.config import TransferTrainConfig
+    from trainers.transfer.config import TransferTrainConfig
 
     with pytest.raises(TrainerInputError, match="--batch_size 6 is not a multiple of --micro_batch 4"):
         TransferTrainConfig(method="sft", batch_size=6, micro_batch=4)

@@ -5,8 +5,8 @@ import gymnasium
 import pytest
 
 import envs
-from envs.base import ToolEnv
-from envs.toolcalls import format_tool_call
+from envs.core.base import ToolEnv
+from transcript.toolcalls import format_tool_call
 
 ENVS = ["python_debug_env", "bash_exec_env", "git_repo_env"]
 
@@ -153,7 +153,7 @@ def test_registry_tags_and_errors():
 def test_users_register_their_own_environment(tmp_path):
     task = envs.Task("echo1", "Create out.txt containing ok.", {}, [{"name": "run", "arguments": {
         "command": "echo ok > out.txt"}}], {"checks": [{"type": "file", "path": "out.txt", "content": "ok\n"}]})
-    from envs.bash_exec import BashExecEnv
+    from envs.families.bash_exec import BashExecEnv
 
     class MyEnv(BashExecEnv):
         env_name = "my_echo_env"

@@ -8,8 +8,8 @@ import json
 import pytest
 
 import envs
-from envs.pools import tokens
-from envs.tasks import FAMILY_SPLIT
+from envs.core.pools import tokens
+from envs.core.tasks import FAMILY_SPLIT
 
 ENVS = ["python_debug_env", "bash_exec_env", "git_repo_env"]
 
@@ -103,7 +103,7 @@ def test_held_out_families_are_only_in_test_families(name):
     assert all(t.task_id.startswith(f"{name}:{FAMILY_SPLIT}:") and suite.find(t.task_id) == t for t in fam[:5])
     # their names come from the test pool: no slot token of a held-out family task occurs in train text
     train_tokens = {tok.lower() for i in range(600) for tok in tokens(json.dumps(suite.task("train", i).as_record()))}
-    shared = set(envs.bash_exec.EXTENSIONS) | set(envs.git_repo.EXTENSIONS)
+    shared = set(envs.families.bash_exec.EXTENSIONS) | set(envs.families.git_repo.EXTENSIONS)
     clashes = [(t.task_id, v) for t in fam for v in t.slots.values() for tok in tokens(v)
                if tok.lower() in train_tokens and tok not in shared and not tok.isdigit()]
     assert clashes == []
@@ -114,7 +114,7 @@ def test_family_split_through_make_eval_settings_and_template_filter():
 
     assert EvalSettings(task="shell", split=FAMILY_SPLIT).split == FAMILY_SPLIT
     tasks = load_eval_tasks("git_repo_env", FAMILY_SPLIT, None)
-    assert {t.template for t in tasks} == set(envs.git_repo.HELD_OUT)
+    assert {t.template for t in tasks} == set(envs.families.git_repo.HELD_OUT)
     env = envs.make("bash", split=FAMILY_SPLIT, templates=["tar_list"])
     try:
         obs, info = env.reset(seed=3)

@@ -1,8 +1,8 @@
-"""The episode recorder's rules (envs/episode.py): messages, tool turns, return and success."""
+"""The episode recorder's rules (transcript/recorder.py): messages, tool turns, return and success."""
 from __future__ import annotations
 
 import envs
-from envs.toolcalls import format_tool_call
+from transcript.toolcalls import format_tool_call
 
 
 def _recorded(actions: list[str], *, max_steps: int = 6) -> envs.EpisodeRecorder:

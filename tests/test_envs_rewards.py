@@ -1,4 +1,4 @@
-"""Fine-grained rewards (issue 13 item 3, envs/rewards.py): per-step terms beside the final reward, weighted as
+"""Fine-grained rewards (issue 13 item 3, envs/core/rewards.py): per-step terms beside the final reward, weighted as
 configured, in the recorded steps and the lake; the default weights leave every episode as it was."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 import envs
 from envs import RewardWeights
-from envs.tasks import Task
+from envs.core.tasks import Task
 
 SHAPED = RewardWeights(well_formed_call_bonus=0.05, malformed_call_penalty=0.1, command_error_penalty=0.05,
                        partial_credit=0.5, reward_scale=1.0)

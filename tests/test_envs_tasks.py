@@ -6,9 +6,9 @@ import json
 import pytest
 
 import envs
-from envs import bash_exec, git_repo
-from envs.pools import tokens
-from envs.tasks import TaskFileError
+from envs.core.pools import tokens
+from envs.core.tasks import TaskFileError
+from envs.families import bash_exec, git_repo
 
 ENVS = ["python_debug_env", "bash_exec_env", "git_repo_env"]
 

@@ -1,7 +1,9 @@
 """Hermes tool-call parsing: what models actually emit, and what must become an error, not an exception."""
 from __future__ import annotations
 
-from envs import format_tool_call, parse_tool_calls
+import json
+
+from transcript.toolcalls import format_tool_call, parse_tool_calls
 
 
 def test_several_calls_think_and_text():
@@ -11,6 +13,32 @@ def test_several_calls_think_and_text():
     assert [(c.name, c.arguments) for c in parsed.calls] == [("run", {"command": "ls"}), ("submit", {"answer": "3"})]
     assert parsed.thought == "look first" and parsed.content == "Let me check." and parsed.errors == []
     assert [c.id for c in parsed.calls] == ["call_0", "call_1"]
+
+
+def test_the_format_is_one_interface_with_hermes_as_the_default():
+    """parse_tool_calls and format_tool_call go through DEFAULT_FORMAT (Hermes); another family's format is a class
+    with the same three members, and the message model splits a reply only where the format's markup is."""
+    from transcript.messages import normalize_message
+    from transcript.toolcalls import DEFAULT_FORMAT, HERMES, ParsedAction, ToolCall, ToolCallFormat
+
+    assert DEFAULT_FORMAT is HERMES and HERMES.markup == ("<think>", "<REASONING_SCRATCHPAD>", "<tool_call>")
+    text = format_tool_call("run", {"command": "ls"})
+    assert text == HERMES.format("run", {"command": "ls"}) and parse_tool_calls(text) == HERMES.parse(text)
+
+    class Bracketed:  # a made-up family: [CALL] name {json} [/CALL]
+        markup = ("[CALL]",)
+
+        def parse(self, text: str) -> ParsedAction:
+            name, _, args = text.removeprefix("[CALL] ").removesuffix(" [/CALL]").partition(" ")
+            return ParsedAction([ToolCall(name, json.loads(args), "call_0")])
+
+        def format(self, name: str, arguments: dict) -> str:
+            return f"[CALL] {name} {json.dumps(arguments)} [/CALL]"
+
+    other: ToolCallFormat = Bracketed()
+    assert other.parse(other.format("run", {"command": "ls"})).calls == [ToolCall("run", {"command": "ls"}, "call_0")]
+    plain, _ = normalize_message({"role": "assistant", "content": other.format("run", {})})
+    assert plain["tool_calls"] is None  # not Hermes markup: plain content under the default format
 
 
 def test_malformed_blocks_are_errors():
@@ -42,8 +70,8 @@ import time  # noqa: E402
 import pytest  # noqa: E402
 
 import envs  # noqa: E402
-from envs.messages import arguments_object, arguments_text, assistant_message, template_messages  # noqa: E402
-from envs.toolcalls import MAX_JSON_CHARS, MAX_JSON_DEPTH, json_bounds_error, loads_bounded  # noqa: E402
+from transcript.messages import arguments_object, arguments_text, assistant_message, template_messages  # noqa: E402
+from transcript.toolcalls import MAX_JSON_CHARS, MAX_JSON_DEPTH, json_bounds_error, loads_bounded  # noqa: E402
 
 DEEP = 5000
 

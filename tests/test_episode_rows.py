@@ -1,5 +1,5 @@
 """One episode, three writers, identical rows: `lake rollout`, hermes_eval and the trainers' rollouts all
-record through envs/episode.py, so the same scripted episode lands in the lake as the same row."""
+record through transcript/recorder.py, so the same scripted episode lands in the lake as the same row."""
 from __future__ import annotations
 
 import json

@@ -94,7 +94,7 @@ def test_task_aliases_are_the_registry_s():
 
 def test_an_unclosed_final_tool_call_is_run_by_the_env_and_counted_valid_by_the_eval(tiny_dir):
     """The model stops at its end-of-turn token before </tool_call>: the env runs the call, so the eval
-    counts it as a valid tool call (one parser, envs.toolcalls)."""
+    counts it as a valid tool call (one parser, transcript.toolcalls)."""
     import envs
 
     from trainers.generation.generate import END_OF_TURN

@@ -19,7 +19,7 @@ def test_transfer_sft_without_target_rows_names_them_and_the_rollout_to_run(tiny
     from lake import Lake
     from trainers.sft.config import SFTConfig
     from trainers.runtime.errors import TrainerInputError
-    from trainers.rl.config import TransferInitConfig, TransferTrainConfig
+    from trainers.transfer.config import TransferInitConfig, TransferTrainConfig
     from trainers.generation.rollouts import policy_rows
     from trainers.sft.sft import run_sft
     from trainers.transfer.transfer import run_train_transfer, run_transfer_init

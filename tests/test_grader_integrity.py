@@ -2,7 +2,7 @@
 
 python_debug_env: a module that keeps its bug but rewrites the runner's reporting, reads the expected
 values from the runner's memory, or prints fake results with the runner's nonce. Before the hidden tests
-were split (envs/probes.py) each of these scored 1.0; now the sandbox never holds an expected value and
+were split (envs/core/probes.py) each of these scored 1.0; now the sandbox never holds an expected value and
 the caller judges, so they score 0. bash/git: a repository whose config or planted binaries would run
 code while the checker looks at it; the checker now runs in a clean environment and only observes.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 
 import envs
-from envs.checks import GIT, run_state_checks
-from envs.git_repo import GIT_ENV
-from envs.probes import HiddenTestError, judge, split_suite
-from envs.sandbox import Sandbox
-from envs.toolcalls import format_tool_call
+from envs.core.checks import GIT, run_state_checks
+from envs.core.probes import HiddenTestError, judge, split_suite
+from envs.families.git_repo import GIT_ENV
+from envs.sandbox.sandbox import Sandbox
+from transcript.toolcalls import format_tool_call
 
 pytestmark = pytest.mark.attack
 

@@ -1,5 +1,5 @@
 """The real Hermes Agent (hermes-agent 0.19.0, in its own venv: `just hermes-venv`) runs one conversation through
-`lake serve-model --model tiny` (issue 25, Must show): the README's config.yaml and command, a harmless toolset
+`lake serve-model --model tiny` (issue 25, Must show): docs/agents.md's config.yaml and command, a harmless toolset
 (todo: no terminal, no files), and the conversation lands in the lake as one trajectory carrying the served
 version; a reward for it goes back through `lake serve`'s /v1/rewards. The tiny model's replies are gibberish:
 Hermes only has to finish its turn (it asks again with a larger max_tokens when a reply stops at the limit, so
@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.slow,
 
 TOKEN = "hermes-test-token"
 PROMPT = "Plan one thing to do today."
-# What the README's "Use your trained model with Hermes Agent" puts in $HERMES_HOME/config.yaml (the README's
+# What docs/agents.md's "Use your trained model with Hermes Agent" puts in $HERMES_HOME/config.yaml (the page's
 # model and max_tokens: smollm2, 256; tests/test_hermes_loop.py uses it too). context_length:
 # Hermes refuses a model whose window is under 64K tokens; the server still answers a prompt longer than the model's
 # real window with a 400.
@@ -68,7 +68,7 @@ def test_hermes_agent_conversation_lands_in_the_lake_with_the_served_version(tin
         assert first[1] == {**first[1], "role": "user", "content": PROMPT}
         assert rows[0]["metadata"]["tools"][0]["function"]["name"] == "todo"
 
-        # the README's way back: the trajectory id from `lake sql`, the reward to lake serve's /v1/rewards
+        # the page's way back: the trajectory id from `lake sql`, the reward to lake serve's /v1/rewards
         q = subprocess.run([*lake_cmd(), "sql", "SELECT trajectory_id, policy_version FROM trajectories "
                             "ORDER BY occurred_at DESC LIMIT 1", "--lake", str(lake), "--format", "json"],
                            capture_output=True, text=True, timeout=120, cwd=REPO)

@@ -1,4 +1,4 @@
-"""The loop with the real Hermes Agent (issue 37, Must show), as the README's "Use your trained model with Hermes
+"""The loop with the real Hermes Agent (issue 37, Must show), as docs/agents.md's "Use your trained model with Hermes
 Agent" runs it: a SmolLM2 LoRA run trained here (ten steps on short answers, so that a reply sampled at temperature
 1 ends before Hermes' max_tokens), then `just up --serve-model --model smollm2 --from <run>` with a lake, two
 `hermes -z` conversations answered by the run's version (`smollm2@<run_id>`), each rewarded 1.0 through the lake

@@ -3,7 +3,7 @@ and a bad value is still named by record and field."""
 import pyarrow as pa
 import pytest
 
-from ingest.errors import BadInput
+from edge.errors import BadInput
 from ingest.formats import native_to_record
 from ingest.records import numeric_column, validated_batch
 from lake.records import validate_records

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["ground", "lake", "views", "ingest", "envs", "trainers", "serving", "lachesis"]
+PACKAGES = ["ground", "transcript", "lake", "views", "edge", "ingest", "envs", "trainers", "serving", "lachesis"]
 
 
 def lint(tree: Path) -> tuple[int, str]:
@@ -41,7 +41,12 @@ def _copy_tree(dest: Path) -> None:
 @pytest.mark.parametrize("module, source, contract", [
     ("lake/_upward.py", "from views.export import export_view\n", "lake imports nothing of ours"),
     ("envs/_uses_lake.py", "import lake\n", "envs import nothing of ours"),
+    ("envs/sandbox/_upward.py", "from envs.core.tasks import Task\n", "envs' packages by job"),
+    ("envs/families/_sideways.py", "from envs.web import suite\n", "envs' packages by job"),
+    ("transcript/_uses_envs.py", "def f():\n    import envs\n", "the message model"),
     ("ingest/_torch.py", "def f():\n    import torch\n", "no torch, transformers, peft or trl below"),
+    ("serving/_uses_ingest.py", "def f():\n    from ingest import http\n", "serving imports no ingest module"),
+    ("edge/_uses_ingest.py", "import ingest\n", "the HTTP edge both servers share imports only"),
     ("lake/_circle.py", "from lake import lake\n", "the lake's modules import each other without circles"),
     ("views/_circle.py", "from views import export\n", "the views' modules import each other without circles"),
 ])

@@ -101,7 +101,8 @@ def test_the_resume_hint_names_the_runs_own_command():
     from pathlib import Path
 
     from trainers.runtime.interrupt import resume_hint
-    from trainers.rl.config import OnlineConfig, TransferOnlineConfig
+    from trainers.rl.config import OnlineConfig
+    from trainers.transfer.config import TransferOnlineConfig
 
     # the online trainer prints resume_hint(self.cfg.COMMAND, ...): a transfer run's config is TransferOnlineConfig
     assert (OnlineConfig.COMMAND, TransferOnlineConfig.COMMAND) == ("rl_train_online", "rl_train_transfer")
@@ -109,3 +110,29 @@ def test_the_resume_hint_names_the_runs_own_command():
     assert hint == "interrupted after step 7; checkpoint at step 5 in runs/t: `rl_train_transfer --resume runs/t` " \
                    "continues from it"
     assert "without --resume" in resume_hint("rl_train_online", Path("runs/o"), None, None)
+
+
+def test_a_transfer_run_resumes_only_under_its_own_command(tmp_path):
+    """Online RL reads a stopped run's config without knowing transfer (trainers/transfer sits above it): resumed by
+    rl_train_online, a transfer run would lose its frozen layers, so that is a one-line error naming the command to
+    use; rl_train_transfer resumes it whole, and an actor process reads its online fields."""
+    import json
+    from dataclasses import asdict
+
+    import pytest
+
+    from trainers.rl.config import OnlineConfig
+    from trainers.rl.online import read_run_config
+    from trainers.runtime.errors import TrainerInputError
+    from trainers.transfer.config import TransferOnlineConfig
+
+    spec = {"freeze_layers": [0, 1], "source_env": "bash_exec_env", "target_env": "git_repo_env"}
+    cfg = TransferOnlineConfig(env="git_repo_env", steps=4, transfer=spec)
+    (tmp_path / "config.json").write_text(json.dumps({**asdict(cfg), "command": cfg.COMMAND, "method": "online"}))
+    with pytest.raises(TrainerInputError, match=r"started by rl_train_transfer; resume it with `rl_train_transfer "
+                                                r"--resume"):
+        read_run_config(tmp_path, OnlineConfig)
+    whole = read_run_config(tmp_path, TransferOnlineConfig)
+    assert isinstance(whole, TransferOnlineConfig) and whole.transfer == spec and whole.resume == str(tmp_path)
+    online = read_run_config(tmp_path)  # an actor: the online fields
+    assert type(online) is OnlineConfig and online.env == "git_repo_env" and online.steps == 4

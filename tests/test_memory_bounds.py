@@ -17,9 +17,10 @@ import zlib
 import httpx
 import pytest
 
-from ingest.config import MiB, ServeConfig, inflate_limit
-from ingest.errors import TooLarge
-from ingest.util import gunzip_bounded
+from edge.errors import TooLarge
+from edge.guards import gunzip_bounded
+from edge.options import MiB, inflate_limit
+from ingest.config import ServeConfig
 from lake import Lake
 from tests.ingest_helpers import ServerProcess, lake_cmd
 

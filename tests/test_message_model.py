@@ -1,4 +1,4 @@
-"""One model of a message and a tool call (envs/messages.py): the same replies, written as a Hermes ShareGPT record,
+"""One model of a message and a tool call (transcript/messages.py): the same replies, written as a Hermes ShareGPT record,
 an Atropos group, an environment's actions and a served conversation, become the same lake messages and tool calls,
 read back from one real lake."""
 from __future__ import annotations
@@ -9,9 +9,6 @@ import orjson
 import pytest
 
 import envs
-from envs.messages import (MESSAGE_KEYS, TOOL_CALL_KEYS, MessageError, normalize_messages, template_messages)
-from envs.toolcalls import parse_tool_calls
-from envs.trajectory_row import COLUMNS, trajectory_row
 from ingest import atropos as A
 from ingest.formats import to_records
 from lake import Lake
@@ -19,6 +16,9 @@ from lake.schemas import MESSAGE, PAYLOADS
 from serving import protocol as P
 from serving.record import call_record, recorded_messages, reply_message
 from trainers.modeling.token_columns import MASKED, NOT_SAMPLED
+from transcript.messages import (MESSAGE_KEYS, TOOL_CALL_KEYS, MessageError, normalize_messages, template_messages)
+from transcript.toolcalls import parse_tool_calls
+from transcript.trajectory_row import COLUMNS, trajectory_row
 
 # what models write: Hermes' tags around a call, a scratchpad and two calls (one with OpenAI's JSON-string
 # arguments), a call the model did not close, a thought it did not close before calling, and one it never closed

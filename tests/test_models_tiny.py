@@ -42,7 +42,7 @@ def test_tokenizer_splits_digits_and_keeps_tool_tokens_atomic(tiny_dir):
 
 
 def test_template_renders_tools_and_tool_calls_hermes_style(tiny_dir):
-    from envs.messages import template_messages
+    from transcript.messages import template_messages
     from trainers.modeling.models import load_tokenizer
 
     row = th.tool_chats(1)[0]
@@ -95,7 +95,7 @@ def test_tokenizer_without_chat_template_is_a_one_line_error(tiny_dir, tmp_path)
 
 def test_tiny_corpus_is_packaged_data_only(tiny_dir, tmp_path):
     """A wheel and a checkout build the same tiny model: the corpus comes from the packages alone (here: a copy of
-    envs/ and trainers/ without the checkout around them gives the same corpus hash)."""
+    transcript/, envs/ and trainers/ without the checkout around them gives the same corpus hash)."""
     import hashlib
     import os
     import subprocess
@@ -107,7 +107,7 @@ def test_tiny_corpus_is_packaged_data_only(tiny_dir, tmp_path):
     want = hashlib.sha256(json.dumps([TINY_VERSION, TINY_CONFIG, texts], ensure_ascii=False).encode()).hexdigest()[:12]
     assert tiny_dir.name == f"tiny-llama-{want}"
     assert set(info["envs"]) == {"bash_exec_env", "git_repo_env", "python_debug_env"} and info["splits"] == ["train"]
-    for pkg in ("envs", "trainers"):
+    for pkg in ("transcript", "envs", "trainers"):
         shutil.copytree(th.REPO / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     code = ("import hashlib, json, trainers.modeling.models as m; assert m.__file__.startswith(%r), m.__file__; "
             "t, _ = m.tiny_corpus(); print(hashlib.sha256(json.dumps([m.TINY_VERSION, m.TINY_CONFIG, t], "

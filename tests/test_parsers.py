@@ -6,14 +6,14 @@ import random
 import orjson
 import pytest
 
+from edge.errors import BadInput
+from edge.guards import gunzip_bounded
 from ingest import atropos as A
 from ingest.atropos_queue import AtroposQueue, GroupQueued, Registered, Started
-from ingest.errors import BadInput
 from ingest.formats import detect_record, parse_body, parse_file
 from ingest.groups import ParsedGroup, from_model, parse_fast, parse_group
 from ingest.hermes import hermes_to_record
 from ingest.skills import parse_skill
-from ingest.util import gunzip_bounded
 
 SYSTEM = ("You are a function calling AI model. <tools>\n[{\"name\": \"terminal\", \"description\": \"x\", "
           "\"parameters\": {}, \"required\": null}, {\"name\": \"read_file\"}]\n</tools>")

@@ -1,6 +1,6 @@
 """Plots that say what they show (issue 27 item 11): the loss axis names the run's loss (DPO, online RL), steps are
 whole numbers, a curve at 0 throughout says so, end labels of close values do not overlap, learning bands stay at
-or above 0 (and rates at or below 1), and the bench chart labels each bar with the README table's ratio."""
+or above 0 (and rates at or below 1), and the bench chart labels each bar with the results table's ratio."""
 from __future__ import annotations
 
 import json

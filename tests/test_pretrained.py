@@ -55,7 +55,7 @@ def test_smollm2_alias_resolves_to_the_verified_cache(smollm2_dir):
 
 
 def test_chat_template_is_chatml_and_labels_are_the_assistant_turns(smollm2_dir):
-    from envs.messages import template_messages
+    from transcript.messages import template_messages
     from trainers.modeling.chat import CHATML_TEMPLATE
     from trainers.modeling.models import load_tokenizer
     from trainers.modeling.forward import IGNORE
@@ -92,7 +92,7 @@ def test_one_lora_step_changes_only_the_adapter(smollm2_dir):
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from envs.messages import template_messages
+    from transcript.messages import template_messages
     from trainers.modeling.models import load_model, load_tokenizer
     from trainers.modeling.batches import collate, encode_conversation
 
@@ -122,7 +122,7 @@ def test_label_only_logits_give_the_models_loss_and_gradients(smollm2_dir):
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from envs.messages import template_messages
+    from transcript.messages import template_messages
     from trainers.modeling.models import load_model, load_tokenizer
     from trainers.modeling.forward import causal_lm_loss
     from trainers.modeling.batches import collate, encode_conversation

@@ -1,4 +1,4 @@
-"""The README says what the code does (issue 27 item 12): the native record's required fields, the tiny model's
+"""The README (and docs/compare.md) says what the code does (issue 27 item 12): the native record's required fields, the tiny model's
 full fine-tuning, and the <50 interactions warning counted over the whole export, each checked against the code."""
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def test_the_tiny_model_trains_in_full_as_the_readme_says():
 def test_the_minimum_interactions_warning_counts_the_whole_export():
     from views.interactions import InteractionCount
 
-    row = next(x for x in README.splitlines() if x.startswith("| minimum-data warning before SFT"))
+    compare = (Path(__file__).resolve().parent.parent / "docs" / "compare.md").read_text()
+    row = next(x for x in compare.splitlines() if x.startswith("| minimum-data warning before SFT"))
     assert "50 interactions in total" in row and ", per task" not in row
     # 30 + 30 interactions over two tasks: under 50 per task, 60 in all: no warning
     assert InteractionCount(60, 50, {"a": 30, "b": 30}).warning() is None

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import envs
-from envs.episode import EpisodeLost, play_retrying, policy_record
-from envs.processes import killpg
+from envs.core.episode import EpisodeLost, play_retrying, policy_record
+from envs.sandbox.processes import killpg
 from envs.web import browser as browsers
 from web_helpers import assert_no_browser_left, needs_browser
 from envs.web.suite import SEED_BASE, TRAIN_FAMILIES

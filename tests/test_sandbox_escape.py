@@ -12,8 +12,8 @@ import time
 import pytest
 
 import envs
-from envs.sandbox import Limits, Sandbox, isolation_mode
-from envs.toolcalls import format_tool_call
+from envs.sandbox.sandbox import Limits, Sandbox, isolation_mode
+from transcript.toolcalls import format_tool_call
 
 pytestmark = pytest.mark.attack  # each test is one escape tried against the sandbox
 NAMESPACES = isolation_mode() in ("full", "userns")
@@ -226,8 +226,8 @@ def test_every_namespace_mode_contains_the_basics(mode, spawner, tmp_path, monke
 
 
 def test_a_killed_spawn_helper_is_replaced(box):
-    from envs.spawner import get_spawner
-    from envs.system_view import sandbox_python
+    from envs.sandbox.spawner import get_spawner
+    from envs.sandbox.system_view import sandbox_python
 
     helper = get_spawner(sandbox_python())
     if helper is None:
@@ -264,7 +264,7 @@ def test_a_daemon_left_behind_cannot_change_the_result_during_scoring():
 def test_host_processes_cannot_be_enumerated_with_kill_zero(box):
     """Issue 26 item 15: kill(pid, 0) answers EPERM for a pid that exists and ESRCH for one that does not, so a
     command could list the host's processes; in a PID namespace of its own it finds only itself."""
-    from envs.sandbox import pid_namespaces
+    from envs.sandbox.sandbox import pid_namespaces
 
     if not pid_namespaces():
         pytest.skip("kernel feature absent: no PID namespace for the sandbox here (unshare(CLONE_NEWPID) refused)")

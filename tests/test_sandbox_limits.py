@@ -15,10 +15,10 @@ import time
 import pytest
 
 import envs
-from envs.leftovers import sweep_stale
-from envs.sandbox import Limits, Sandbox, isolation_mode
-from envs.toolcalls import format_tool_call
-from envs.tree_walk import remove_tree, tree_usage
+from envs.sandbox.leftovers import sweep_stale
+from envs.sandbox.sandbox import Limits, Sandbox, isolation_mode
+from envs.sandbox.tree_walk import remove_tree, tree_usage
+from transcript.toolcalls import format_tool_call
 
 pytestmark = pytest.mark.attack
 SMALL = Limits(timeout_s=5.0, cpu_s=5, processes=48, file_size_bytes=8 << 20, workspace_bytes=16 << 20,
@@ -181,7 +181,7 @@ def test_a_daemon_does_not_outlive_the_episode_step():
 
 
 def test_a_workspace_left_by_a_killed_process_is_swept():
-    code = ("import os\nfrom envs.sandbox import Sandbox\nb = Sandbox()\n"
+    code = ("import os\nfrom envs.sandbox.sandbox import Sandbox\nb = Sandbox()\n"
             "print(b._dir, b.workspace_fs, ','.join(b._group.dirs) if b._group else '', flush=True)\n"
             "os.kill(os.getpid(), 9)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,

@@ -22,7 +22,8 @@ import pytest
 from serve_model_helpers import client, running
 from train_helpers import tiny_dir  # noqa: F401  (the session's tiny model)
 
-from ingest.config import OptionError, resolve_tokens
+from edge.errors import OptionError
+from edge.tokens import resolve_tokens
 from lake import Lake
 from serving.config import ServeModelConfig
 from tests.ingest_helpers import lake_cmd

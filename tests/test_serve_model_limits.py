@@ -1,4 +1,4 @@
-"""`lake serve-model` has `lake serve`'s HTTP limits (issue 38 item 1; ingest.http_limits, one HttpLimits for both),
+"""`lake serve-model` has `lake serve`'s HTTP limits (issue 38 item 1; edge.limits, one HttpLimits for both),
 with real sockets on loopback against the real server and the tiny model.
 
 Before: serve-model built a plain uvicorn config: one 100 MiB header answered 200 after 12.3 s, 5,000 header fields
@@ -18,7 +18,7 @@ from socket_helpers import (HEALTH, Tricklers, ask, closed_within, connect, heal
                             slowloris_head)
 from train_helpers import tiny_dir  # noqa: F401  (the session's tiny model)
 
-from ingest.config import HttpLimits
+from edge.options import HttpLimits
 from serving.config import ServeModelConfig
 
 LIMITS = HttpLimits(header_timeout=1, read_timeout=1, body_timeout=2, keep_alive_timeout=1, max_connections=16,

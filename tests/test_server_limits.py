@@ -1,4 +1,4 @@
-"""HTTP limits of `lake serve` (issue 26 item 3; ingest.http_limits), with real sockets on 127.0.0.1.
+"""HTTP limits of `lake serve` (issue 26 item 3; edge.limits), with real sockets on 127.0.0.1.
 
 Before: one 100 MiB header stalled /v1/health for 25-30 s, idle and slowly written connections were never
 closed, and 1,100 idle connections under `ulimit -n 1024` left the server unable to accept (health

@@ -147,7 +147,8 @@ def test_gradient_checkpointing_is_on_for_the_update_only(tiny_dir, tmp_path, la
 def test_bad_input_is_one_line_before_any_work(tmp_path, lake_root):
     from trainers.runtime.errors import TrainerInputError
     from trainers.rl.online import run_online
-    from trainers.rl.config import OnlineConfig, TransferTrainConfig
+    from trainers.rl.config import OnlineConfig
+    from trainers.transfer.config import TransferTrainConfig
 
     with pytest.raises(TrainerInputError, match="unknown task/environment 'nope'"):
         OnlineConfig(env="nope")
@@ -246,7 +247,7 @@ def source_lake(tiny_dir, tmp_path_factory):
 
 def test_transfer_init_finds_the_source_run_and_checks_the_depth(source_lake, tmp_path):
     from trainers.runtime.errors import TrainerInputError
-    from trainers.rl.config import TransferInitConfig
+    from trainers.transfer.config import TransferInitConfig
     from trainers.transfer.transfer import run_transfer_init
 
     with pytest.raises(TrainerInputError, match="the model has 2 layers"):  # the guide's 0-8 on the tiny model
@@ -273,7 +274,7 @@ def _weights(folder: Path) -> dict:
 
 @pytest.mark.parametrize("method", ["sft", "online"])
 def test_train_transfer_keeps_frozen_layers_bit_identical(source_lake, tmp_path, method):
-    from trainers.rl.config import TransferInitConfig, TransferTrainConfig
+    from trainers.transfer.config import TransferInitConfig, TransferTrainConfig
     from trainers.transfer.transfer import run_train_transfer, run_transfer_init
 
     project = write_project(tmp_path / "l.toml", learning_rate=3e-3, eval_episodes=1, max_turns=1)

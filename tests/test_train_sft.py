@@ -21,7 +21,7 @@ def _assistant_char_spans(text: str) -> list[tuple[int, int]]:
 
 
 def test_labels_cover_exactly_the_assistant_tokens(tiny_dir):
-    from envs.messages import template_messages
+    from transcript.messages import template_messages
     from trainers.modeling.models import load_tokenizer
     from trainers.modeling.forward import IGNORE
     from trainers.modeling.batches import encode_conversation
@@ -85,7 +85,7 @@ def test_sft_lowers_loss_saves_adapter_that_reproduces_logits(tiny_dir, tmp_path
 def test_reloaded_adapter_reproduces_trained_model_logits(tiny_dir, tmp_path):
     import torch
 
-    from envs.messages import template_messages
+    from transcript.messages import template_messages
     from trainers.modeling.models import load_model, load_tokenizer
     from trainers.sft.config import SFTConfig
     from trainers.modeling.batches import encode_all
@@ -148,7 +148,7 @@ def test_empty_export_folder_is_a_one_line_error(tiny_dir, tmp_path):
 def test_shared_prefix_batches_give_the_full_sequence_loss_and_gradients(tiny_dir):
     import torch
 
-    from envs.messages import template_messages
+    from transcript.messages import template_messages
     from trainers.modeling.models import load_model, load_tokenizer
     from trainers.modeling.batches import collate, collate_suffix, encode_all, first_label_pos, shared_prefix_len
     from trainers.modeling.forward import forward_shared_prefix

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.errors import BadInput
+from edge.errors import BadInput
 from ingest.safe_files import Refused, open_file, read_file
 from ingest.settling import Backoff
 from ingest.watch import Watcher

@@ -18,9 +18,9 @@ import time
 import pytest
 
 import envs
-from envs.processes import killpg
-from envs.toolcalls import format_tool_call
+from envs.sandbox.processes import killpg
 from envs.web import browser as browsers
+from transcript.toolcalls import format_tool_call
 from web_helpers import assert_no_browser_left, needs_browser
 from envs.web.experts import parse_elements
 from envs.web.suite import HELD_OUT, TASKS, TRAIN_FAMILIES

@@ -19,7 +19,7 @@ from collections import Counter
 import pytest
 
 import envs
-from envs.toolcalls import format_tool_call
+from transcript.toolcalls import format_tool_call
 from web_helpers import assert_no_browser_left, needs_browser
 from envs.web.experts import parse_elements
 from envs.web.generated.env import SEED_BASE, spec_of

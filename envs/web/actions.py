@@ -1,4 +1,4 @@
-"""The web tools, in the project's one tool-call format (envs/toolcalls.py), and how each acts on a page.
+"""The web tools, in the project's one tool-call format (transcript/toolcalls.py), and how each acts on a page.
 
     click(ref)            a real mouse click on the element (Selenium), as a person would: a hidden or
                           covered element cannot be clicked
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import re
 
-from envs.base import SUBMIT_SCHEMA, ToolArgumentError, ToolFailed, tool_schema
-from envs.toolcalls import ToolCall
+from envs.core.base import SUBMIT_SCHEMA, ToolArgumentError, ToolFailed, tool_schema
+from transcript.toolcalls import ToolCall
 
 MAX_TYPE_CHARS = 500
 KEYS = {"enter": "ENTER", "return": "ENTER", "tab": "TAB", "escape": "ESCAPE", "esc": "ESCAPE",

@@ -31,9 +31,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envs.base import EnvironmentFault
-from ground.errors import UserError
+from envs.core.base import EnvironmentFault
 from envs.web import watchdog
+from ground.errors import UserError
 
 PACKAGES_HINT = ("web_form_env needs Chromium and its driver: `apt-get install chromium chromium-driver` "
                  "(Debian/Ubuntu; scripts/bootstrap.sh does it as root) and `pip install miniwob selenium`")

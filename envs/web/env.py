@@ -13,7 +13,7 @@ agent calls submit/done or replies without a tool call, after max_steps, or when
 (a one-line observation; the next reset gets a fresh browser). Reward: MiniWoB's raw reward is in [-1, 1] and
 a task counts as solved when it is positive (MiniWoB's success criterion); the environment's reward is 1.0 for
 a success, else 0.0, as in the other environments, and the final info's checks carry MiniWoB's raw reward and
-reason. With reward weights (envs/rewards.py): the step terms of every environment (a well-formed call, a
+reason. With reward weights (envs/core/rewards.py): the step terms of every environment (a well-formed call, a
 malformed one, a call that failed on the page: no such ref, a covered element, typing into a checkbox), and
 with `partial_credit` a `field_filled` term on every step that changes how many of the task's fields hold their
 value (FILL in suite.py; negative when one is wiped), paid as it happens; the final term is the other
@@ -31,10 +31,10 @@ from pathlib import Path
 
 import gymnasium
 
-from envs.base import EnvironmentFault, ResetInfo, ResetOptions, ToolEnv
-from envs.checks import CheckReport
-from envs.rewards import RewardWeights
-from envs.tasks import Task
+from envs.core.base import EnvironmentFault, ResetInfo, ResetOptions, ToolEnv
+from envs.core.checks import CheckReport
+from envs.core.rewards import RewardWeights
+from envs.core.tasks import Task
 from envs.web import browser as browsers
 from envs.web.actions import END_TOOLS, TOOLS, perform
 from envs.web.observe import SNAPSHOT_JS, render

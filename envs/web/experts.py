@@ -9,7 +9,7 @@ filled again. The task's fields come from MiniWoB's own extractor on the instruc
 `NoisyWebExpert` makes one realistic mistake in about half the episodes, chosen by (seed, task_id): typing a
 field's value into another field, a typo in a value, a click on a wrong checkbox or option (the expert then
 repairs each), or pressing submit before the last field (MiniWoB then ends the episode as a failure: no
-recovery, as on a real form). `notes()` names the mistake. `RandomPolicy` of envs/policies.py works as is.
+recovery, as on a real form). `notes()` names the mistake. `RandomPolicy` of envs/core/policies.py works as is.
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from envs.base import ResetInfo
-from envs.policies import RandomPolicy, _typo
-from envs.toolcalls import format_tool_call
+from envs.core.base import ResetInfo
+from envs.core.policies import RandomPolicy, _typo
+from transcript.toolcalls import format_tool_call
 
 _LINE = re.compile(r"^\[(\d+)\] (\S+)(.*)$")
 _TOKEN = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\[[^\]]*\])|("(?:[^"\\]|\\.)*")|(\S+)')

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envs.base import Suite, builtin_id
-from envs.tasks import FAMILY_SPLIT, Task
+from envs.core.base import Suite, builtin_id
+from envs.core.tasks import FAMILY_SPLIT, Task
 
 ENV = "web_form_env"
 TRAIN_TASKS, TEST_TASKS, FAMILY_TASKS = 3000, 250, 300  # 10 test seeds per task, 50 per held-out task

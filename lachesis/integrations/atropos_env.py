@@ -16,7 +16,7 @@ template, tools included) or from one of our scripted policies (`expert`, `noisy
 to fill a lake or test a pipeline). The score is the episode's return (the sum of the environment's rewards);
 `tokens` are the whole conversation as the chat template renders it and `masks` keep the assistant turns'
 tokens (every turn, Atropos' train_on_all_assistant_turns convention; MASKED elsewhere). `messages` are the
-episode recorder's (envs/episode.py), sent when `--env.include_messages`. The group's `desired_name` (its
+episode recorder's (transcript/recorder.py), sent when `--env.include_messages`. The group's `desired_name` (its
 wandb_name) is the environment's name, so `lake serve` files the trajectories under that env.
 
 Known limits: with `--env.policy model` the tokens are the re-tokenized text of the completion, not the
@@ -36,9 +36,10 @@ from atroposlib.envs.server_handling.server_baseline import ServerBaseline
 from pydantic import Field
 
 import envs
-from envs.base import ToolEnv
+from envs.core.base import ToolEnv
 from trainers.modeling.chat import render
 from trainers.modeling.token_columns import MASKED
+from transcript.recorder import EpisodeRecorder
 
 POLICIES = ("model", *envs.POLICY_KINDS)
 
@@ -110,7 +111,7 @@ class LachesisEnv(BaseEnv):
         env = envs.make(self.config.environment, **kwargs)
         if not isinstance(env.unwrapped, ToolEnv):
             env.close()
-            raise ValueError(f"{self.config.environment} is not a tool environment (envs.base.ToolEnv)")
+            raise ValueError(f"{self.config.environment} is not a tool environment (envs.core.base.ToolEnv)")
         return env
 
     async def setup(self):
@@ -129,7 +130,7 @@ class LachesisEnv(BaseEnv):
     def save_checkpoint(self, step, data=None):
         super().save_checkpoint(step, {"next_index": self.next_index} if data is None else data)
 
-    async def _action(self, rec: envs.EpisodeRecorder, policy, observation: str) -> str | None:
+    async def _action(self, rec: EpisodeRecorder, policy, observation: str) -> str | None:
         """The next action: the scripted policy's, or the model's completion (None: no room left in the context)."""
         if policy is not None:
             return policy.act(observation, rec.messages)
@@ -143,7 +144,7 @@ class LachesisEnv(BaseEnv):
                                                   stop=[self.tokenizer.eos_token])
         return completion.choices[0].text
 
-    async def _episode(self, task_id: str, member: int, split: str | None = None) -> envs.EpisodeRecorder:
+    async def _episode(self, task_id: str, member: int, split: str | None = None) -> EpisodeRecorder:
         """One episode of the task, the environment's blocking calls in a thread (the event loop keeps polling)."""
         env = await asyncio.to_thread(self._make, split)
         try:
@@ -153,7 +154,7 @@ class LachesisEnv(BaseEnv):
             if self.config.policy != "model":
                 policy = envs.get_policy(self.config.environment, self.config.policy, seed=seed)
                 policy.reset(info)
-            rec = envs.EpisodeRecorder(observation, info)
+            rec = EpisodeRecorder(observation, info)
             while not rec.done:
                 action = await self._action(rec, policy, observation)
                 if action is None:

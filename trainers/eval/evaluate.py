@@ -6,7 +6,7 @@ the model's generated tokens and the template's own rendering of the tool turns 
 as in training. Episodes run in batches (one batched trainers.generation.generate call per turn for every live episode:
 the shared system/tools prefix computed once, each episode's KV cache kept across its turns, optionally a merged
 bf16 copy of the model), stop when the environment says so (submit, a reply without a tool call, or its step
-limit, which is `max_turns`), and are recorded by envs/episode.py, the recorder every writer of trajectories uses.
+limit, which is `max_turns`), and are recorded by transcript/recorder.py, the recorder every writer of trajectories uses.
 Every episode plus a summary go to an existing lake (a missing lake is an error, never created here).
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import envs
-from envs.episode import EpisodeLost
+from envs.core.episode import EpisodeLost
 from lake import Lake
 from trainers.generation.episodes import Episode, play
 from trainers.generation.generate import (
@@ -87,7 +87,7 @@ class EvalSettings:
 
 
 def resolve_env_name(task: str) -> str:
-    """The registered environment for a --task name or alias (envs.registry holds the one alias table)."""
+    """The registered environment for a --task name or alias (envs.core.registry holds the one alias table)."""
     try:
         return envs.resolve_name(task)
     except envs.UnknownEnvironmentError as exc:
@@ -235,7 +235,7 @@ def peak_rss_mb() -> float:
 
 
 def episode_record(e: Episode, *, run_id: str, model: str, adapter: str | None) -> dict:
-    """One evaluation episode as a trajectory record (envs/episode.py's rules; the fault, when the environment
+    """One evaluation episode as a trajectory record (transcript/recorder.py's rules; the fault, when the environment
     failed on every try)."""
     meta = {"eval_run_id": run_id, "adapter": adapter, **({"fault": e.fault} if e.fault else {})}
     return e.recorder.record(model=model, policy_version=adapter or "base", source=SOURCE, group_id=run_id,

@@ -1,22 +1,23 @@
 """Episodes of a model in an environment: the prompt it sees, one generated reply per turn stepped through the
-environment and recorded (envs.EpisodeRecorder), and `play`, which runs a set of episodes to the end in batches.
+environment and recorded (transcript's EpisodeRecorder), and `play`, which runs a set of episodes to the end in batches.
 """
 from __future__ import annotations
 
 import time
 
-import envs
-from envs.base import EnvironmentFault
-from envs.episode import EPISODE_TRIES, EpisodeLost
+from envs.core.base import EnvironmentFault
+from envs.core.episode import EPISODE_TRIES, EpisodeLost
 from trainers.generation.generate import END_OF_TURN, STOP_REPETITION, Generation, looping
 from trainers.modeling.chat import normalize_tools, prompt_ids, turn_continuation
+from transcript.recorder import EpisodeRecorder
+from transcript.toolcalls import parse_tool_calls
 
 
 class Episode:
     """One evaluation episode: the environment, the recorder, and the token ids the model sees next.
 
-    An environment that fails (envs.EnvironmentFault: a dead browser, a page error) at reset is reset again, up to
-    envs.episode.EPISODE_TRIES times; one that fails mid-episode ends it with a `fault`, and `restart()` plays it
+    An environment that fails (EnvironmentFault: a dead browser, a page error) at reset is reset again, up to
+    EPISODE_TRIES times (envs/core/episode.py); one that fails mid-episode ends it with a `fault`, and `restart()` plays it
     again from its reset (play does, within the same tries)."""
 
     def __init__(self, env, task_id: str, seed: int, tok):
@@ -36,7 +37,7 @@ class Episode:
             raise EpisodeLost(f"{self.tries} tries failed; the last: {reason}")
         tok = self.tok
         self.tools = normalize_tools(info["tools"])
-        self.recorder = envs.EpisodeRecorder(obs, info)
+        self.recorder = EpisodeRecorder(obs, info)
         self.ids = prompt_ids(tok, self.recorder.messages, self.tools)
         self.prompt_tokens = len(self.ids)
         self.valid_calls = 0
@@ -72,7 +73,7 @@ class Episode:
         """Step the environment with one generated reply and extend the prompt with its answer."""
         new_ids = gen.token_ids
         text = tok.decode(new_ids, skip_special_tokens=True)
-        valid = envs.parse_tool_calls(text).valid_tool_call
+        valid = parse_tool_calls(text).valid_tool_call
         self.valid_calls += valid
         if self.first_call_valid is None:
             self.first_call_valid = bool(valid)

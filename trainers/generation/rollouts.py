@@ -1,7 +1,7 @@
 """Scripted-policy rollouts (expert / noisy / random) as lake trajectory records, for the demo, the tests
 and the SFT benchmark.
 
-Episodes are recorded by envs/episode.py, the recorder `lake rollout` and hermes_eval use too, so these
+Episodes are recorded by transcript/recorder.py, the recorder `lake rollout` and hermes_eval use too, so these
 rows are the rows those commands write. Episodes can run in a few processes (the sandboxed commands are
 subprocesses, so the work is mostly outside Python).
 """

@@ -1,7 +1,7 @@
 """The Hermes-style ChatML chat template and rendering conversations through a tokenizer's template: shared by
 training and evaluation, so both see one format. The messages it renders are the message model's play form
-(envs/messages.py `template_messages`: tool-call arguments as objects); tool calls in generated text are read by
-envs.toolcalls, the parser the environments execute. This module imports neither (the model-code-without-lake
+(transcript/messages.py `template_messages`: tool-call arguments as objects); tool calls in generated text are read by
+transcript.toolcalls, the parser the environments execute. This module imports neither (the model-code-without-lake
 contract): its callers hand it messages already in that form.
 
 Format (Hermes-3): `<|im_start|>role\\n...<|im_end|>\\n`; tools listed as JSON inside `<tools></tools>` in the

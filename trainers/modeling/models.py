@@ -19,10 +19,10 @@ from typing import Iterable
 from safetensors import SafetensorError
 
 import envs
-from envs.base import ToolEnv
-from envs.tasks import Task
-from trainers.modeling.chat import CHATML_TEMPLATE, SPECIAL_TOKENS, TINY_TEMPLATE, TOOL_TOKENS, has_generation_markers
+from envs.core.base import ToolEnv
+from envs.core.tasks import Task
 from lake.atomic import folder_atomically
+from trainers.modeling.chat import CHATML_TEMPLATE, SPECIAL_TOKENS, TINY_TEMPLATE, TOOL_TOKENS, has_generation_markers
 from trainers.modeling.pretrained import SMOLLM2_NAMES, smollm2_path
 from trainers.runtime.device import cache_dir, load_dtype, quiet_transformers, setup_env
 from trainers.runtime.device import device as pick_device

@@ -2,7 +2,7 @@
 policy-gradient loss on the assistant's tokens (with an optional KL penalty to a reference policy).
 
 A rollout is an evaluation episode (trainers/generation/episodes.py's `Episode`: the chat template's own rendering, turn
-after turn, recorded by envs/episode.py) that also remembers which of its tokens the model sampled: the loss
+after turn, recorded by transcript/recorder.py) that also remembers which of its tokens the model sampled: the loss
 covers exactly those (every assistant turn, its closing end-of-turn token included), never the prompt, tool
 results or the template's scaffolding. One advantage per episode, shared by all its tokens (GRPO's outcome
 supervision): A = (R - mean of its group) / (std of its group), R the episode's return (the sum of the

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import envs
-from envs.episode import EpisodeLost
+from envs.core.episode import EpisodeLost
 from lake.jsonl import read_jsonl
 from trainers.eval.evaluate import EvalSettings, evaluate_model, load_eval_tasks
 from trainers.generation.episodes import play
@@ -49,7 +49,7 @@ from trainers.modeling.freeze import checksums, freeze_report, model_depth, trai
 from trainers.modeling.models import checkpoint_activations, model_label, untrained_note
 from trainers.modeling.policy import PolicySpec, build_policy, resolve_spec, tokenizer_for
 from trainers.modeling.token_columns import token_columns
-from trainers.rl.config import OnlineConfig, TransferOnlineConfig
+from trainers.rl.config import OnlineConfig
 from trainers.rl.curriculum import curriculum_stream, signal_groups
 from trainers.rl.grpo import group_advantages, policy_update
 from trainers.rl.project_config import ProjectConfig, load_config, reward_weights
@@ -438,10 +438,17 @@ class OnlineTrainer:
 
 
 # ----------------------------------------------------------------------------------------------- entry points
-def read_run_config(folder: Path) -> OnlineConfig:
-    """The config a stopped run recorded (rl_train_online's or rl_train_transfer's online one)."""
+def read_run_config(folder: Path, resuming_as: type[OnlineConfig] | None = None) -> OnlineConfig:
+    """The config a stopped run recorded: its online RL fields (what an actor process plays by), or with
+    `resuming_as`, the whole config as that class (OnlineConfig, or rl_train_transfer's subclass). Resumed by a command
+    other than the one that started it, a run would lose what that command adds (a transfer's frozen layers): a
+    one-line error naming the command to use."""
     raw = RunReader(Path(folder), "--resume").run_config()
-    cls = TransferOnlineConfig if raw.get("command") == TransferOnlineConfig.COMMAND else OnlineConfig
+    cls = resuming_as or OnlineConfig
+    started_by = raw.get("command")
+    if resuming_as is not None and started_by not in (None, cls.COMMAND):
+        raise TrainerInputError(f"--resume {folder}: the run was started by {started_by}; resume it with "
+                                f"`{started_by} --resume {folder}`")
     names = {f.name for f in fields(cls)}
     return cls(**{k: v for k, v in raw.items() if k in names and k != "resume"}, resume=str(folder))
 
@@ -456,7 +463,7 @@ def start(cfg: OnlineConfig, method: str = METHOD, make_trainer=OnlineTrainer) -
         stopped = RunReader.open(cfg.resume, "--resume", by_id=True)
         stopped.require_config()  # a folder that is no run: one line, before anything is read from it
         folder = stopped.path
-        rec = read_run_config(folder)
+        rec = read_run_config(folder, type(cfg))
         if (folder / "summary.json").is_file():
             raise TrainerInputError(f"{folder} is a completed run (summary.json): nothing to resume; start a new run "
                                     "with --init to train on from it")

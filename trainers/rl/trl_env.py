@@ -30,8 +30,9 @@ import re
 from typing import Any, Callable, ClassVar
 
 import envs
-from envs.base import ToolEnv
+from envs.core.base import ToolEnv
 from trainers.runtime.errors import TrainerInputError
+from transcript.toolcalls import format_tool_call
 
 EpisodeHook = Callable[[dict], None]
 
@@ -82,7 +83,7 @@ class EnvironmentAdapter:
         if self._done:
             return EPISODE_OVER
         self._tool_calls += 1
-        return self._act(envs.format_tool_call(name, {k: v for k, v in arguments.items() if v is not None}))
+        return self._act(format_tool_call(name, {k: v for k, v in arguments.items() if v is not None}))
 
     def _act(self, action: str) -> str:
         observation, reward, terminated, truncated, info = self._env.step(action)
@@ -140,7 +141,7 @@ def _tool_env(name: str, env_kwargs: dict) -> ToolEnv:
     env = envs.make(name, **env_kwargs)
     if not isinstance(env.unwrapped, ToolEnv):
         env.close()
-        raise TrainerInputError(f"{name} is not a tool environment (envs.base.ToolEnv): TRL needs its tools")
+        raise TrainerInputError(f"{name} is not a tool environment (envs.core.base.ToolEnv): TRL needs its tools")
     return env.unwrapped
 
 

@@ -1,6 +1,6 @@
 """Configuration of the supervised training commands, and the step plan a run settles on.
 
-One typed dataclass per command, in TRL's `*_config.py` style: a help text per field (`metadata={"help": ...}`)
+One typed dataclass per command, in TRL's `*_config.py` style: a help text per field (`**helped(...)`)
 and validation in `__post_init__` that raises the one-line `TrainerInputError` the CLI prints. The CLI takes
 every default and help text from these fields (`lachesis.console.option`), so the command line, the Python API
 and the `config.json` a run folder records cannot disagree.

@@ -2,7 +2,7 @@
 
 Rows are chat conversations (`messages`, optionally `tools` and `split`). A view name is exported from the lake
 through the views wing first, so the run trains on a pinned, manifested snapshot. Messages reach the chat template
-through the message model (envs/messages.py `template_messages`), the one normaliser the importers stored them
+through the message model (transcript/messages.py `template_messages`), the one normaliser the importers stored them
 with: an export (OpenAI's spelling of the stored messages) reads back as what was stored, and a file in another
 spelling (ShareGPT turns, Hermes markup in an assistant's text) as an importer would have stored it.
 
@@ -19,13 +19,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from envs.messages import template_messages
-from lake.jsonl import read_jsonl
 from lake import Lake, LakeError, resolve_root
+from lake.jsonl import read_jsonl
 from lake.store import redact
 from trainers.modeling.chat import normalize_tools
 from trainers.modeling.fit import fit
 from trainers.runtime.errors import TrainerInputError
+from transcript.messages import template_messages
 from views.export import ExportError, export_view, file_sha256
 
 

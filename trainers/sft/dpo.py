@@ -2,7 +2,7 @@
 
 Rows in TRL's preference format: `prompt` (text or a list of messages) with `chosen` / `rejected` (text or
 assistant message lists), as the views wing's `dpo` view writes them. Messages reach our chat template through
-the message model (envs/messages.py `template_messages`: tool-call arguments as objects). The same
+the message model (transcript/messages.py `template_messages`: tool-call arguments as objects). The same
 InstructConfig, step plan (seeded step count, warm-up bounded by the run) and RunFolder as SFT; CPU-safe trl
 arguments from config.cpu_defaults().
 """
@@ -11,8 +11,6 @@ from __future__ import annotations
 import shutil
 import time
 
-from envs.messages import template_messages
-from envs.toolcalls import loads_bounded
 from trainers.modeling.chat import normalize_tools
 from trainers.modeling.models import load_model, load_tokenizer, model_label, resolve_model
 from trainers.runtime.device import cpu_defaults, set_threads, setup_env
@@ -24,6 +22,8 @@ from trainers.runtime.runfolder import RunFolder
 from trainers.sft.config import InstructConfig
 from trainers.sft.data import load_rows
 from trainers.sft.run import start_run
+from transcript.messages import template_messages
+from transcript.toolcalls import loads_bounded
 
 
 def _side(v, name: str, i: int):

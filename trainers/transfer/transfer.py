@@ -33,7 +33,7 @@ from lake import Lake
 from trainers.eval.evaluate import resolve_env_name
 from trainers.modeling.freeze import check_layers, checksums, freeze_report, model_depth, trainable_names
 from trainers.modeling.policy import build_policy, resolve_spec, spec_depth
-from trainers.rl.config import TransferInitConfig, TransferOnlineConfig, TransferSFTConfig, TransferTrainConfig
+from trainers.transfer.config import TransferInitConfig, TransferOnlineConfig, TransferSFTConfig, TransferTrainConfig
 from trainers.rl.learner import train_online
 from trainers.rl.project_config import MAX_LAYER, load_config, parse_layer_spec, read_text
 from trainers.runtime.device import device as pick_device

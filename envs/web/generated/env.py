@@ -22,8 +22,8 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
-from envs.base import Suite, builtin_id
-from envs.tasks import FAMILY_SPLIT, SPLITS, Task
+from envs.core.base import Suite, builtin_id
+from envs.core.tasks import FAMILY_SPLIT, SPLITS, Task
 from envs.web import browser as browsers
 from envs.web.env import WebFormEnv
 from envs.web.generated.spec import HELD_OUT_LAYOUTS, LAYOUTS, FormSpec, draw

@@ -21,13 +21,13 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from envs.base import ResetInfo
-from envs.policies import RandomPolicy, _typo
-from envs.suites import find_task
-from envs.toolcalls import format_tool_call
+from envs.core.base import ResetInfo
+from envs.core.policies import RandomPolicy, _typo
+from envs.core.suites import find_task
 from envs.web.experts import El, click, draw_mistake, parse_elements, type_
 from envs.web.generated.env import spec_of
 from envs.web.generated.spec import FormSpec, Widget
+from transcript.toolcalls import format_tool_call
 
 
 def norm(text: str) -> str:

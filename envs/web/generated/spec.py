@@ -23,7 +23,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from envs.tasks import FAMILY_SPLIT, SPLITS
+from envs.core.tasks import FAMILY_SPLIT, SPLITS
 from envs.web.generated import phrasing, vocab
 
 LAYOUTS = ("column-above", "column-left", "columns-above", "columns-left")

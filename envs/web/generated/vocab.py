@@ -4,7 +4,7 @@ Every concept has train labels and test labels (disjoint): train tasks label fie
 test and test_families tasks only with test labels, so held-out evaluation asks a model to find "Forename" when
 training only ever showed "First name" (reading, not memorised labels). A few concepts have no train labels at
 all (HELD_OUT_CONCEPTS): they appear only in held-out tasks. Option values (countries, colours, ...) and the
-page texts (buttons, tabs, popups) are shared by every split; free-text values drawn from envs/pools.py
+page texts (buttons, tabs, popups) are shared by every split; free-text values drawn from envs/core/pools.py
 (usernames, nicknames, passwords) keep pools' own train/test split of tokens.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from functools import lru_cache
 
-from envs.pools import Pools
+from envs.core.pools import Pools
 
 FIRST = ("Ana", "Bruno", "Carla", "Diego", "Elena", "Farid", "Greta", "Hugo", "Ines", "Jonas", "Kira", "Luca",
          "Maya", "Nils", "Olga", "Pablo", "Rosa", "Sami", "Tara", "Umar", "Vera", "Wim", "Yara", "Zoltan")

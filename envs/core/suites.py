@@ -1,0 +1,44 @@
+"""Tasks by environment name: the built-in suite of a registered ToolEnv, its tasks, one task by id, and
+the registry listing with task counts.
+
+It sits above both the registry (names, tags, entry points; gymnasium only) and base.py (ToolEnv, Suite),
+so neither of those imports the other's upper half.
+"""
+from __future__ import annotations
+
+from envs.core.base import Suite, ToolEnv
+from envs.core.registry import EnvInfo, env_info, registered
+from envs.core.tasks import Task, loaded_task
+
+
+def builtin_suite(env_name: str) -> Suite:
+    """The built-in Suite of a registered environment (count, task(split, i), find(task_id), all(split))."""
+    info = env_info(env_name)
+    cls = info.env_class()
+    if not (isinstance(cls, type) and issubclass(cls, ToolEnv)):
+        raise TypeError(f"{info.name} is not a ToolEnv: it has no built-in task suite")
+    return cls.builtin_suite()
+
+
+def load_tasks(env_name: str, split: str, templates: list[str] | None = None) -> list[Task]:
+    """Every built-in task of one split (optionally only some templates), generated deterministically."""
+    return builtin_suite(env_name).only_templates(templates).all(split)
+
+
+def find_task(env_name: str, task_id: str) -> Task:
+    """A task by id: one this process loaded or gave an environment of `env_name`, else a built-in one."""
+    task = loaded_task(task_id, env_info(env_name).name)
+    return task if task is not None else builtin_suite(env_name).find(task_id)
+
+
+def task_counts(info: EnvInfo) -> dict[str, int]:
+    if info.counts is not None:
+        return info.counts()
+    cls = info.env_class()
+    return dict(cls.builtin_suite().counts) if isinstance(cls, type) and issubclass(cls, ToolEnv) else {}
+
+
+def list_environments(tag: str | None = None) -> list[dict]:
+    """[{name, tags, aliases, description, tasks: {train: n, test: n}}], filtered by tag when given."""
+    return [{"name": i.name, "tags": list(i.tags), "aliases": list(i.aliases), "description": i.description,
+             "tasks": task_counts(i)} for i in registered(tag)]
