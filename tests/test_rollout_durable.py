@@ -193,6 +193,40 @@ def test_an_episode_whose_every_reset_fails_is_lost_with_its_reason(web, monkeyp
 
 
 @needs_browser
+@pytest.mark.attack
+def test_a_rollout_whose_browser_is_stopped_records_every_episode(tmp_path, monkeypatch):
+    """Issue 46 item 8: SIGSTOP every process of the rollout's browser after its first episode; the episode it holds
+    faults at the step timeout, is replayed in a fresh browser, and every episode is recorded, none lost; the
+    stopped browser is killed and nothing is left."""
+    timeout = 2.0
+    pool = browsers.BrowserPool(command_timeout_s=timeout)
+    monkeypatch.setattr(browsers, "_POOL", pool)  # the process pool a one-worker rollout leases from, fast to fault
+    first = len(browsers.STARTED)
+    stopped: list[int] = []
+
+    def stop_after_first(i, rec):
+        if not stopped:
+            for b in pool.browsers:
+                for pid in browsers.group_pids(b.pgid):
+                    os.kill(pid, signal.SIGSTOP)
+                    stopped.append(pid)
+
+    t0 = time.perf_counter()
+    try:
+        result = run_rollout(RolloutSpec(env="web-form", episodes=5, commit_every=1), tmp_path / "lake",
+                             on_episode=stop_after_first)
+    finally:
+        pool.shutdown()
+    took = time.perf_counter() - t0
+    rows = _rows(tmp_path / "lake")
+    assert stopped and pool.started == 2  # the stopped browser was replaced once
+    assert result.written == 5 and result.lost == [] and len({r["trajectory_id"] for r in rows}) == 5
+    assert all(r["success"] for r in rows)  # the faulted episode was played again, not recorded as a failure
+    assert took < 60, took  # a stopped browser held its episode 102 s
+    assert browsers.leftovers(browsers.STARTED[first:]) == []
+
+
+@needs_browser
 def test_web_rollout_with_two_workers_into_the_lake(tmp_path):
     result = run_rollout(RolloutSpec(env="web-form", episodes=12, workers=2, commit_every=5), tmp_path / "lake")
     rows = _rows(tmp_path / "lake")

@@ -9,6 +9,10 @@
 - `Page`: one tab of a browser, leased by one environment. Every command takes the browser's lock and switches
   to the tab; a browser that hangs (a command past `command_timeout_s`) or has died raises `BrowserGone` with a
   one-line reason, after the browser was ended: the pool starts a fresh one on the next lease.
+  `command_timeout_s` is a deadline on every command (the step timeout of a web environment): chromedriver's
+  page-load and script timeouts end a hung page a little before it, and the HTTP client's read timeout (one try,
+  no retries) ends the wait for a driver or browser that is stopped (SIGSTOP) or hung at it. A browser ended for a
+  fault is killed (SIGKILL ends stopped processes too), never asked to quit; a stopped browser is not `alive`.
 - `BrowserPool`: up to `max_browsers` browsers per process, each with up to `max_pages` tabs. An environment
   leases a page at reset and returns it at close; an idle tab is reused, preferably one already showing the
   wanted page (a navigation costs more than a MiniWoB reset). `pool()` is the process-wide pool, sized by
@@ -118,9 +122,9 @@ def _tell_watchdog(line: str) -> None:
 
 # ------------------------------------------------------------------ processes and memory
 
-def group_pids(pgid: int) -> list[int]:
-    """Live (not zombie) processes of a process group."""
-    pids = []
+def _group(pgid: int) -> list[tuple[int, str]]:
+    """(pid, state) of the live (not zombie) processes of a process group."""
+    found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -130,8 +134,18 @@ def group_pids(pgid: int) -> list[int]:
         except OSError:
             continue
         if fields[0] != "Z" and int(fields[2]) == pgid:
-            pids.append(int(name))
-    return pids
+            found.append((int(name), fields[0]))
+    return found
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Live (not zombie) processes of a process group."""
+    return [pid for pid, _ in _group(pgid)]
+
+
+def group_stopped(pgid: int) -> bool:
+    """Whether a process of the group is stopped (SIGSTOP, SIGTSTP, a tracer): it answers nothing until resumed."""
+    return any(state in "Tt" for _, state in _group(pgid))
 
 
 def _status_kb(pid: int, path: str, key: str) -> int:
@@ -195,32 +209,57 @@ class Browser:
         self.pgid = service.process.pid  # start_new_session: the driver leads its own group
         STARTED.append((self.pgid, self.tag))
         _tell_watchdog(f"add {self.pgid} {self.tag}")
-        # A renderer that hangs answers chromedriver's page-load timeout; the client timeout covers a driver
-        # that stops answering at all.
-        self.driver.set_page_load_timeout(self.command_timeout_s)
-        self.driver.set_script_timeout(self.command_timeout_s)
-        config = getattr(self.driver.command_executor, "_client_config", None)
-        if config is not None:
-            config.timeout = self.command_timeout_s * 2
+        # A renderer that hangs answers chromedriver's page-load and script timeouts, a little before the deadline;
+        # the client's read timeout is the deadline for a driver or browser that stops answering at all (stopped)
+        self.driver.set_page_load_timeout(self.driver_timeout_s)
+        self.driver.set_script_timeout(self.driver_timeout_s)
+        self._bound_client(self.command_timeout_s)
         self.current = self.driver.current_window_handle
         self.handles = [self.current]
         self.started_s = time.perf_counter() - t0
         return self
 
     @property
+    def driver_timeout_s(self) -> float:
+        """chromedriver's page-load and script timeouts: under the deadline, so a hung page is its answer."""
+        return self.command_timeout_s - min(1.0, 0.2 * self.command_timeout_s)
+
+    def _bound_client(self, seconds: float) -> None:
+        """Every HTTP request to chromedriver answers within `seconds` or raises urllib3's ReadTimeoutError, tried
+        once: urllib3 retries a GET or DELETE three times by default, and a read timeout of selenium's own is
+        none (socket's default). Selenium 4.x's ClientConfig (the executor's `_client_config`), with the pool
+        manager rebuilt by selenium itself so its proxy rules hold."""
+        executor = self.driver.command_executor
+        config = getattr(executor, "_client_config", None)
+        if config is None:
+            return
+        config.timeout = seconds
+        make = getattr(executor, "_get_connection_manager", None)
+        if make is not None and getattr(executor, "_conn", None) is not None:
+            config.init_args_for_pool_manager = {"init_args_for_pool_manager": {"retries": False}}
+            old, executor._conn = executor._conn, make()
+            old.clear()
+
+    @property
     def alive(self) -> bool:
-        return self.driver is not None and bool(group_pids(self.pgid))
+        """Started, not ended, and none of its processes gone or stopped."""
+        if self.driver is None:
+            return False
+        group = _group(self.pgid)
+        return bool(group) and not any(state in "Tt" for _, state in group)
 
     def memory(self) -> dict:
         """The resident memory of the driver, the browser and its helpers (see memory_of)."""
         pids = set(group_pids(self.pgid)) | set(watchdog.tagged_pids(self.tag)) if self.tag else set()
         return memory_of(sorted(pids))
 
-    def close(self) -> None:
-        """End the browser: a polite quit, then every process of its group and its tag, then its profile."""
+    def close(self, polite: bool = True) -> None:
+        """End the browser: a polite quit (not after a fault, nor when a process of it is stopped: it would wait
+        for an answer that never comes), then SIGKILL to every process of its group and its tag, then its
+        profile."""
         with self.lock:
             driver, self.driver = self.driver, None
-            if driver is not None and group_pids(self.pgid):
+            if driver is not None and polite and group_pids(self.pgid) and not group_stopped(self.pgid):
                 try:
                     config = getattr(driver.command_executor, "_client_config", None)
                     if config is not None:
@@ -231,6 +270,12 @@ class Browser:
             if self.pgid:
                 watchdog.end_browser(self.pgid, self.tag)
                 _tell_watchdog(f"del {self.pgid} {self.tag}")
+            proc = getattr(getattr(driver, "service", None), "process", None)
+            if proc is not None:  # reap the killed driver (no zombie per fault in a long rollout)
+                try:
+                    proc.wait(timeout=5)
+                except Exception:
+                    pass
             self.handles = []
 
 
@@ -265,21 +310,25 @@ class Page:
                     b.current = self.handle
                 return fn(b.driver, *args)
             except TimeoutException as exc:
-                b.close()
+                b.close(polite=False)
                 raise BrowserGone(f"the page did not answer within {b.command_timeout_s:g} s ({_one_line(exc)}); "
                                   "the browser was ended") from None
             except WebDriverException as exc:
                 if _is_gone(exc) or not b.alive:
-                    b.close()
+                    b.close(polite=False)
                     raise BrowserGone(f"the browser is gone ({_one_line(exc)})") from None
                 self.url = ""  # whatever the tab shows is suspect: the next goto loads the page afresh
                 raise PageError(f"the page failed ({type(exc).__name__}: {_one_line(exc)})") from None
             except (OSError, ConnectionError) as exc:  # the driver's HTTP port closed: it was killed
-                b.close()
+                b.close(polite=False)
                 raise BrowserGone(f"the browser is gone ({_one_line(exc)})") from None
             except Exception as exc:  # urllib3 errors (the driver stopped answering) are not OSError subclasses
                 if type(exc).__module__.startswith("urllib3"):
-                    b.close()
+                    stopped = group_stopped(b.pgid)
+                    b.close(polite=False)
+                    if type(exc).__name__ == "ReadTimeoutError":  # the deadline passed: stopped or hung
+                        raise BrowserGone(f"the browser did not answer within {b.command_timeout_s:g} s ("
+                                          f"{'stopped' if stopped else 'hung'}); the browser was ended") from None
                     raise BrowserGone(f"the browser is gone ({_one_line(exc)})") from None
                 raise
 
@@ -362,11 +411,14 @@ class BrowserPool:
         return page
 
     def _new_tab(self, b: Browser) -> Page:
-        with b.lock:
-            b.driver.switch_to.new_window("tab")
-            b.current = b.driver.current_window_handle
+        """A new tab of `b` (a browser that died or hangs meanwhile: BrowserGone, as any command of a page)."""
+        def open_tab(driver):
+            driver.switch_to.new_window("tab")
+            b.current = driver.current_window_handle
             b.handles.append(b.current)
-            return Page(b, b.current)
+            return b.current
+
+        return Page(b, Page(b, b.current).call(open_tab))
 
     def release(self, page: Page) -> None:
         """Give a tab back (idempotent); a browser over its memory limit is ended once none of its tabs is leased."""
