@@ -51,10 +51,10 @@ def points(model: str, runs: Path = RUNS) -> list[dict]:
 
 
 def table(rows: list[dict]) -> list[str]:
-    lines = ["| expert episodes | generated episodes | SFT steps x batch | seeds | test success (n) | held-out success (n) "
+    lines = ["| expert episodes | generated episodes | SFT steps x batch (seen) | seeds | test success (n) | held-out success (n) "
              "| held-out first call valid | base test / held-out | runs |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['expert']} | {r['generated']} | {r['steps']} x {r['batch']} | {len(r['seeds'])} | "
+        lines.append(f"| {r['expert']} | {r['generated']} | {r['steps']} x {r['batch']} ({r['steps'] * r['batch']:,}) | {len(r['seeds'])} | "
                      f"{r['test']:.2f} {r['test_each']} ({r['test_n']}) | {r['heldout']:.2f} {r['heldout_each']} "
                      f"({r['heldout_n']}) | {r['first_valid']:.2f} | {r['base_test']:.2f} / {r['base_heldout']:.2f} | "
                      f"{', '.join(r['runs'])} |")
@@ -68,26 +68,32 @@ def plot(rows: list[dict], png: Path, min_heldout: int) -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
-    lines: dict[tuple, list[dict]] = defaultdict(list)
+    # x: the conversations SFT trained on (steps x batch), not the episodes in the lake: at 24 x 8 a run sees 192
+    # of them whether the lake holds 200 or 4,000; each point is labelled with its lake
+    lines: dict[bool, list[dict]] = defaultdict(list)
     for r in rows:
         if r["heldout_n"] >= min_heldout:
-            lines[(r["steps"], r["generated"] > 0)].append(r)
-    for (steps, gen), rs in sorted(lines.items()):
-        rs.sort(key=lambda r: r["expert"])
-        ax.plot([r["expert"] for r in rs], [r["heldout"] for r in rs], marker="s" if gen else "o",
-                linestyle="--" if gen else "-", label=f"{steps} steps" + (", with generated tasks" if gen else ""))
+            lines[r["generated"] > 0].append(r)
+    for gen, rs in sorted(lines.items()):
+        rs.sort(key=lambda r: (r["steps"] * r["batch"], r["expert"]))
+        ax.plot([r["steps"] * r["batch"] for r in rs], [r["heldout"] for r in rs], marker="s" if gen else "o",
+                linestyle="--" if gen else "-", label="MiniWoB + generated tasks" if gen else "MiniWoB only")
         for r in rs:
-            ax.scatter([r["expert"]] * len(r["heldout_each"]), r["heldout_each"], s=12, color="grey", zorder=3)
+            seen = r["steps"] * r["batch"]
+            ax.scatter([seen] * len(r["heldout_each"]), r["heldout_each"], s=12, color="grey", zorder=3)
+            lake = f"{r['expert']:,}" + (f"+{r['generated']:,}g" if gen else "")
+            ax.annotate(f"{lake} eps, {r['steps']} steps", (seen, r["heldout"]), textcoords="offset points",
+                        xytext=(4, 6 if gen else -11), fontsize=6.5)
     ax.set_xscale("log")
-    counts = sorted({r["expert"] for rs in lines.values() for r in rs})
-    ax.set_xticks(counts, [f"{c:,}" for c in counts])
+    seen = sorted({r["steps"] * r["batch"] for rs in lines.values() for r in rs})
+    ax.set_xticks(seen, [f"{c:,}" for c in seen])
     ax.minorticks_off()
-    ax.set_xlabel("MiniWoB expert episodes in the lake")
+    ax.set_xlabel("conversations seen in training (SFT steps x batch)")
     ax.set_ylabel("held-out task success (6 tasks never trained)")
     ax.set_ylim(-0.02, 1.0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title("SFT on web_form_env: held-out success against episodes", fontsize=10)
+    ax.set_title("SFT on web_form_env: held-out success against conversations seen", fontsize=10)
     fig.tight_layout()
     fig.savefig(png)
     plt.close(fig)
