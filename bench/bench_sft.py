@@ -118,7 +118,7 @@ def main():
     import torch
 
     torch.set_num_threads(args.threads)
-    from trainers.modeling.models import tiny_model_path
+    from trainers.modeling.tiny import tiny_model_path
 
     model_path = str(tiny_model_path())
     convs, src = conversations(args)

@@ -146,8 +146,8 @@ def main() -> None:
     skip = {x.strip() for x in args.skip.split(",") if x.strip()}
 
     from trainers.runtime.device import set_threads
-    from trainers.modeling.models import tiny_model_path
     from trainers.modeling.pretrained import smollm2_path
+    from trainers.modeling.tiny import tiny_model_path
 
     set_threads(args.threads)
     t = time.perf_counter()

@@ -29,7 +29,11 @@ that many connections are open, and still accepts (and holds) every socket.
   connection idle the longest (no request in progress) is aborted to make room, so a flood of idle sockets
   cannot keep a real client (a health probe) out;
 * a bound per client address: beyond `max_per_client` connections from one address, that address's connection
-  idle the longest is aborted, so one client cannot take the whole cap;
+  idle the longest is aborted, so one client cannot take the whole cap; a connection younger than YOUNG_S that has
+  not begun a request is never that one (it may be a health probe whose head has not come yet: the address's
+  next connection closed a probe that connected and then sent its head a moment later). With none older, the
+  newcomer is admitted on probation, one of PENDING of its address's: beyond them the oldest that has had HEAR_S
+  to send its head and asked nothing is aborted, and only beyond PENDING_MAX a younger one;
 * load shedding that keeps health: with none idle to make room, the newcomer is admitted on probation (at most
   PROBATION of them at once): it may ask for a probe path (/v1/health) and is answered; anything else, or nothing
   within `header_timeout`, gets a 503 and the connection is closed.
@@ -45,6 +49,10 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from edge.options import HttpLimits
 
 PROBATION = 32  # newcomers admitted beyond a bound at once, each for one head's time: for health probes
+PENDING = 32  # newcomers beyond its bound one address may hold on probation at once (not counted in PROBATION)
+PENDING_MAX = 256  # ... and, while none of them has had HEAR_S to speak (a burst of connections), at most this many
+HEAR_S = 0.25  # how long a connection on probation beyond its address's bound is given to send its head
+YOUNG_S = 1.0  # a connection this young (or half the head timeout) with no request begun is kept: maybe a probe
 PROBE_PATHS = frozenset({b"/v1/health"})  # what a connection on probation may ask for (both servers' liveness)
 # open files kept for everything but connections: the lake's data and log files, DuckDB, threads, the
 # compactor; at least this many, or an eighth of the limit
@@ -100,37 +108,74 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._last_read = 0.0
         self._client = ""  # the peer's address
         self._probation = False  # admitted beyond a bound: may ask for a probe path only
+        self._pending = False  # on probation beyond its address's bound (one of PENDING), not counted in PROBATION
+        self._heard = False  # pending, and it has had HEAR_S to send its head
+        self._connected = 0.0
         self._unsent = 0  # bytes of answers in the write buffer when the write timer was armed
 
     # -- connections ----------------------------------------------------------------------------------------
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._last_read = self.loop.time()
+        self._last_read = self._connected = self.loop.time()
         self._head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timeout)
         peer = transport.get_extra_info("peername")
         self._client = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         load = self.load
         load.by_client[self._client] = load.by_client.get(self._client, 0) + 1
         if load.by_client[self._client] > self.limits.max_per_client:
-            self._make_room(self.limits.max_per_client, self._client)
-        elif len(self.connections) > self.cap:
-            self._make_room(self.cap, None)
+            self._make_room_for_client()
+        if len(self.connections) > self.cap and not self.transport.is_closing():
+            self._make_room()
 
-    def _make_room(self, bound: int, client: str | None) -> None:
-        """Over a bound (of all connections, or of `client`'s): close the connection idle the longest (no request in
-        progress), else admit this one on probation."""
-        open_ = [c for c in self.connections if isinstance(c, LimitedHttpToolsProtocol)
-                 and not c.transport.is_closing() and (client is None or c._client == client)]
-        if len(open_) <= bound:
+    def _make_room(self) -> None:
+        """Over the cap of all connections: close the connection idle the longest (no request in progress; a young one
+        only when no other is idle), else admit this one on probation."""
+        open_ = [c for c in self.connections if isinstance(c, LimitedHttpToolsProtocol) and not c.transport.is_closing()]
+        if len(open_) <= self.cap:
             return
         idle = [c for c in open_ if c is not self and c._idle()]
         if idle:  # abort, not close: a close waits for an unread answer to drain, and keeps the socket meanwhile
-            min(idle, key=lambda c: c._last_read).transport.abort()
+            min([c for c in idle if not c._young()] or idle, key=lambda c: c._last_read).transport.abort()
+        elif self._probation:  # already, beyond its address's bound
+            pass
         elif self.load.probation < PROBATION:
             self._probation = True
             self.load.probation += 1
         else:
             self._refuse(503, self._busy())
+
+    def _make_room_for_client(self) -> None:
+        """Over its address's bound: close that address's connection idle the longest unless it is young; with none
+        older, admit this one on probation, one of PENDING of the address's (beyond them the oldest of those idle after
+        HEAR_S is closed; beyond PENDING_MAX the oldest idle: with none idle, this one is refused, 503)."""
+        mine = [c for c in self.connections if isinstance(c, LimitedHttpToolsProtocol) and c is not self
+                and c._client == self._client and not c.transport.is_closing()]
+        if len(mine) < self.limits.max_per_client:
+            return
+        idle = [c for c in mine if c._idle()]
+        old = [c for c in idle if not c._young()]
+        if old:  # abort, not close: a close waits for an unread answer to drain, and keeps the socket meanwhile
+            min(old, key=lambda c: c._last_read).transport.abort()
+            return
+        pending = [c for c in mine if c._pending]
+        if len(pending) >= PENDING:
+            victims = [c for c in pending if c._heard and c._idle()]
+            if not victims and len(pending) >= PENDING_MAX:
+                victims = [c for c in pending if c._idle()] or idle
+                if not victims:
+                    self._refuse(503, self._busy())
+                    return
+            if victims:
+                min(victims, key=lambda c: c._connected).transport.abort()
+        self._probation = self._pending = True
+        self.loop.call_later(HEAR_S, self._hear)  # and the loop has polled for its bytes since
+
+    def _hear(self) -> None:
+        self._heard = True
+
+    def _young(self) -> bool:
+        """Connected a moment ago and no request begun: perhaps a probe whose head has not been read yet."""
+        return self.cycle is None and self.loop.time() - self._connected < min(YOUNG_S, self.limits.header_timeout / 2)
 
     def _busy(self) -> str:
         return "too many connections with a request in progress; retry"
@@ -146,9 +191,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             load.by_client[self._client] = left
         else:
             load.by_client.pop(self._client, None)
-        if self._probation:
-            self._probation = False
+        if self._probation and not self._pending:
             load.probation -= 1
+        self._probation = self._pending = False
         super().connection_lost(exc)
 
     def _cancel_timers(self) -> None:

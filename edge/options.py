@@ -70,7 +70,8 @@ class HttpLimits:
         "in; then a 408 and the connection is closed."))
     max_per_client: int = field(default=256, **helped(
         "Most open connections from one client address; beyond it that client's connection idle the longest is "
-        "closed, else its newcomer may only ask for /v1/health (anything else: a 503)."))
+        "closed (one that has not begun a request only after a moment: it may be a health probe), else its newcomer "
+        "may only ask for /v1/health (anything else: a 503)."))
 
     def __post_init__(self):
         for f in fields(self):

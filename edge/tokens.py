@@ -5,12 +5,11 @@ server's start line says of auth (`auth_summary`)."""
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import stat
 from pathlib import Path
 
 from edge.errors import OptionError
+from ground.files import Refusal, read_named
 
 TOKEN_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")  # a client's name in a token file (it goes into recorded metadata)
 TOKEN_TEXT = re.compile(r"[!-~]{1,4096}")  # a token: visible ASCII, what an Authorization header carries as sent
@@ -107,37 +106,19 @@ def read_token_file(path: Path) -> Tokens:
 
 
 def _token_file_text(path: Path, where: str) -> str:
-    """The file's text, read only once it is known to be a small regular file: stat before opening (a FIFO is
-    never opened, so nothing waits for a writer), then fstat of what was opened (non-blocking) in case it was
-    swapped meanwhile, and at most TOKEN_FILE_MAX + 1 bytes read."""
+    """The file's text, read only once it is known to be a small regular file (ground/files.py's read_named: opened
+    without blocking, so a FIFO waits for no writer; fstat before a byte is read; at most TOKEN_FILE_MAX + 1
+    bytes read)."""
     try:
-        _check_token_file(os.stat(path), where)
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        try:
-            _check_token_file(os.fstat(fd), where)
-            with os.fdopen(fd, "rb", closefd=False) as f:
-                data = f.read(TOKEN_FILE_MAX + 1)
-        finally:
-            os.close(fd)
-        _check_token_file_size(len(data), where)
-        return data.decode("utf-8-sig")
+        return read_named(path, TOKEN_FILE_MAX).decode("utf-8-sig")
+    except Refusal as exc:
+        if exc.kind == "too_large":
+            raise OptionError(f"{where}: over {TOKEN_FILE_MAX} bytes, too large for a file of tokens") from None
+        raise OptionError(f"{where}: {exc.what}, not a file of tokens (give a regular file)") from None
     except OSError as exc:
         raise OptionError(f"{where}: cannot read it ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
         raise OptionError(f"{where}: not UTF-8 text, not a file of tokens") from None
-
-
-def _check_token_file(st: os.stat_result, where: str) -> None:
-    if not stat.S_ISREG(st.st_mode):
-        kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
-                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
-        raise OptionError(f"{where}: {kind}, not a file of tokens (give a regular file)")
-    _check_token_file_size(st.st_size, where)
-
-
-def _check_token_file_size(size: int, where: str) -> None:
-    if size > TOKEN_FILE_MAX:
-        raise OptionError(f"{where}: over {TOKEN_FILE_MAX} bytes, too large for a file of tokens")
 
 
 def auth_summary(tokens: Tokens) -> str:

@@ -4,8 +4,8 @@ A `UserError` is raised anywhere (a bad option, a missing file, lake or model, a
 that names what is wrong and the way out; the CLI catches it once, where every command starts
 (lachesis/console.py), prints `error: <message>` as one line on stderr and exits with `exit_code`: 2, a usage
 error, unless a subclass says otherwise. Each wing derives its own kinds from it (LakeError, ExportError,
-TrainerInputError, envs' TaskFileError, ...) and keeps the builtin base its callers already catch
-(`class TaskFileError(UserError, ValueError)`).
+TrainerInputError, ServingError, the face's CommandError, envs' TaskFileError, ...) and keeps the builtin base its
+callers already catch (`class TaskFileError(UserError, ValueError)`).
 """
 from __future__ import annotations
 

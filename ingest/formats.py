@@ -6,10 +6,8 @@ are accepted). Everything is parsed before anything is written, so a bad line re
 """
 from __future__ import annotations
 
-import gzip
 import io
 import os
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -18,15 +16,16 @@ import orjson
 from pydantic import ValidationError
 
 from edge.errors import BadInput, TooLarge
+from ground import jsonl
+from ground.ids import uuid7
 from ingest import atropos as A
 from ingest.config import FORMATS
 from ingest.groups import ParsedGroup, parse_group
 from ingest.hermes import hermes_to_record, is_hermes_record
 from ingest.messages import lake_messages
-from ingest.util import excerpt, loads, stable_hash, uuid7
+from ingest.util import excerpt, loads, stable_hash, text_hash
 
 TRAJECTORY_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".json.gz")
-MAX_LINE_BYTES = 256 << 20  # one record; a longer "line" (a gzip bomb of zeros, a binary file) is refused
 
 
 def detect_record(rec) -> str:
@@ -85,12 +84,15 @@ def atropos_to_records(obj, *, group_id: str | None = None, source_path: str | N
     return pg, [{**r, "event_type": "atropos.import"} for r in table.to_pylist()]
 
 
-def to_records(rec, fmt: str, *, source_path: str | None = None, line: int | None = None) -> list[dict]:
+def to_records(rec, fmt: str, *, source_path: str | None = None, line: int | None = None,
+               keyed: tuple[str, int] | None = None) -> list[dict]:
     """One record of a file or a request body -> lake trajectory records.
 
     Ids (the rule `lake import` and POST /v1/trajectories share): the record's own `trajectory_id`, else one
     derived from its content (Hermes, native); an Atropos group's from its content and its `line` (a 1-based
-    line or array position), since identical groups on two lines are two samples.
+    line or array position), since identical groups on two lines are two samples. `keyed` (a request's
+    Idempotency-Key and the item's position): a native record without its own id and an Atropos group take
+    theirs from the key and the position instead (a Hermes record keeps its content-derived id).
     """
     if fmt == "auto":
         fmt = detect_record(rec)
@@ -98,9 +100,12 @@ def to_records(rec, fmt: str, *, source_path: str | None = None, line: int | Non
         return [hermes_to_record(rec, source_path=source_path)]
     if fmt == "atropos":
         # content and position: identical groups on two lines are two samples, the same line twice is one
-        gid = "atropos-" + stable_hash({"line": line, "group": rec})
+        gid = ("idem-" + text_hash(f"{keyed[0]}#{keyed[1]}") if keyed
+               else "atropos-" + stable_hash({"line": line, "group": rec}))
         return atropos_to_records(rec, source_path=source_path, group_id=gid)[1]
     if fmt == "native":
+        if keyed and isinstance(rec, dict) and rec.get("trajectory_id") is None:
+            rec = {**rec, "trajectory_id": f"idem-{text_hash(keyed[0])}:{keyed[1]}"}
         return [native_to_record(rec, source_path=source_path)]
     raise BadInput(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
@@ -108,56 +113,19 @@ def to_records(rec, fmt: str, *, source_path: str | None = None, line: int | Non
 # ----------------------------------------------------------------------------------------------------------
 # reading files
 # ----------------------------------------------------------------------------------------------------------
-def _is_gzip(path: Path) -> bool:
-    with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
-
-
 def iter_lines(path: str | os.PathLike, *, max_bytes: int | None = None,
                fileobj: BinaryIO | None = None) -> Iterator[tuple[int, bytes]]:
-    """(line number, bytes) of each non-empty line; gzip (multi-member) detected by magic bytes. `fileobj`:
-    the file already open at its start (the watcher opens it without following links, ingest.safe_files).
-
-    A truncated gzip member, a binary (NUL) line or (for .json) a document that is not JSON raise BadInput
-    naming the line.
-    """
-    path = Path(path)
-    total = 0
-    if fileobj is not None:
-        gz = fileobj.read(2) == b"\x1f\x8b"
-        fileobj.seek(0)
-        raw = gzip.GzipFile(fileobj=fileobj, mode="rb") if gz else fileobj
-    elif _is_gzip(path):
-        raw = gzip.open(path, "rb")
-    else:
-        raw = open(path, "rb")
-    lineno = 0
+    """(line number, bytes) of each non-empty line: ground/jsonl.py's one reader (gzip, multi-member, detected by
+    magic bytes; bounded lines and inflated size), its refusals as the ingest wing's BadInput naming the line (a
+    line or a file too large: TooLarge). `fileobj`: the file already open at its start (the watcher opens it
+    without following links, ingest.safe_files)."""
     try:
-        with raw as fh:
-            while True:
-                limit = MAX_LINE_BYTES if max_bytes is None else min(MAX_LINE_BYTES, max_bytes)
-                try:
-                    line = fh.readline(limit + 1)
-                except EOFError:
-                    raise BadInput("truncated gzip stream (the last member is incomplete)",
-                                   line=lineno + 1, kind="bad_gzip") from None
-                except (OSError, zlib.error) as exc:
-                    raise BadInput(f"corrupt gzip data: {exc}", line=lineno + 1, kind="bad_gzip") from None
-                if not line:
-                    break
-                lineno += 1
-                total += len(line)
-                if len(line) > limit:
-                    raise TooLarge(f"line longer than {limit} bytes (inflated)", line=lineno)
-                if max_bytes is not None and total > max_bytes:
-                    raise TooLarge(f"file inflates past the limit of {max_bytes} bytes", line=lineno)
-                if b"\x00" in line:
-                    raise BadInput("binary data (NUL bytes): not a JSON lines file", line=lineno,
-                                   kind="binary", excerpt=excerpt(line))
-                if line.strip():
-                    yield lineno, line
-    except BadInput:
-        raise
+        yield from jsonl.iter_lines(path, max_bytes=max_bytes, fileobj=fileobj)
+    except jsonl.JsonlError as exc:
+        if exc.kind == "too_large":
+            raise TooLarge(exc.message, line=exc.line) from None
+        raise BadInput(exc.message, line=exc.line, kind=exc.kind,
+                       excerpt=excerpt(exc.data) if exc.data else None) from None
 
 
 @dataclass

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ground.errors import UserError
 from ground.options import helped
+from ground.ranges import at_least
 
 
 class RolloutInputError(UserError, ValueError):
@@ -55,7 +56,4 @@ class RolloutSpec:
         if self.screenshots and "web" not in envs.env_info(envs.resolve_name(self.env)).tags:
             raise RolloutInputError(f"--screenshots: {self.env} has no page to take; only environments tagged "
                                     "web do")
-        for flag, value in (("--episodes", self.episodes), ("--max-steps", self.max_steps),
-                            ("--workers", self.workers), ("--commit-every", self.commit_every)):
-            if value < 1:
-                raise RolloutInputError(f"{flag} must be at least 1, got {value}")
+        at_least(self, 1, "episodes", "max_steps", "workers", "commit_every", error=RolloutInputError)

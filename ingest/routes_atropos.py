@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from edge.errors import BadInput
 from edge.guards import parse_json
+from ground.ids import uuid7
 from ingest import atropos as A
 from ingest.atropos_queue import GroupQueued, Registered, Started
 from ingest.batcher import Expected
@@ -25,7 +26,7 @@ from ingest.http import (WRITE, ValidationDetail, bigjson, body_bytes, expect_tr
                          json_body, json_response_async, model_body, validate_model)
 from ingest.records import ArrowRows
 from ingest.state import IngestState
-from ingest.util import text_hash, uuid7
+from ingest.util import text_hash
 
 router = APIRouter()
 

@@ -13,8 +13,7 @@ import time
 from fastapi import APIRouter, Depends, Request
 
 from edge.errors import BadInput
-from ingest.formats import atropos_to_records, detect_record, native_to_record, parse_body, to_records
-from ingest.hermes import hermes_to_record
+from ingest.formats import parse_body, to_records
 from ingest.batcher import Expected
 from ingest.dedupe import Idempotency
 from ingest.http import WRITE, body_bytes, expect_trajectories, get_state, idempotency, json_body
@@ -41,18 +40,13 @@ async def trajectory_items(request: Request, data: bytes = Depends(body_bytes)) 
         raise
 
 
-def _keyed_records(obj, idem: Idempotency, i: int) -> list[dict]:
-    """Records of item i of a request sent with an Idempotency-Key: ids from the key and the position."""
-    key = idem.key
-    fmt = detect_record(obj)
-    if fmt == "hermes":
-        recs = [hermes_to_record(obj)]
-    elif fmt == "atropos":
-        recs = atropos_to_records(obj, group_id="idem-" + text_hash(f"{key}#{i}"))[1]
-    else:
-        if obj.get("trajectory_id") is None:
-            obj = {**obj, "trajectory_id": f"idem-{text_hash(key)}:{i}"}
-        recs = [native_to_record(obj)]
+def _records(obj, idem: Idempotency | None, i: int, line: int | None) -> list[dict]:
+    """Records of item i of a request (formats.to_records, the one format dispatch). Without an Idempotency-Key:
+    the position `lake import` would give the record, its line or its 1-based index in an array; with one: ids
+    from the key and the position, and the key in each record's metadata."""
+    if idem is None:
+        return to_records(obj, "auto", line=line or i + 1)
+    recs = to_records(obj, "auto", keyed=(idem.key, i))
     for r in recs:
         if isinstance(r.get("metadata", {}), dict):
             r["metadata"] = {**r.get("metadata", {}), **idem.metadata()}
@@ -80,8 +74,7 @@ async def post_trajectories(request: Request, expected: Expected = Depends(expec
     for i, (line, obj) in enumerate(items):
         loc = line if line is not None else i
         try:
-            # the position `lake import` would give the record: its line, or its 1-based index in an array
-            recs = _keyed_records(obj, idem, i) if idem else to_records(obj, "auto", line=line or i + 1)
+            recs = _records(obj, idem, i, line)
             recs = [stamp_client(r, client, []) for r in recs]  # (after the ids: content-derived ids stay the same)
         except BadInput as exc:
             f = exc.field if isinstance(exc.field, list) else ([exc.field] if exc.field else [])

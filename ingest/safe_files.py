@@ -1,4 +1,4 @@
-"""Opening files in a folder that other programs write, for ingest: lake.folder_files' rules (inside that
+"""Opening files in a folder that other programs write, for ingest: ground/files.py's rules (inside that
 folder only, no symbolic link followed, regular files only, bounded), its refusals turned into rejected inputs
 (`Refused`, a BadInput: recorded in `ingest_errors` with no byte of the file, as any bad input is).
 The watcher reads every skill, sidecar and inbox file through here, and `lake import` every file of a folder.
@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import BinaryIO, Iterator
 
 from edge.errors import BadInput, TooLarge
-from lake import folder_files
+from ground import files
 
 
 class Refused(BadInput):
@@ -24,8 +24,8 @@ def open_fd(root: str | os.PathLike, rel: str) -> tuple[int, os.stat_result]:
     """A descriptor of the regular file `rel` (posix, relative) under `root`, with its fstat; no symbolic link
     is followed on the way. Raises Refused (a link, not a regular file) or OSError (absent, unreadable)."""
     try:
-        return folder_files.open_fd(root, rel)
-    except folder_files.Refusal as exc:
+        return files.open_fd(root, rel)
+    except files.Refusal as exc:
         raise Refused(exc.reason, kind=exc.kind) from None
 
 
@@ -39,11 +39,11 @@ def open_file(root: str | os.PathLike, rel: str) -> Iterator[tuple[BinaryIO, os.
 
 @contextmanager
 def open_named(path: str | os.PathLike) -> Iterator[BinaryIO]:
-    """lake.folder_files.open_named (a named file, opened without blocking, regular files only) with its
+    """ground.files.open_named (a named file, opened without blocking, regular files only) with its
     refusal as the ingest wing's Refused; closed on exit."""
     try:
-        fh = folder_files.open_named(path)
-    except folder_files.Refusal as exc:
+        fh = files.open_named(path)
+    except files.Refusal as exc:
         raise Refused(exc.reason, kind=exc.kind) from None
     with fh:
         yield fh
@@ -53,8 +53,8 @@ def read_file(root: str | os.PathLike, rel: str, limit: int) -> bytes:
     """The bytes of the regular file `rel` under `root`: TooLarge beyond `limit` (by its size, or by what was
     read: at most limit+1 bytes, so a file growing meanwhile cannot make it read more)."""
     try:
-        return folder_files.read_regular(root, rel, limit)
-    except folder_files.Refusal as exc:
+        return files.read_regular(root, rel, limit)
+    except files.Refusal as exc:
         if exc.kind == "too_large":
             raise TooLarge(exc.reason, status=422) from None
         raise Refused(exc.reason, kind=exc.kind) from None

@@ -16,6 +16,7 @@ from typing import Iterable, Optional
 import orjson
 import pyarrow as pa
 
+from ground.ids import uuid7
 from ingest import atropos as A
 from ingest.atropos_queue import AtroposQueue, Event, event_from_run, event_record
 from ingest.batcher import CommitFailed, Expected, TableBatcher
@@ -23,7 +24,6 @@ from ingest.config import ServeConfig
 from ingest.dedupe import BodyHashes, Idempotency, KeyGuard, idempotency_guard, trajectory_guard
 from ingest.owners import Owners
 from ingest.records import ArrowRows, validated_batch
-from ingest.util import uuid7
 from lake import Lake
 from lake.lake import Writer, process_writer_id
 

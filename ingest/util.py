@@ -1,10 +1,7 @@
-"""Small shared helpers: JSON decoding with good errors, stable hashes, ids."""
+"""Small shared helpers: JSON decoding with good errors, stable hashes (ids: ground/ids.py)."""
 from __future__ import annotations
 
 import hashlib
-import os
-import threading
-import time
 
 import orjson
 
@@ -46,32 +43,6 @@ def text_hash(text: str | bytes, n: int = 16) -> str:
     if isinstance(text, str):
         text = text.encode("utf-8")
     return hashlib.blake2b(text, digest_size=n).hexdigest()
-
-
-_uuid_lock = threading.Lock()
-_last_ms = 0
-_seq = 0
-
-
-def uuid7() -> str:
-    """A UUIDv7 string, monotonic within the process."""
-    global _last_ms, _seq
-    with _uuid_lock:
-        ms = time.time_ns() // 1_000_000
-        if ms <= _last_ms:
-            _seq += 1
-            ms = _last_ms
-            if _seq > 0xFFF:
-                ms += 1
-                _seq = 0
-        else:
-            _seq = 0
-        _last_ms = ms
-        seq = _seq
-    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
-    value = (ms << 80) | (0x7 << 76) | (seq << 64) | (0b10 << 62) | rand
-    h = f"{value:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def excerpt(data, n: int = 200) -> str:

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lachesis.console import config_app, literal, new_console, print_json, run, table
+from lachesis.errors import CommandError
 from trainers.runtime.options import at_least, helped
 from trainers.runtime.device import check_device, setup_env
-from trainers.runtime.errors import TrainerInputError
-from trainers.modeling.models import TINY_NAMES
+from trainers.modeling.tiny import TINY_NAMES
 
 ENV = "bash_exec_env"
 # The defaults per kind of model. The tiny model trains from scratch: many cheap full fine-tuning steps on many
@@ -77,16 +77,16 @@ class DemoConfig:
 
     def __post_init__(self):
         if not str(self.model or "").strip():
-            raise TrainerInputError("no model given: pass --model tiny, --model smollm2 or a model folder")
+            raise CommandError("no model given: pass --model tiny, --model smollm2 or a model folder")
         for name, default in SIZES[self.size].items():  # unset sizes from the model's kind
             if getattr(self, name) is None:
                 setattr(self, name, default)
         at_least(self, 1, "steps", "eval_limit", "batch_size", "workers", "threads")
         at_least(self, 0, "expert", "noisy", "eval_offset")
         if not self.from_lake and self.expert < 1:
-            raise TrainerInputError("--expert must be at least 1 for a fresh lake: the sft view needs good trajectories")
+            raise CommandError("--expert must be at least 1 for a fresh lake: the sft view needs good trajectories")
         if self.lr <= 0:
-            raise TrainerInputError(f"--lr must be positive, got {self.lr}")
+            raise CommandError(f"--lr must be positive, got {self.lr}")
         self.device = check_device(self.device)
 
     @property
@@ -153,7 +153,7 @@ def run_demo(cfg: DemoConfig, console) -> dict:
     else:
         lake_root = work / "lake"
         if lake_root.exists() and any(lake_root.iterdir()):
-            raise TrainerInputError(f"{lake_root} exists: the demo starts from a fresh lake; pass a new --workdir")
+            raise CommandError(f"{lake_root} exists: the demo starts from a fresh lake; pass a new --workdir")
         work.mkdir(parents=True, exist_ok=True)
         lake = Lake.init(lake_root)
         console.print(f"[bold]1/5[/] fresh lake at {literal(lake_root)}; rolling out {cfg.expert} expert + {cfg.noisy} noisy "

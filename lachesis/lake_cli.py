@@ -47,7 +47,7 @@ def append(
     is already in the lake (or earlier in FILE) is a duplicate, skipped and counted, as POST and `lake import` do."""
     from ingest.dedupe import trajectory_guard
     from lake import RecordError, open_lake
-    from lake.jsonl import JsonlError, read_jsonl
+    from ground.jsonl import JsonlError, read_jsonl
 
     lk = open_lake(lake)
     if table not in lk.tables():

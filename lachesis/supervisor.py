@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import subprocess
 import threading
 import time
@@ -21,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
+
+from ground import processes
 
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 1.0, 30.0
 HEALTHY_S = 30.0  # a component up this long has its backoff reset
@@ -112,16 +113,10 @@ class Supervisor:
 
     def stop(self) -> None:
         """SIGTERM every child's process group, in reverse start order, then SIGKILL what is left after the timeout."""
-        live = [i for i in reversed(self.items) if i.proc is not None and i.proc.poll() is None]
+        live = [i for i in reversed(self.items) if i.proc is not None]
+        killed = processes.stop([i.proc for i in live], self.stop_timeout, group=True)  # a session each
         for item in live:
-            _signal(item.proc, signal.SIGTERM)
-        deadline = time.monotonic() + self.stop_timeout
-        for item in live:
-            try:
-                item.proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _signal(item.proc, signal.SIGKILL)
-                item.proc.wait()
+            if item.proc in killed:
                 self.on_event(f"{item.component.name} did not stop in {self.stop_timeout:.0f} s: killed")
         for item in self.items:
             if item.state != "failed":
@@ -153,13 +148,6 @@ class Supervisor:
         finally:
             self.stop()
             render(self.rows())
-
-
-def _signal(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)  # the child's own session: its children too
-    except ProcessLookupError:
-        pass
 
 
 def _duration(s: float) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lake.atomic import read_json, write_json_atomic
+from ground.atomic import read_json, write_json_atomic
 from lake.changes import read_changes
 from lake.tables import TableSet
 

@@ -7,7 +7,7 @@ docs/lake-design.md, "Figures behind the code"). So the split is a filter of eac
 by the thread that then writes that day (pyarrow
 releases the GIL: both cores encode), the content hash is computed in the same thread (`prepare`), and a
 batch that is all one day, the streaming case, is never copied at all. Files are fsynced before they are
-committed, which delta-rs does not do (lake/durable.py). On object storage (lake/store.py) the files go
+committed, which delta-rs does not do (ground/durable.py). On object storage (lake/store.py) the files go
 through the root's pyarrow S3 filesystem and a finished upload is durable, so there is nothing to sync.
 """
 from __future__ import annotations
@@ -28,8 +28,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake.transaction import AddAction
 
+from ground.durable import fsync_all, parents_up_to
 from lake import store
-from lake.durable import fsync_all, parents_up_to
 from lake.store import Location
 
 PARTITION = "day"

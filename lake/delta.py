@@ -13,9 +13,9 @@ from urllib.parse import unquote
 import pyarrow as pa
 from deltalake import ColumnProperties, CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 
+from ground.durable import fsync_all, parents_up_to
 from lake.data_files import ROW_GROUP_ROWS, Prepare, plain_columns, write_partitioned
 from lake import store
-from lake.durable import fsync_all, parents_up_to
 from lake.schemas import table_schema
 from lake.store import Location
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
-import time
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ground.ids import COUNTER_BITS, uuid7_stamps
 from lake.query import ident
 from lake.schemas import payload_schema, table_schema
 
@@ -46,17 +46,21 @@ def _strings(chars: np.ndarray) -> pa.Array:
 def uuid7_array(n: int, now_ms: int | None = None) -> pa.Array:
     """n UUIDv7 strings (RFC 9562): 48-bit ms timestamp, version 7, variant 10, random tail.
 
-    Within one call a 26-bit counter (rand_a and the top of rand_b) counts up, so ids generated together sort
-    in creation order (RFC 9562, method 1 of section 6.2).
+    The ground's one rule (ground/ids.py): n consecutive stamps (the ms and a 26-bit counter in rand_a and the top
+    of rand_b, method 1 of RFC 9562 section 6.2), after every id this process made before, so event ids sort in
+    creation order within a call, across calls and beside `uuid7()`'s; only the formatting is vectorised here.
     """
     if n == 0:
         return pa.array([], pa.string())
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    first = uuid7_stamps(n, now_ms)
+    counter = np.uint64(first & ((1 << COUNTER_BITS) - 1)) + np.arange(n, dtype=np.uint64)
+    ms = np.uint64(first >> COUNTER_BITS) + (counter >> np.uint64(COUNTER_BITS))  # a full counter borrows a ms
+    seq = (counter & np.uint64((1 << COUNTER_BITS) - 1)).astype(np.uint32)
     raw = np.empty((n, 16), dtype=np.uint8)
-    raw[:, 0:6] = np.frombuffer(ms.to_bytes(6, "big"), dtype=np.uint8)
-    seq = np.arange(n, dtype=np.uint32) & 0x3FFFFFF
+    for k in range(6):
+        raw[:, k] = (ms >> np.uint64(8 * (5 - k))).astype(np.uint8)  # astype(uint8) keeps the low 8 bits
     raw[:, 6] = 0x70 | (seq >> 22).astype(np.uint8)
-    raw[:, 7] = (seq >> 14).astype(np.uint8)  # astype(uint8) keeps the low 8 bits
+    raw[:, 7] = (seq >> 14).astype(np.uint8)
     raw[:, 8] = 0x80 | ((seq >> 8) & 0x3F).astype(np.uint8)
     raw[:, 9] = seq.astype(np.uint8)
     raw[:, 10:16] = np.frombuffer(os.urandom(6 * n), dtype=np.uint8).reshape(n, 6)

@@ -62,7 +62,7 @@ class Lake:
                  storage_options: Mapping[str, str] | None = None):
         # root: a directory or an s3:// URL, whose credentials come from storage_options or AWS_* (lake/store.py)
         self.table_set = TableSet(root, storage_options)  # raises LakeError when root holds no lake
-        # fsync every commit's files, log entry and directories before acknowledging (lake/durable.py);
+        # fsync every commit's files, log entry and directories before acknowledging (ground/durable.py);
         # False keeps commits safe against a killed process but not against a power loss (benchmarks only)
         self.fsync = fsync
         self.root = self.table_set.root
@@ -266,9 +266,6 @@ class Writer:
 
     def append(self, table: str, records: Iterable[Mapping[str, Any]], *, seq: int | None = None) -> AppendResult:
         return self.submit(table, records, seq=seq).result()
-
-    def committed_seq(self, table: str) -> int | None:
-        return self.lake.delta_table(table).transaction_version(self.writer_id)
 
 
 def default_views_dir() -> Path:

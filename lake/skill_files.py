@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from ground.errors import UserError
-from lake.folder_files import Refusal, read_regular
+from ground.files import Refusal, read_regular
 
 # Hermes' scanners skip these folders (tools/skills_tool.py), and any dot-folder.
 SKIP_DIRS = frozenset({".git", ".github", ".hub", ".archive", ".venv", "venv", "node_modules", "site-packages",
@@ -270,7 +270,7 @@ def iter_skill_files(root: str | os.PathLike, names: tuple[str, ...] = ("SKILL.m
 
 
 def read_in_folder(root: str | os.PathLike, rel: str, limit: int) -> bytes:
-    """A file of the skills folder, read as lake.folder_files reads: no symbolic link followed (a SKILL.md
+    """A file of the skills folder, read as ground/files.py reads: no symbolic link followed (a SKILL.md
     linked to a secret), regular files only (a FIFO would block), at most `limit` bytes; a refusal is a
     SkillFileError naming the file, with no byte of it."""
     try:

@@ -10,7 +10,7 @@ Credentials: the standard AWS variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KE
 AWS_ENDPOINT_URL, AWS_REGION, AWS_ALLOW_HTTP) or explicit `storage_options` with the same keys; they are
 never printed (a Store's repr is its root).
 
-Local roots keep what only a disk has: fsync (lake/durable.py), flock commit locks and atomic renames. On
+Local roots keep what only a disk has: fsync (ground/durable.py), flock commit locks and atomic renames. On
 object storage a PUT is atomic and delta-rs commits with conditional writes (If-None-Match), so concurrent
 writers on any machine are safe; the commit lock that makes ingest's dedupe atomic is held in a local
 directory per root (LACHESIS_LOCK_DIR), which covers the processes of one machine (docs/scale-out.md).
@@ -30,7 +30,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake.exceptions import DeltaError
 
-from lake.atomic import write_bytes_atomic
+from ground.atomic import write_bytes_atomic
 from lake.errors import LakeError
 
 SCHEMES = ("s3",)  # what delta-rs, pyarrow and DuckDB's bridge here all speak; s3-compatible stores included

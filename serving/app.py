@@ -19,12 +19,12 @@ from edge.guards import host_names
 from edge.limits import uvicorn_config
 from edge.listen import bind_socket
 from lake import CompactThresholds, Lake, LakeError, resolve_root
-from trainers.runtime.errors import TrainerInputError
 
 from . import routes_chat, routes_models
 from .access_log import AccessLog, log
 from .config import ServeModelConfig
 from .engine import EmbeddedEngine
+from .errors import ServingError
 from .follow import Follower
 from .http import ServingState, install_error_handlers
 from .record import Recorder
@@ -32,8 +32,8 @@ from .vllm_engine import VLLMEngine
 
 
 def load_engine(config: ServeModelConfig) -> tuple[EmbeddedEngine, Follower | None]:
-    """The engine with its first version loaded (a TrainerInputError, one line, for a bad model, adapter or
-    followed folder), and the follower of --follow (not started)."""
+    """The engine with its first version loaded (a ServingError, or the trainers' TrainerInputError, one line, for a
+    bad model, adapter or followed folder), and the follower of --follow (not started)."""
     engine = VLLMEngine(config) if config.engine == "vllm" else EmbeddedEngine(config)
     log(f"loading {engine.model_path}" + (f" + {config.adapter}" if config.adapter else "")
           + (f", following {config.follow}" if config.follow else "")
@@ -94,7 +94,7 @@ def serve(config: ServeModelConfig, on_ready=None) -> None:
         try:                    # startup traceback (the lake's errors never show the URL's credentials)
             Lake.init(resolve_root(config.lake_root))
         except LakeError as exc:
-            raise TrainerInputError(f"--lake: {exc}") from None
+            raise ServingError(f"--lake: {exc}") from None
     engine, follower = load_engine(config)
     if on_ready is not None:
         on_ready(engine)

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from edge.errors import OptionError
 from edge.options import ServerOptions, server_field
 from trainers.runtime.options import at_least, helped
-from trainers.runtime.errors import TrainerInputError
+
+from .errors import ServingError
 
 RECORD_MODES = ("sync", "async", "off")
 SERVED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")  # goes into headers and <name>@<step>: no '@', no CR/LF
@@ -100,37 +100,35 @@ class ServeModelConfig(ServerOptions):
         from trainers.runtime.device import check_device
 
         if self.engine not in ENGINES:
-            raise TrainerInputError(f"unknown --engine {self.engine!r}: use {' or '.join(ENGINES)}")
+            raise ServingError(f"unknown --engine {self.engine!r}: use {' or '.join(ENGINES)}")
         if self.engine != "vllm" and (self.vllm_url or self.vllm_python or self.vllm_args):
-            raise TrainerInputError("--vllm-url, --vllm-python and --vllm-args need --engine vllm")
+            raise ServingError("--vllm-url, --vllm-python and --vllm-args need --engine vllm")
         if self.no_record:
             self.record = "off"
         if self.record not in RECORD_MODES:
-            raise TrainerInputError(f"--record must be one of {', '.join(RECORD_MODES)}, not {self.record!r}")
+            raise ServingError(f"--record must be one of {', '.join(RECORD_MODES)}, not {self.record!r}")
         if self.promote_if_better and not self.follow:
-            raise TrainerInputError("--promote-if-better needs --follow runs/<watch-run>")
+            raise ServingError("--promote-if-better needs --follow runs/<watch-run>")
         if self.follow and Path(self.follow).exists() and not Path(self.follow).is_dir():
-            raise TrainerInputError(f"--follow {self.follow}: not a folder (give a streaming trainer's folder, "
-                                    "runs/<watch-run>)")
+            raise ServingError(f"--follow {self.follow}: not a folder (give a streaming trainer's folder, "
+                               "runs/<watch-run>)")
         if self.served_name is not None and not SERVED_NAME.fullmatch(self.served_name):
-            raise TrainerInputError(f"--served-name {self.served_name!r}: 1-64 letters, digits, '.', '_', ':' or '-', "
-                                    "starting with a letter or digit")
+            raise ServingError(f"--served-name {self.served_name!r}: 1-64 letters, digits, '.', '_', ':' or '-', "
+                               "starting with a letter or digit")
         cpus = os.cpu_count() or 1
         if self.threads is not None and self.threads > THREADS_PER_CPU * cpus:
-            raise TrainerInputError(f"--threads {self.threads} is more than {THREADS_PER_CPU} per CPU "
-                                    f"({THREADS_PER_CPU * cpus} on this machine)")
+            raise ServingError(f"--threads {self.threads} is more than {THREADS_PER_CPU} per CPU "
+                               f"({THREADS_PER_CPU * cpus} on this machine)")
         at_least(self, 1, "keep_versions", "record_queue", "max_batch", "max_batch_tokens", "max_tokens",
                  "default_max_tokens", "context", "threads", "vllm_max_lora_rank", "max_messages")
         at_least(self, 0, "batch_window_ms", "kv_cache_tokens")
         if self.poll_interval <= 0:
-            raise TrainerInputError("--poll-interval must be positive")
+            raise ServingError("--poll-interval must be positive")
         if self.default_max_tokens > self.max_tokens:
-            raise TrainerInputError(f"--default-max-tokens {self.default_max_tokens} is above --max-tokens "
-                                    f"{self.max_tokens}")
-        try:  # the options both servers share (the port, the body size, compaction, the tokens)
-            super().__post_init__()
-        except OptionError as exc:
-            raise TrainerInputError(str(exc)) from None
+            raise ServingError(f"--default-max-tokens {self.default_max_tokens} is above --max-tokens "
+                               f"{self.max_tokens}")
+        # the options both servers share (the port, the body size, compaction, the tokens): edge's OptionError
+        super().__post_init__()
         self.device = check_device(self.device)
         if self.adapter:  # a missing or foreign folder, pickle weights: the one-line error now, before any model
             from trainers.modeling.models import resolve_adapter

@@ -4,9 +4,13 @@ Why one thread: a model is not safe to use from two threads at once, and a peft 
 the thread is also what batches. Requests arrive on a queue; the thread takes the first, gathers whatever else
 arrives within `--batch-window-ms` (up to `--max-batch`), and runs one `trainers.generation.generate` call per
 version (and per request seed) in that batch, so 32 concurrent agents cost about one batched decode, not 32.
-Loading and unloading versions are commands on the same queue, run between batches: a swap never lands in the
-middle of a generation, and a request keeps the version it was resolved to (a new version only changes what
-later requests get).
+A new version is installed between two decode steps of the batch in flight (generate's `between_steps`), so a swap
+waits at most one step, not a whole generation (a 3,000-token answer held one 11-20 s before): the batch's requests
+keep generating with the version they were resolved to, whose weights a swap never touches (a LoRA version is copied
+into a spare slot or loaded as a new one, never made active; a whole model is read off the engine thread), and a
+new version only changes what later requests get. What would touch them waits for the batch's end: the first LoRA
+version while the base generates (peft wraps the base model's layers), and unloading the oldest versions beyond
+--keep-versions.
 
 Conversations: each call of a conversation (its trajectory id: serving/record.py) keeps its KV cache in the
 version's `TurnCache` (trainers/generation/generate.py), so an agent's next call computes only the tokens its tool result and
@@ -33,7 +37,7 @@ import asyncio
 import queue
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,18 +50,21 @@ from trainers.modeling.models import is_model_folder, load_model, load_tokenizer
 
 from .access_log import log
 from .config import ServeModelConfig
+from .errors import ServingError
 from .versions import (GenerationFailed, ServedVersions, Version, VersionGone, check_base, label_of, run_name,
                        weights_sha256)
 
 
 @dataclass
 class _Prepared:
-    """A version's weights read off the engine thread: their sha256 and, for a LoRA adapter, its config and tensors."""
+    """A version's weights read off the engine thread: their sha256 and, for a LoRA adapter, its config and tensors
+    (a whole model: the model itself, `model`, loaded by add_version)."""
 
     path: str
     sha256: str
     lora_config: object = None  # peft.LoraConfig, None for a full model
     state_dict: dict | None = None
+    model: object = None
 
 
 def _prepare(path: str) -> _Prepared:
@@ -72,7 +79,7 @@ def _prepare(path: str) -> _Prepared:
         config = LoraConfig.from_pretrained(path)
         weights = load_peft_weights(path, device="cpu")  # safetensors, or a .bin with weights_only
     except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise TrainerInputError(f"{path}: not a readable LoRA adapter ({type(exc).__name__}: {str(exc)[:200]})") from None
+        raise ServingError(f"{path}: not a readable LoRA adapter ({type(exc).__name__}: {str(exc)[:200]})") from None
     return _Prepared(path, sha, config, weights)
 
 
@@ -115,6 +122,8 @@ class EmbeddedEngine(ServedVersions):
         self._spare: list[tuple[str, object]] = []  # (adapter slot name, its LoraConfig): loaded, serving nothing
         self._slots = 0  # adapter slots made so far (their names: slot_<n>)
         self._queue: queue.Queue = queue.Queue()
+        self._swaps: deque = deque()  # add_version's installs, run between decode steps (or batches): _run_swaps
+        self._trim_due = False  # versions beyond --keep-versions to unload once the batch in flight ends
         self._turns: dict[str, TurnCache] = {}  # per version: the KV of recent conversations
         self._thread: threading.Thread | None = None
         self.context = cfg.context
@@ -142,23 +151,52 @@ class EmbeddedEngine(ServedVersions):
         caller's thread; the engine's thread installs them between batches. The oldest beyond --keep-versions are
         unloaded (their adapter slot kept as the spare)."""
         ready = _prepare(path)
+        if ready.lora_config is None and is_model_folder(Path(path)):  # a whole model: read here too, not in a batch
+            ready.model = load_model(path, device=self.dev).eval()
         done: queue.Queue = queue.Queue(maxsize=1)
 
-        def command():
+        def install(generating: Version | None) -> bool:
+            """Install it (between steps of a batch generating `generating`, or between batches); False: not now."""
+            if generating is not None and not self._swappable(ready, generating):
+                return False
             try:
                 v = self._install(self._load(step, path, ready))
-                self._trim()
+                if generating is None:
+                    self._trim()
+                else:  # once the batch ends: unloading may switch the active adapter
+                    self._trim_due = True
                 done.put(v)
             except BaseException as exc:  # handed to the caller: the engine thread keeps serving
                 done.put(exc)
+            return True
 
-        self._queue.put(command)
+        self._swaps.append(install)
+        self._queue.put(_SWAP)  # wakes an idle engine thread; a busy one takes it between two decode steps
         out = done.get()
         if isinstance(out, BaseException):
             raise out
         if out.kind == "lora" and not self._spare:
             self._queue.put(self._make_spare)  # after the requests already waiting: the next swap is a copy
         return out
+
+    def _swappable(self, ready: "_Prepared", generating: Version) -> bool:
+        """Whether installing `ready` leaves the weights of `generating` (the batch in flight) as they are: a whole
+        model is a model of its own; a LoRA one goes into a slot of the peft model, never made active, unless the
+        base generates (it would be wrapped in LoRA layers, or get a new slot's modules while its adapters are off)."""
+        if ready.lora_config is None or generating.kind != "base":
+            return True
+        return self._peft is not None and any(_same_lora(c, ready.lora_config) for _, c in self._spare)
+
+    def _run_swaps(self, generating: Version | None = None) -> None:
+        """Install the new versions waiting, in order (between decode steps of `generating`, or between batches);
+        between batches also unload those beyond --keep-versions."""
+        while self._swaps:
+            if not self._swaps[0](generating):
+                return  # after this batch: a later one waits too, so versions come in order
+            self._swaps.popleft()
+        if generating is None and self._trim_due:
+            self._trim_due = False
+            self._trim()
 
     def _load(self, step: str, path: str | None, ready: "_Prepared | None" = None) -> Version:
         name = f"{self.label}@{step}"
@@ -175,8 +213,9 @@ class EmbeddedEngine(ServedVersions):
                 adapter = self._copy_into(ready) or self._load_slot(path)
             return Version(name, step, "lora", path, ready.sha256, adapter=adapter)
         if not is_model_folder(Path(path)):
-            raise TrainerInputError(f"{path} is neither a LoRA adapter nor a model folder")
-        return Version(name, step, "full", path, ready.sha256, model=load_model(path, device=self.dev).eval())
+            raise ServingError(f"{path} is neither a LoRA adapter nor a model folder")
+        model = ready.model if ready.model is not None else load_model(path, device=self.dev).eval()
+        return Version(name, step, "full", path, ready.sha256, model=model)
 
     def _new_slot_name(self) -> str:
         self._slots += 1
@@ -196,7 +235,7 @@ class EmbeddedEngine(ServedVersions):
                 del self._spare[i]
                 result = set_peft_model_state_dict(self._peft, ready.state_dict, adapter_name=slot)
                 if result.unexpected_keys:  # a slot must take every tensor: else a version would mix two adapters
-                    raise TrainerInputError(f"adapter {ready.path} does not fit its slot: {result.unexpected_keys[:3]}")
+                    raise ServingError(f"adapter {ready.path} does not fit its slot: {result.unexpected_keys[:3]}")
                 return slot
         return None
 
@@ -277,9 +316,12 @@ class EmbeddedEngine(ServedVersions):
         window = self.cfg.batch_window_ms / 1000
         carry: _Job | None = None  # the request that did not fit the last batch: first in the next one
         while True:
+            self._run_swaps()
             item, carry = (carry, None) if carry is not None else (self._queue.get(), None)
             if item is None:
                 return
+            if item is _SWAP:
+                continue
             if not isinstance(item, _Job):
                 item()
                 continue
@@ -292,6 +334,8 @@ class EmbeddedEngine(ServedVersions):
                     nxt = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
                 except queue.Empty:
                     break
+                if nxt is _SWAP:  # taken between the decode steps of this batch, or after it
+                    continue
                 if not isinstance(nxt, _Job):
                     after = nxt  # a command or the stop: after this batch
                     break
@@ -303,6 +347,7 @@ class EmbeddedEngine(ServedVersions):
             self._run_batch(batch)
             if after is None:  # the stop
                 return
+            self._run_swaps()
             if after is not _NOTHING:
                 after()
 
@@ -344,7 +389,8 @@ class EmbeddedEngine(ServedVersions):
         try:
             with self._active(v) as model:
                 gens = generate(model, self.tokenizer, [j.prompt for j in jobs], [j.sampling for j in jobs],
-                                on_token=on_token, generator=generator, cache=cache, keys=keys, cancelled=cancelled)
+                                on_token=on_token, generator=generator, cache=cache, keys=keys, cancelled=cancelled,
+                                between_steps=lambda: self._swaps and self._run_swaps(v))
         except (RuntimeError, ValueError, IndexError, TypeError, TrainerInputError) as exc:
             # torch's and the model's errors: the batch's requests fail (500), the engine thread serves on
             failed = GenerationFailed(f"generation failed: {type(exc).__name__}: {str(exc)[:300]}")
@@ -378,6 +424,7 @@ class EmbeddedEngine(ServedVersions):
 
 
 _NOTHING = object()  # no command came in while a batch gathered
+_SWAP = object()  # on the queue: a new version waits in _swaps (wakes the engine thread; a busy one looks each step)
 
 
 def _settle(job: _Job, result: Generation | None = None, exc: BaseException | None = None) -> None:

@@ -27,6 +27,7 @@ from trainers.watch.config import WATCH_FILE
 
 from .access_log import log
 from .engine import EmbeddedEngine
+from .errors import ServingError
 from .versions import check_base, run_name
 
 
@@ -63,12 +64,12 @@ class Follower:
         try:
             meta = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
-            raise TrainerInputError(f"--follow {self.folder}: {WATCH_FILE} is unreadable ({exc})") from None
+            raise ServingError(f"--follow {self.folder}: {WATCH_FILE} is unreadable ({exc})") from None
         self.eval_every = int((meta.get("config") or {}).get("eval_every") or 0)
         self.lake_root = meta.get("lake_root") or self.lake_root
         if self.promote and self.eval_every <= 0:
-            raise TrainerInputError(f"--promote-if-better: the trainer in {self.folder} does not evaluate its "
-                                    "increments (start it with --eval-every K)")
+            raise ServingError(f"--promote-if-better: the trainer in {self.folder} does not evaluate its "
+                               "increments (start it with --eval-every K)")
         return True
 
     def newest(self) -> tuple[str, str] | None:
@@ -78,7 +79,7 @@ class Follower:
             n = checkpoint.step_of(ckpt)
             try:
                 self._check(ckpt)
-            except TrainerInputError as exc:
+            except (ServingError, TrainerInputError) as exc:  # check_base's, or check_weights' (the trainers')
                 self._refuse(n, exc)
                 continue
             self.seen = max(self.seen, n)
@@ -108,7 +109,7 @@ class Follower:
         try:
             if not self._read_meta():
                 return
-        except TrainerInputError as exc:  # a trainer that started without --eval-every: said once, never promoted
+        except ServingError as exc:  # a trainer that started without --eval-every: said once, never promoted
             self._note(0, "refused", str(exc))
             log(f"{exc}")
             self.eval_every = 0
@@ -133,7 +134,7 @@ class Follower:
             try:
                 self._check(ckpt)
                 v = self.engine.add_version(run_name(str(checkpoint.weights(ckpt))), str(checkpoint.weights(ckpt)))
-            except (TrainerInputError, OSError, ValueError, RuntimeError) as exc:
+            except (ServingError, TrainerInputError, OSError, ValueError, RuntimeError) as exc:
                 self._refuse(n, exc)
                 continue
             if self.promote:

@@ -69,6 +69,15 @@ async def _render(tok, messages: list[dict], tools: list[dict] | None) -> list[i
                               f"{str(exc)[:200]}", param="messages") from None
 
 
+def _chars(value) -> int:
+    return len(value) if isinstance(value, str) else len(str(value)) if value else 0
+
+
+def _refuse_beyond(size: int, bound: int, why: str, param: str) -> None:
+    if size > bound:
+        raise P.ApiError(400, why, param=param, code="context_length_exceeded")
+
+
 class _Call:
     """One chat request, parsed and rendered: what generation, the answer and the record need."""
 
@@ -100,12 +109,10 @@ class _Call:
         ctx = self.st.engine.context
         if not ctx:
             return
-        chars = sum(len(m["content"]) if isinstance(m.get("content"), str) else len(str(m.get("content") or ""))
-                    for m in self.template) + (len(str(self.tools)) if self.tools else 0)
-        if chars > ctx * CHARS_PER_TOKEN:
-            raise P.ApiError(400, f"the messages hold {chars} characters: more than this model's context of {ctx} "
-                                  f"tokens can hold (at most {CHARS_PER_TOKEN} characters a token)", param="messages",
-                             code="context_length_exceeded")
+        chars = sum(_chars(m.get(k)) for m in self.template for k in ("content", "reasoning", "tool_calls")) + (
+            len(str(self.tools)) if self.tools else 0)  # reasoning and calls too: a 15 MB reasoning took 145 s
+        _refuse_beyond(chars, ctx * CHARS_PER_TOKEN, f"the messages hold {chars} characters: more than this model's "
+                       f"context of {ctx} tokens can hold (at most {CHARS_PER_TOKEN} characters a token)", "messages")
 
     @property
     def recorded_id(self) -> str | None:
@@ -300,6 +307,11 @@ class _Completion:
                 raise P.ApiError(400, "one prompt per request (send several requests: they are batched together)",
                                  param="prompt")
             prompt = prompt[0]
+        if ctx := st.engine.context:  # before it is tokenized (a 15 MB prompt took 133 s, the event loop held)
+            text = isinstance(prompt, str)
+            _refuse_beyond(len(prompt), ctx * CHARS_PER_TOKEN if text else ctx, f"the prompt holds {len(prompt)} "
+                           f"{'characters' if text else 'tokens'}: more than this model's context of {ctx} tokens can "
+                           f"hold{f' (at most {CHARS_PER_TOKEN} characters a token)' if text else ''}", "prompt")
         ids = list(prompt) if isinstance(prompt, list) else tok.encode(prompt, add_special_tokens=False)
         if not ids:
             raise P.ApiError(400, "the prompt is empty", param="prompt")

@@ -19,9 +19,10 @@ from pathlib import Path
 
 from trainers.runtime import checkpoint
 from trainers.modeling.models import model_label
-from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import adapter_base_differs
 from trainers.runtime.model_folder import weights_sha256  # noqa: F401  (the engines' import; one implementation)
+
+from .errors import ServingError
 
 
 class UnknownModel(LookupError):
@@ -122,4 +123,4 @@ def check_base(weights: str | Path, base: str) -> None:
     adapter_config.json's base against the base's folder: trainers/runtime/model_folder.py adapter_base_differs)."""
     other = adapter_base_differs(weights, base)
     if other:
-        raise TrainerInputError(f"the adapter {weights} was trained on {other}, not on the served base {base}")
+        raise ServingError(f"the adapter {weights} was trained on {other}, not on the served base {base}")

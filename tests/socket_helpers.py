@@ -99,6 +99,26 @@ class Tricklers:
             s.close()
 
 
+def probe_behind_a_crowd(port: int, address: str, crowd: int = 20) -> tuple[bytes, float]:
+    """A health probe from `address` that sends its head a moment after connecting (a busy or distant client: 0.3
+    s), `crowd` more connections from the same address having come meanwhile: (its answer, seconds from its head to
+    the answer)."""
+    probe = connect(port, timeout=10, address=address)
+    time.sleep(0.1)  # the server has taken the probe's connection
+    others = [connect(port, address=address) for _ in range(crowd)]
+    time.sleep(0.2)  # ... and the crowd's
+    t0 = time.monotonic()
+    try:
+        probe.sendall(HEALTH)
+        return read_all(probe, 10), time.monotonic() - t0
+    except OSError:
+        return b"", time.monotonic() - t0
+    finally:
+        probe.close()
+        for s in others:
+            s.close()
+
+
 def slowloris_head(port: int, head: bytes, seconds: float = 4.0) -> tuple[bytes, float]:
     """`head`, then one byte of a header value every 0.1 s (never a whole head, never silent for long) until the
     server answers, closes, or `seconds` pass: (its whole answer, seconds from the first byte to the end)."""

@@ -20,7 +20,7 @@ from trainers.runtime.errors import TrainerInputError
 from trainers.rl.project_config import describe_config, edit_config, load_config, parse_layer_spec
 from trainers.transfer.config import TransferInitConfig, TransferTrainConfig
 from trainers.transfer.transfer import _target_data, load_spec, run_transfer_init
-from views.export import read_manifest
+from tests.views_helpers import read_manifest
 
 RL_EDIT_CONFIG = str(Path(sys.executable).with_name("rl_edit_config"))
 

@@ -17,6 +17,7 @@ from views_helpers import seeded_trajectories
 
 from lake import Lake
 from serving.config import ServeModelConfig
+from serving.errors import ServingError
 from trainers.runtime import checkpoint
 from trainers.runtime.errors import TrainerInputError
 from trainers.watch.config import WatchConfig
@@ -144,7 +145,7 @@ def test_an_adapter_of_another_base_is_refused_and_the_last_good_version_serves(
     cfg_path = foreign / "adapter_config.json"
     cfg_path.write_text(json.dumps({**json.loads(cfg_path.read_text()), "base_model_name_or_path": str(other)}))
 
-    with pytest.raises(TrainerInputError, match=f"was trained on {other}, not on the served base"):
+    with pytest.raises(ServingError, match=f"was trained on {other}, not on the served base"):
         with running(ServeModelConfig(model="tiny", adapter=str(foreign), record="off", threads=1)):
             pass
 

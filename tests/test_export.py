@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from lake import Lake
-from tests.views_helpers import new_lake, seeded_trajectories
-from views.export import ExportError, UnknownViewError, export_view, read_manifest
+from tests.views_helpers import new_lake, read_manifest, seeded_trajectories
+from views.export import ExportError, UnknownViewError, export_view
 
 runner = CliRunner()
 

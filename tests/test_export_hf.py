@@ -13,8 +13,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tests.views_helpers import new_lake, seeded_trajectories
-from views.export import ExportError, read_manifest
+from tests.views_helpers import new_lake, read_manifest, seeded_trajectories
+from views.export import ExportError
 from views.export_hf import export_view_hf
 from views.registry import view_sql_hash
 

@@ -90,8 +90,9 @@ def test_export_of_a_streaming_checkpoint_takes_the_newest_or_the_named_step(tin
     from peft import LoraConfig, get_peft_model
 
     from trainers.runtime import checkpoint
+    from trainers.runtime.run_reader import RunReader
     from trainers.runtime.errors import TrainerInputError
-    from trainers.export.merged import ExportModelConfig, export_model, run_weights
+    from trainers.export.merged import ExportModelConfig, export_model
     from trainers.modeling.models import load_model
     from trainers.watch.loop import IncrementCounter
 
@@ -102,10 +103,11 @@ def test_export_of_a_streaming_checkpoint_takes_the_newest_or_the_named_step(tin
     folder = tmp_path / "watch-run"
     for step in (1, 2):
         checkpoint.save(folder, step, model.save_pretrained, opt, IncrementCounter(step), {"offsets": {}})
-    assert run_weights(str(folder)) == (folder / "checkpoints" / "step-00000002" / "weights", 2)
-    assert run_weights(str(folder), 1)[1] == 1
+    reader = RunReader.open(str(folder), "run")  # what export_model's check_export asks for the weights
+    assert reader.weights(None) == (folder / "checkpoints" / "step-00000002" / "weights", 2)
+    assert reader.weights(1)[1] == 1
     with pytest.raises(TrainerInputError, match=r"no checkpoint of step 7: it keeps steps \[1, 2\]"):
-        run_weights(str(folder), 7)
+        reader.weights(7)
     out = tmp_path / "o"
     info = export_model(ExportModelConfig(run=str(folder / "checkpoints" / "step-00000001"), output=str(out)))
     assert info["step"] == 1 and info["lora"] and (out / "model.safetensors").is_file()

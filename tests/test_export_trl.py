@@ -14,7 +14,7 @@ def _train(tmp_path, data_dir, name):
     from trl import SFTConfig, SFTTrainer
 
     from trainers.runtime.device import cpu_defaults
-    from trainers.modeling.models import build_tiny_model, build_tokenizer
+    from trainers.modeling.tiny import build_tiny_model, build_tokenizer
 
     torch.set_num_threads(1)
     ds = datasets.load_dataset("parquet", data_dir=str(data_dir))["train"]
@@ -47,7 +47,7 @@ def test_dpo_export_is_trl_preference_data(tmp_path):
     import datasets
     from trl.data_utils import apply_chat_template, is_conversational
 
-    from trainers.modeling.models import build_tokenizer
+    from trainers.modeling.tiny import build_tokenizer
 
     lk = new_lake(tmp_path / "lake")
     lk.append("trajectories", [trajectory(i, f"task-{i % 3}", float(i % 2), i % 2 == 1) for i in range(12)])

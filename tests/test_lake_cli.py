@@ -56,6 +56,36 @@ def test_bad_line_fails_whole_append_with_file_line_and_field(lake_root, tmp_pat
     assert json.loads(count.output) == [{"n": 0}]
 
 
+def test_append_reads_jsonl_as_import_does_gzip_and_bounded(lake_root, tmp_path, monkeypatch):
+    """`lake append` reads a file through ground/jsonl.py, the reader of `lake import`: a gzip file (two members,
+    as `gzip -c a b` writes) is read through, and a line past the line bound or a truncated gzip stream is one
+    line naming the file and the line, with nothing written (before: the gzip bytes were invalid JSON on line 1,
+    and a line of any length was read whole into memory)."""
+    import gzip
+
+    from ground import jsonl
+
+    lines = [json.dumps(trajectory(i)).encode() + b"\n" for i in range(3)]
+    gz = tmp_path / "t.jsonl.gz"
+    gz.write_bytes(gzip.compress(b"".join(lines[:2])) + gzip.compress(lines[2]))
+    res = invoke("append", "trajectories", gz, "--json")
+    assert res.exit_code == 0 and json.loads(res.output)["rows"] == 3, res.output
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(gz.read_bytes()[:-12])
+    res = invoke("append", "trajectories", cut)
+    assert res.exit_code == 2 and f"{cut}:" in res.output and "truncated gzip stream" in res.output, res.output
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1000)
+    long = write_jsonl(tmp_path / "long.jsonl", [trajectory(7), {**trajectory(8), "metadata": {"x": "y" * 2000}}])
+    res = invoke("append", "trajectories", long)
+    assert res.exit_code == 2 and f"{long}:2: line longer than 1000 bytes" in res.output, res.output
+    assert "nothing was written" in res.output and "Traceback" not in res.output
+    imp = json.loads(invoke("import", long, "--json").output)  # lake import: the same reader, the same refusal
+    assert imp["rejected"] == 1 and "line longer than 1000 bytes" in imp["files"][0]["error"], imp
+    assert imp["files"][0]["line"] == 2
+    count = invoke("sql", "SELECT count(*) AS n FROM trajectories", "--format", "json")
+    assert json.loads(count.output) == [{"n": 3}]
+
+
 def test_query_error_is_duckdbs_message_without_traceback(lake_root):
     res = invoke("sql", "SELECT no_such_column FROM trajectories")
     assert res.exit_code == 1

@@ -42,9 +42,9 @@ def test_two_writers_with_compaction_and_a_reader(any_lake_root, tmp_path):
     record("rows after 2 writers + compaction", tried=total, unit="rows written", lost=total - distinct,
            duplicated=n - distinct)
     assert n == distinct == total
-    # both writers' last sequences are recorded in the log
-    assert lk.writer("w-a").committed_seq("trajectories") == batches - 1
-    assert lk.writer("w-b").committed_seq("trajectories") == batches - 1
+    # both writers' last sequences are recorded in the log (the app transaction the writer checks before a commit)
+    assert lk.delta_table("trajectories").transaction_version("w-a") == batches - 1
+    assert lk.delta_table("trajectories").transaction_version("w-b") == batches - 1
 
 
 @pytest.mark.s3

@@ -115,7 +115,7 @@ def test_replayed_writer_batch_adds_no_rows(lake):
     assert count(lake) == 2
     # A new process (a new Lake object) with the same writer id sees the committed sequence in the Delta log.
     fresh = Lake(lake.root).writer("importer-1")
-    assert fresh.committed_seq("trajectories") == 2
+    assert Lake(lake.root).delta_table("trajectories").transaction_version("importer-1") == 2
     assert fresh.append("trajectories", [trajectory(2)], seq=2).duplicate
     assert fresh.append("trajectories", [trajectory(3)]).seq == 3  # auto sequence continues after the log's
     assert count(lake) == 3
@@ -203,6 +203,29 @@ def test_uuid7_layout():
     assert len(set(ids)) == 5000
     assert all(i[14] == "7" and i[19] in "89ab" for i in ids)
     assert ids == sorted(ids)
+
+
+def test_uuid7_ids_sort_in_creation_order_across_calls_and_kinds(monkeypatch):
+    """One monotonic rule (ground/ids.py) for the lake's event ids and every other id: later calls, single ids
+    between them, a clock that stands still or goes back, and a full counter (it borrows the next ms) never sort
+    before what came earlier (before: the lake's counter restarted at 0 in each call, so two calls in one ms sorted
+    at random by their random tails, and ingest's ids kept a rule of their own)."""
+    import time
+    import uuid
+
+    from ground import ids
+    from ground.ids import COUNTER_BITS, uuid7
+
+    now = time.time_ns()
+    monkeypatch.setattr(time, "time_ns", lambda: now)  # a clock that does not move
+    made = [*uuid7_array(3).to_pylist(), uuid7(), *uuid7_array(2).to_pylist(), uuid7()]
+    monkeypatch.setattr(time, "time_ns", lambda: now - 10**9)  # a clock set back a second
+    made += [uuid7(), *uuid7_array(2).to_pylist()]
+    ids._last = max(ids._last, ((now // 10**6) << COUNTER_BITS) | ((1 << COUNTER_BITS) - 2))  # only ever up
+    made += [*uuid7_array(3).to_pylist(), uuid7()]  # the counter runs over: the next ms
+    assert made == sorted(made) and len(set(made)) == len(made)
+    assert all(uuid.UUID(i).version == 7 and uuid.UUID(i).variant == uuid.RFC_4122 for i in made)
+    assert int(made[-1][:8] + made[-1][9:13], 16) == now // 10**6 + 1
 
 
 def test_views_dir_sql_files_become_views(tmp_path):

@@ -1,6 +1,6 @@
 """Durability to the OS: every file and directory entry of a commit is fsynced before the caller hears of it.
 
-The recorder wraps lake.durable.fsync_fd, the one function through which the lake calls os.fsync: it notes
+The recorder wraps ground.durable.fsync_fd, the one function through which the lake calls os.fsync: it notes
 which path each descriptor names (/proc/self/fd) and then really fsyncs it.
 """
 import os
@@ -10,7 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lake import Lake, durable, schemas
+from ground import durable
+from lake import Lake, schemas
 from lake.delta import commit_actions
 from lake.maintenance import compact
 from tests.lake_helpers import trajectory

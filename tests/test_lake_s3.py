@@ -78,7 +78,7 @@ def _lake_caller() -> str:
     frame = sys._getframe(2)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
-        if module.startswith("lake."):
+        if module.startswith(("lake.", "ground.")):  # the ground: the fsync and atomic writes the lake calls
             return f"{module}.{frame.f_code.co_qualname}"
         frame = frame.f_back
     return "outside the lake"
@@ -93,7 +93,7 @@ sys.addaudithook(_audit)  # hooks cannot be removed: it records only while `_ope
 
 # A local disk's durability and locking need file descriptors: fsync of written files and directories, the
 # temp file of an atomic replace, the flock files. None of them reads the log or data.
-LOCAL_ONLY = ("lake.durable.fsync_path", "lake.atomic.write_bytes_atomic", "lake.locks.TableLocks._fd",
+LOCAL_ONLY = ("ground.durable.fsync_path", "ground.atomic.write_bytes_atomic", "lake.locks.TableLocks._fd",
               "lake.maintenance.compaction_lock")
 
 
@@ -110,7 +110,7 @@ def check_opens(any_lake_root, opened):
     assert under, "a local lake fsyncs its commits: the hook must see those opens"
     assert {who for _, who in under} <= set(LOCAL_ONLY), under
     reads = [(p, who) for p, who in under if ("_delta_log" in p or p.endswith(".parquet"))
-             and who != "lake.durable.fsync_path"]
+             and who != "ground.durable.fsync_path"]
     assert reads == []
 
 

@@ -61,3 +61,18 @@ def test_a_forbidden_import_breaks_the_contracts(tmp_path, module, source, contr
     broken = broken_section(report)
     assert code == 1 and contract in broken, report
     assert Path(module).stem in broken, report  # the module added to the copy: the copy was read
+
+
+def test_the_ground_imports_the_standard_library_and_orjson_only():
+    """ground/ (the generic helpers every wing uses: envs and the model code on a machine with no lake included)
+    stands on the standard library and orjson alone; the ground-bottom contract checks our packages, this the rest."""
+    import ast
+
+    allowed = set(sys.stdlib_module_names) | {"orjson", "ground", "__future__"}
+    outside = []
+    for path in sorted((ROOT / "ground").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            outside += [f"{path.name}: {n}" for n in names if n.split(".")[0] not in allowed]
+    assert outside == []

@@ -14,7 +14,8 @@ def test_tiny_is_cached_and_loads_through_from_pretrained(tiny_dir):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainers.modeling.models import resolve_model, tiny_model_path
+    from trainers.modeling.models import resolve_model
+    from trainers.modeling.tiny import tiny_model_path
 
     assert resolve_model("tiny") == str(tiny_dir)
     mtime = (tiny_dir / "model.safetensors").stat().st_mtime
@@ -101,7 +102,7 @@ def test_tiny_corpus_is_packaged_data_only(tiny_dir, tmp_path):
     import subprocess
     import sys
 
-    from trainers.modeling.models import TINY_VERSION, TINY_CONFIG, tiny_corpus
+    from trainers.modeling.tiny import TINY_VERSION, TINY_CONFIG, tiny_corpus
 
     texts, info = tiny_corpus()
     want = hashlib.sha256(json.dumps([TINY_VERSION, TINY_CONFIG, texts], ensure_ascii=False).encode()).hexdigest()[:12]
@@ -109,7 +110,7 @@ def test_tiny_corpus_is_packaged_data_only(tiny_dir, tmp_path):
     assert set(info["envs"]) == {"bash_exec_env", "git_repo_env", "python_debug_env"} and info["splits"] == ["train"]
     for pkg in ("transcript", "envs", "trainers"):
         shutil.copytree(th.REPO / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    code = ("import hashlib, json, trainers.modeling.models as m; assert m.__file__.startswith(%r), m.__file__; "
+    code = ("import hashlib, json, trainers.modeling.tiny as m; assert m.__file__.startswith(%r), m.__file__; "
             "t, _ = m.tiny_corpus(); print(hashlib.sha256(json.dumps([m.TINY_VERSION, m.TINY_CONFIG, t], "
             "ensure_ascii=False).encode()).hexdigest()[:12])" % str(tmp_path))
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,

@@ -1,6 +1,6 @@
 """One way to fail, open a lake, find a run and write atomically (issue 36 item 3), and one spelling per option
 (item 4): the CLI ends any wing's UserError in one line with its exit code, a missing lake is the one message with
-the command's own way out, RunReader finds the weights of every kind of run folder, lake.atomic's writers leave
+the command's own way out, RunReader finds the weights of every kind of run folder, ground.atomic's writers leave
 the old or the new and never a temp folder, and SFT's renamed options still take their old spelling."""
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from ground.atomic import folder_atomically, write_bytes_atomic
 from ground.errors import UserError
 from lachesis.console import App, config_command
 from lake import NoLakeError, open_lake
-from lake.atomic import folder_atomically, write_bytes_atomic
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.run_reader import RunReader
 

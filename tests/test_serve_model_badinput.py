@@ -15,6 +15,7 @@ from serve_model_helpers import TOOLS, client, lake_rows, running
 from train_helpers import REPO, tiny_dir  # noqa: F401  (the session's tiny model)
 
 from serving.config import ServeModelConfig
+from serving.errors import ServingError
 from trainers.runtime.errors import TrainerInputError
 
 HI = [{"role": "user", "content": "hi"}]
@@ -82,9 +83,11 @@ def test_token_guards_every_route_but_health(server):
 
 def test_loopback_by_default_and_bad_options_are_one_line():
     assert ServeModelConfig().host == "127.0.0.1"
-    for kw, words in (({"record": "maybe"}, "--record"), ({"adapter": "no-such-run", "follow": "b"}, "no-such-run"),
-                      ({"promote_if_better": True}, "--follow"), ({"max_tokens": 8, "default_max_tokens": 9}, "above")):
-        with pytest.raises(TrainerInputError, match=words):
+    for kw, words, error in (({"record": "maybe"}, "--record", ServingError),
+                             ({"adapter": "no-such-run", "follow": "b"}, "no-such-run", TrainerInputError),
+                             ({"promote_if_better": True}, "--follow", ServingError),
+                             ({"max_tokens": 8, "default_max_tokens": 9}, "above", ServingError)):
+        with pytest.raises(error, match=words):
             ServeModelConfig(**kw)
 
 

@@ -130,6 +130,29 @@ def test_a_15_mb_chat_is_refused_before_it_is_tokenized(server):
     assert httpx.get(server + "/v1/models", timeout=10).status_code == 200
 
 
+BIG = 15 << 20  # 15 MiB of text, within the 16 MiB body bound
+
+
+@pytest.mark.attack
+@pytest.mark.parametrize("path, body, param", [
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}, {
+        "role": "assistant", "content": "a", "reasoning_content": "r " * (BIG // 2)}, {"role": "user", "content": "go"}]},
+     "messages"),
+    ("/v1/completions", {"prompt": "x " * (BIG // 2)}, "prompt"),
+    ("/v1/completions", {"prompt": [5] * (BIG // 3)}, "prompt"),
+], ids=["chat-reasoning", "completion-text", "completion-ids"])
+def test_a_15_mb_request_of_any_shape_is_refused_within_the_body_deadline(server, path, body, param):
+    """Hardening IV item 7, the shapes the first bound missed: 15 MB of an assistant message's reasoning (145 s, past
+    the 120 s body deadline, while it was tokenized) and a 15 MB /v1/completions prompt (133 s, the event loop held:
+    tokenized as the request was parsed); 5M token ids 10 s. Now a 400 before any tokenizing."""
+    t0 = time.perf_counter()
+    r = httpx.post(server + path, json={"model": "tiny", "max_tokens": 2, **body}, timeout=150)
+    took = time.perf_counter() - t0
+    assert r.status_code == 400, r.text[:300]
+    assert r.json()["error"]["code"] == "context_length_exceeded" and r.json()["error"]["param"] == param
+    assert took < 30, took  # a deadline: about a second here (the body's transfer and parse), minutes before
+
+
 # -- Hardening IV item 3: a `<tool_call>` nested 5,000 deep in an assistant message (10 KB, within every body
 # bound) was a RecursionError in the one tool-call parser: a plain 500 with a traceback ----------------------------
 DEEP_CALL = '<tool_call>{"name": "run", "arguments": ' + "[" * 5000 + "]" * 5000 + "}</tool_call>"

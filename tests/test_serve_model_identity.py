@@ -27,7 +27,6 @@ from edge.tokens import resolve_tokens
 from lake import Lake
 from serving.config import ServeModelConfig
 from tests.ingest_helpers import lake_cmd
-from trainers.runtime.errors import TrainerInputError
 
 TOKENS = {"alice": "tok-alice-0123456789", "bob": "tok-bob-0123456789", "carol": "tok-carol-0123456789"}
 # a one-word comment first (Hardening IV item 2: it was the only token, and every client after it got a 401)
@@ -200,7 +199,7 @@ def test_a_file_that_is_not_a_token_file_is_refused(tmp_path, text, match):
     with pytest.raises(OptionError, match=match) as caught:
         resolve_tokens(None, f)
     assert "\n" not in str(caught.value) and str(f) in str(caught.value)
-    with pytest.raises(TrainerInputError, match=match):  # lake serve-model refuses it before loading a model
+    with pytest.raises(OptionError, match=match):  # lake serve-model refuses it before loading a model
         ServeModelConfig(model="tiny", record="off", token_file=f)
 
 
@@ -218,7 +217,7 @@ def test_a_token_file_that_is_no_regular_small_file_is_refused_before_it_is_read
         f.write_text("alice tok-a\n" + "#" * (2 << 20) + "\n")
     else:
         f.write_bytes(b"alice tok-\xff\xfe\n")
-    why = {"fifo": "a FIFO", "device": "a device", "folder": "a folder", "oversized": "too large",
+    why = {"fifo": "a FIFO", "device": "a character device", "folder": "a folder", "oversized": "too large",
            "binary": "not UTF-8"}[kind]
     done: list = []
     reader = threading.Thread(target=lambda: done.append(_refusal(f)), daemon=True)

@@ -15,7 +15,7 @@ import pytest
 
 from serve_model_helpers import running
 from socket_helpers import (HEALTH, Tricklers, ask, closed_within, connect, health_ms, huge_header, post_head,
-                            slowloris_head)
+                            probe_behind_a_crowd, slowloris_head)
 from train_helpers import tiny_dir  # noqa: F401  (the session's tiny model)
 
 from edge.options import HttpLimits
@@ -116,6 +116,20 @@ def test_health_answers_and_others_get_in_while_one_address_trickles(server):
         assert len(drip.answers) >= 32, len(drip.answers)
     finally:
         drip.close()
+
+
+@pytest.mark.attack
+def test_a_probe_from_the_flooding_address_is_answered_though_more_connections_came(server):
+    """Hardening IV item 7 (edge.limits, as for lake serve): the address's share trickles bodies, its probe sends its
+    head 0.3 s after connecting, 7 more of its connections having come meanwhile (16 in all: the cap); before, the first of them closed
+    the probe before its head came."""
+    drip = Tricklers(server[1], 8, TRICKLE_HEAD, "127.0.0.9")
+    try:
+        answer, took = probe_behind_a_crowd(server[1], "127.0.0.9", crowd=7)
+    finally:
+        drip.close()
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+    assert took < 3, took
 
 
 @pytest.mark.attack

@@ -15,7 +15,7 @@ import pytest
 from train_helpers import REPO
 
 from serving.config import ServeModelConfig
-from trainers.runtime.errors import TrainerInputError
+from serving.errors import ServingError
 
 
 @pytest.mark.attack
@@ -30,7 +30,7 @@ def test_bad_options_are_one_line(tmp_path, kw, words):
     if kw.get("follow") == "FILE":
         (tmp_path / "f").write_text("x")
         kw = {"follow": str(tmp_path / "f")}
-    with pytest.raises(TrainerInputError, match=words) as info:
+    with pytest.raises(ServingError, match=words) as info:
         ServeModelConfig(record="off", **kw)
     assert "\n" not in str(info.value)
 

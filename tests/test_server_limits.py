@@ -19,8 +19,8 @@ import pytest
 from lake import Lake
 from tests.ingest_helpers import ServerProcess, free_port, lake_cmd
 from tests.socket_helpers import (HEALTH, Tricklers, ask, closed_within as _closed_within, connect as _connect,
-                                    health_ms as _health_ms, huge_header, post_head, read_all as _read_all,
-                                    slowloris_head)
+                                    health_ms as _health_ms, huge_header, post_head, probe_behind_a_crowd,
+                                    read_all as _read_all, slowloris_head)
 
 FAST = ["--header-timeout", "1", "--read-timeout", "1", "--keep-alive-timeout", "1", "--max-connections", "8"]
 
@@ -278,3 +278,20 @@ def test_a_flood_of_trickling_connections_from_one_address_leaves_health_fast(sh
         assert len(drip.answers) >= 32, len(drip.answers)
     finally:
         drip.close()
+
+
+@pytest.mark.attack
+def test_a_probe_from_the_flooding_address_is_not_closed_before_its_head_comes(shedding):
+    """Hardening IV item 7: the flooding address's share is full of trickling bodies, its health probe connects and
+    sends its head 0.3 s later, 7 more connections from it having come meanwhile (16 in all: the cap). Before, the first of them closed
+    the probe (the address's connection idle the longest) before its head came: 5 probes of 5 unanswered. Now a
+    connection that has not begun a request is kept a moment, the newcomers wait on probation: answered at once."""
+    for i in range(3):
+        address = f"127.0.0.{20 + i}"
+        drip = Tricklers(shedding.port, 8, TRICKLE_HEAD, address)
+        try:
+            answer, took = probe_behind_a_crowd(shedding.port, address, crowd=7)
+        finally:
+            drip.close()
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+        assert took < 3, took  # a deadline with room for a busy machine: milliseconds here

@@ -56,16 +56,16 @@ def test_engine_options_are_checked_in_one_line(tiny_dir, tmp_path):
     """Everywhere (no vLLM needed): options of the vllm engine without it, a missing vLLM, LoRA ranks."""
     from serving.app import load_engine
     from serving.config import ServeModelConfig
+    from serving.errors import ServingError
     from serving.vllm_engine import lora_rank
-    from trainers.runtime.errors import TrainerInputError
 
-    with pytest.raises(TrainerInputError, match="need --engine vllm"):
+    with pytest.raises(ServingError, match="need --engine vllm"):
         ServeModelConfig(vllm_url="http://127.0.0.1:9")
-    with pytest.raises(TrainerInputError, match=r"no vLLM at .*just vllm-venv"):
+    with pytest.raises(ServingError, match=r"no vLLM at .*just vllm-venv"):
         load_engine(ServeModelConfig(model=str(tiny_dir), engine="vllm", vllm_python=str(tmp_path / "python"),
                                      lake_root=str(tmp_path / "lake")))
     assert [lora_rank(r) for r in (1, 8, 12, 16, 64)] == [1, 8, 16, 16, 64]
-    with pytest.raises(TrainerInputError, match="largest --max-lora-rank"):
+    with pytest.raises(ServingError, match="largest --max-lora-rank"):
         lora_rank(1024)
 
 
@@ -73,7 +73,7 @@ def test_engine_options_are_checked_in_one_line(tiny_dir, tmp_path):
 @needs_vllm
 def test_vllm_engine_serves_lora_versions_like_the_embedded_path(tiny_dir, tmp_path):
     from serving.config import ServeModelConfig
-    from trainers.runtime.errors import TrainerInputError
+    from serving.errors import ServingError
 
     run1, run2 = adapter(tiny_dir, tmp_path / "run-a", 1), adapter(tiny_dir, tmp_path / "run-b", 2)
     lake = tmp_path / "lake"
@@ -102,6 +102,6 @@ def test_vllm_engine_serves_lora_versions_like_the_embedded_path(tiny_dir, tmp_p
         assert r2.model == "tiny@2"
         want2 = peft_greedy(tiny_dir, run2, 12)
         assert max(abs(t.logprob - w) for t, w in zip(r2.choices[0].logprobs.content, want2.logprobs)) < 1e-4
-        with pytest.raises(TrainerInputError, match="hot-loads LoRA adapters only"):
+        with pytest.raises(ServingError, match="hot-loads LoRA adapters only"):
             engine.add_version("3", str(tiny_dir))
     assert engine.proc is None  # the vLLM server we started is stopped with us

@@ -64,7 +64,6 @@ def test_registered_with_splits_and_listed():
 def test_spec_is_deterministic_per_seed_and_json_able():
     a, b = draw(12, "train"), draw(12, "train")
     assert a.as_dict() == b.as_dict() and json.loads(json.dumps(a.as_dict())) == a.as_dict()
-    assert type(a).from_dict(a.as_dict()) == a
     assert len({draw(s, "train").instruction for s in range(50)}) == 50  # different seeds, different tasks
     assert draw(12, "train", "column-left").layout == "column-left"
     # the same in another process with another string hash seed (no set or hash order leaks into a draw)

@@ -82,7 +82,7 @@ def tiny_dir(tmp_path_factory):
         cache = tmp_path_factory.mktemp("lachesis-cache")
         os.environ["LACHESIS_CACHE"] = str(cache)
         set_threads()
-        from trainers.modeling.models import tiny_model_path
+        from trainers.modeling.tiny import tiny_model_path
 
         _TINY.append(tiny_model_path())
     return _TINY[0]

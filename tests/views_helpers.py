@@ -13,11 +13,17 @@ from pathlib import Path
 import yaml
 
 from lake import Lake
+from lake.as_of import MANIFEST_NAME
 
 DATA = Path(__file__).parent / "data"
 CORPUS_TAR = Path(__file__).parent.parent / "ingest" / "data" / "hermes_skills_0.19.0.tar.gz"  # package data
 FIXTURE = DATA / "hermes_skills_views"
 T0 = dt.datetime(2026, 5, 1, tzinfo=dt.timezone.utc)
+
+
+def read_manifest(folder: str | Path) -> dict:
+    """The manifest.json an export wrote into `folder`."""
+    return json.loads((Path(folder) / MANIFEST_NAME).read_text(encoding="utf-8"))
 
 
 def chat(task: str, ok: bool, i: int, *, with_tool: bool = True) -> list[dict]:

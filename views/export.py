@@ -19,8 +19,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -29,9 +27,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ground.atomic import folder_atomically
+from ground.digest import file_sha256
 from ground.errors import UserError
 from lake import Lake
-from lake.atomic import folder_atomically
 from lake.output_folder import check_output_folder
 from lake.as_of import MANIFEST_NAME, AsOf
 from lake.query import QueryError, ident, where_clause
@@ -369,20 +368,8 @@ def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _writer_info(fmt: str) -> dict:
     info: dict[str, Any] = {"duckdb": duckdb.__version__, "pyarrow": pa.__version__}
     if fmt == "parquet":
         info["parquet"] = dict(PARQUET_SETTINGS)
     return info
-
-
-def read_manifest(folder: str | os.PathLike) -> dict:
-    return json.loads((Path(folder) / MANIFEST_NAME).read_text(encoding="utf-8"))

@@ -28,11 +28,12 @@ from datasets.info import DatasetInfosDict
 from huggingface_hub import DatasetCard, DatasetCardData
 from huggingface_hub.errors import HFValidationError, HfHubHTTPError, LocalTokenNotFoundError, OfflineModeIsEnabled
 
+from ground.atomic import folder_atomically
+from ground.digest import file_sha256
 from lake import Lake
 from lake.as_of import MANIFEST_NAME, AsOf
-from lake.atomic import folder_atomically
 from lake.snapshot import Snapshot
-from views.export import ExportError, check_outside_lake, export_snapshot, file_sha256, view_snapshot
+from views.export import ExportError, check_outside_lake, export_snapshot, view_snapshot
 
 CARD_NAME = "README.md"
 DEFAULT_LICENSE = "unknown"

@@ -19,7 +19,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from lake.atomic import folder_atomically
+from ground.atomic import folder_atomically
+from ground.digest import file_sha256
 from lake.envelope import content_hashes
 from lake.records import validate_record
 from lake.schemas import TABLES, payload_schema, table_schema
@@ -60,7 +61,7 @@ def read_hermes_folder(root: str | os.PathLike) -> HermesFolder:
         prov, _ = skill_provenance(doc.name, skill_folder(doc), bundled, hub)
         out.skills.append(skill_payload(doc, prov))
     out.usage = [usage_payload(name, rec) for name, rec in (usage or {}).items()]
-    out.digest = folder_digest(root, usage is not None)  # no link followed, no FIFO opened (lake.folder_files)
+    out.digest = folder_digest(root, usage is not None)  # no link followed, no FIFO opened (ground/files.py)
     return out
 
 
@@ -184,7 +185,7 @@ def write_instruction_files(result: InstructionResult, output: str | os.PathLike
                     line = {k: p[k] for k in LINE_FIELDS}
                     f.write(json.dumps(line, ensure_ascii=False) + "\n")
             files.append({"path": name, "skill": skill, "rows": len(by_skill[skill]),
-                          "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+                          "sha256": file_sha256(path)})
         manifest = {
             "manifest_version": 1,
             "view": "instruction",

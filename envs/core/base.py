@@ -264,11 +264,11 @@ class ToolEnv(gymnasium.Env):
         for t in loaded:
             if t.env and t.env != self.env_name:
                 path, line = line_of(t)
-                raise TaskFileError(path, line, "env", f"task is for {t.env!r}, not {self.env_name!r}")
+                raise TaskFileError(path, line, f"task is for {t.env!r}, not {self.env_name!r}", "env")
             problem = self.validate_task(t)
             if problem:
                 path, line = line_of(t)
-                raise TaskFileError(path, line, problem[0], problem[1])
+                raise TaskFileError(path, line, problem[1], problem[0])
         loaded = [t if t.env else _with_env(t, self.env_name) for t in loaded]
         remember_tasks(loaded)  # so a policy reset with this env's info finds them by task_id
         return Suite.from_tasks(self.env_name, loaded)

@@ -14,13 +14,11 @@ A task line is a JSON object:
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
-from ground.errors import UserError
+from ground.files import Refusal, open_named
+from ground.jsonl import JsonlError, iter_records
 
 # train: what training sees; test: held-out names (slot values no train text holds) of the train families;
 # test_families: whole task families that no train or test task comes from (issue 24), with test-split names.
@@ -58,12 +56,11 @@ class Task:
         return rec
 
 
-class TaskFileError(UserError, ValueError):
-    """A malformed task file: names the file, line and field."""
+class TaskFileError(JsonlError):
+    """A malformed task file: names the file, line and field ("" when none: the line, or the file, as a whole)."""
 
-    def __init__(self, path: str, line: int, fld: str, message: str):
-        self.path, self.line, self.field, self.message = path, line, fld, message
-        super().__init__(f"{path}:{line}: field {fld!r}: {message}" if fld else f"{path}:{line}: {message}")
+    def __init__(self, path: str, line: int, message: str, field: str = "", **kw):
+        super().__init__(path, line, message, field, **kw)
 
 
 # The environment-specific fields a task record keeps (each environment's validate_task checks its own): the
@@ -76,7 +73,7 @@ def task_from_record(rec: dict, *, where: tuple[str, int] = ("<record>", 0), spl
     path, line = where
 
     def err(fld: str, msg: str) -> TaskFileError:
-        return TaskFileError(path, line, fld, msg)
+        return TaskFileError(path, line, msg, fld)
 
     if not isinstance(rec, dict):
         raise err("", "expected a JSON object")
@@ -132,39 +129,34 @@ MAX_TASK_FILE_MB = 256  # a task file larger than this is refused before it is r
 
 
 def load_tasks_file(path: str | os.PathLike) -> list[Task]:
-    """Read a JSONL task file once; a malformed line raises TaskFileError naming the line and field. Only a regular
-    file of at most MAX_TASK_FILE_MB is read (a folder, FIFO or device is refused before it is opened, so nothing
-    hangs), and a line nested deeper than orjson's limit is an invalid line, never a RecursionError."""
+    """Read a JSONL task file once (ground/jsonl.py: plain or gzip); a malformed line raises TaskFileError naming
+    the line and field. Only a regular file of at most MAX_TASK_FILE_MB is read (a folder, FIFO or device is
+    refused before a byte is read, ground/files.py: nothing hangs), and a line nested deeper than orjson's limit is
+    an invalid line, never a RecursionError."""
     p = Path(path)
     try:
-        st = p.stat()
+        fh = open_named(p)
     except FileNotFoundError:
         raise FileNotFoundError(f"task file not found: {p}") from None
+    except Refusal:
+        raise TaskFileError(str(p), 0, "not a regular file (a folder, FIFO or device): give a .jsonl file") from None
     except OSError as exc:
-        raise TaskFileError(str(p), 0, "", f"cannot read it ({exc.strerror})") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise TaskFileError(str(p), 0, "", "not a regular file (a folder, FIFO or device): give a .jsonl file")
-    if st.st_size > MAX_TASK_FILE_MB << 20:
-        raise TaskFileError(str(p), 0, "", f"{st.st_size >> 20} MB; task files of at most {MAX_TASK_FILE_MB} MB "
-                                           "are read")
+        raise TaskFileError(str(p), 0, f"cannot read it ({exc.strerror})") from None
     tasks: list[Task] = []
     seen: dict[str, int] = {}
-    with p.open("rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            try:
-                rec = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                raise TaskFileError(str(p), lineno, "", f"invalid JSON ({exc})") from None
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > MAX_TASK_FILE_MB << 20:
+            raise TaskFileError(str(p), 0, f"{size >> 20} MB; task files of at most {MAX_TASK_FILE_MB} MB are read")
+        for lineno, rec in iter_records(p, fileobj=fh, error=TaskFileError):
             task = task_from_record(rec, where=(str(p), lineno))
             if task.task_id in seen:
-                raise TaskFileError(str(p), lineno, "task_id",
-                                    f"duplicate {task.task_id!r} (first on line {seen[task.task_id]})")
+                raise TaskFileError(str(p), lineno, f"duplicate {task.task_id!r} (first on line {seen[task.task_id]})",
+                                    "task_id")
             seen[task.task_id] = lineno
             tasks.append(task)
     if not tasks:
-        raise TaskFileError(str(p), 0, "", "no tasks in file")
+        raise TaskFileError(str(p), 0, "no tasks in file")
     remember_tasks(tasks)
     return tasks
 

@@ -112,16 +112,6 @@ class Group:
             if os.path.exists(f"{path}/memory.memsw.limit_in_bytes"):
                 _write(f"{path}/memory.memsw.limit_in_bytes", str(memory_bytes))
 
-    def peak_memory(self) -> int | None:
-        """The most memory the group has held (bytes), where the kernel reports it."""
-        for path in self.dirs:
-            for name in ("memory.peak", "memory.max_usage_in_bytes"):
-                try:
-                    return int(_read(f"{path}/{name}"))
-                except (OSError, ValueError):
-                    continue
-        return None
-
     def close(self) -> None:
         """Remove the groups; their processes are dead by now (the last exits can lag a moment)."""
         for path in self.dirs:

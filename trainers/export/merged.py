@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lake.atomic import folder_atomically
+from ground.atomic import folder_atomically
 from lake.output_folder import check_output_folder
 from trainers.export.gguf import GGUF_NAME, write_gguf
 from trainers.modeling.models import load_model, load_tokenizer, resolve_model
@@ -71,11 +71,6 @@ class ExportModelConfig:
         out = Path(self.output).expanduser()
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
             raise TrainerInputError(f"output folder {out} is not empty: pass a new --output folder")
-
-
-def run_weights(run: str, step: int | None = None) -> tuple[Path, int | None]:
-    """The weights folder `lake export-model RUN [--step N]` exports and its checkpoint step (RunReader.weights)."""
-    return RunReader.open(run, "run").weights(step)
 
 
 def check_export(cfg: ExportModelConfig) -> tuple[Path, int | None]:

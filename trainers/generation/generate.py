@@ -280,12 +280,13 @@ def _pick(logits, samplings: list[Sampling], done, generator):
 
 def generate(model, tok, prompts: list[list[int]], sampling: Sampling | list[Sampling], *, on_token=None,
              generator=None, share_prefix: bool = True, cache: TurnCache | None = None,
-             keys: list | None = None, cancelled=None) -> list[Generation]:
+             keys: list | None = None, cancelled=None, between_steps=None) -> list[Generation]:
     """Batched generation of each prompt's continuation. One Sampling for all rows or one per row.
 
     on_token(row, token_id, logprob): called for each new token as soon as it is chosen. cancelled(row) -> bool:
     asked before each step for the rows still going; a row it names stops there (finish_reason "cancelled"), and
-    the batch ends once every row has stopped. generator: a seeded
+    the batch ends once every row has stopped. between_steps(): called after each step, before the next forward pass
+    (the serving engine installs a new version there, leaving this batch's weights alone). generator: a seeded
     torch.Generator for sampling (default torch's global RNG). share_prefix: compute the prompts' common prefix once.
     cache + keys (one hashable per row): reuse and keep each row's KV across calls (multi-turn)."""
     import torch
@@ -359,6 +360,8 @@ def generate(model, tok, prompts: list[list[int]], sampling: Sampling | list[Sam
             t += 1
             if all(done):
                 break
+            if between_steps is not None:
+                between_steps()
             att = torch.cat([att, torch.ones((B, 1), dtype=torch.long)], 1)
             p = (pos[:, -1:] + 1)
             pos = torch.cat([pos, p], 1)

@@ -26,6 +26,7 @@ import time
 import uuid
 from pathlib import Path
 
+from ground import processes
 from trainers.eval.evaluate import load_eval_tasks
 from trainers.generation.generate import rollout_model, use_bf16
 from trainers.modeling.models import model_label
@@ -141,13 +142,7 @@ class ActorPool:
         self.stopped = True
         if self.procs:
             (self.folder / STOP).touch()
-        deadline = time.monotonic() + timeout
-        for p in self.procs:
-            try:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        processes.stop(self.procs, timeout, term=False)  # told by the STOP file; killed past the timeout
         self.check_exits()
 
     def check_exits(self) -> None:
@@ -159,10 +154,7 @@ class ActorPool:
     def kill(self) -> None:
         """After a learner error: no actor outlives it."""
         self.stopped = True
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        processes.stop(self.procs, 0, term=False)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import envs
 from envs.core.episode import EpisodeLost
-from lake.jsonl import read_jsonl
+from ground.jsonl import read_jsonl
 from trainers.eval.evaluate import EvalSettings, evaluate_model, load_eval_tasks
 from trainers.generation.episodes import play
 from trainers.generation.generate import Sampling, Turns, rollout_model, use_bf16

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envs import RewardWeights
-from lake.atomic import write_bytes_atomic
-from lake.folder_files import Refusal, read_named
+from ground.atomic import write_bytes_atomic
+from ground.files import Refusal, read_named
+from ground.ranges import at_least, positive
 from trainers.generation.generate import STOP_REPETITION, check_stop_repetition
 from trainers.rl.grpo import LOSS_TYPES
 from trainers.runtime.errors import TrainerInputError
@@ -77,12 +78,13 @@ class ProjectConfig:
     def __post_init__(self):
         for f in dataclasses.fields(self):
             setattr(self, f.name, _typed(f.name, _kind(f), getattr(self, f.name)))
-        _positive(self, "reward_scale", "learning_rate", "temperature")
-        _at_least(self, 1, "lora_rank", "lora_alpha", "batch_size", "max_turns", "max_completion_length",
-                  "eval_episodes", "checkpoint_every")
-        _at_least(self, 2, "group_size")  # a group of one has no baseline: every advantage is 0
-        _at_least(self, 0, "stop_repetition", "kl_beta", "seed", "well_formed_call_bonus", "malformed_call_penalty",
-                  "command_error_penalty", "partial_credit")
+        key = {"error": TrainerInputError, "option": False}  # a key of lachesis.toml, named as written there
+        positive(self, "reward_scale", "learning_rate", "temperature", **key)
+        at_least(self, 1, "lora_rank", "lora_alpha", "batch_size", "max_turns", "max_completion_length",
+                 "eval_episodes", "checkpoint_every", **key)
+        at_least(self, 2, "group_size", **key)  # a group of one has no baseline: every advantage is 0
+        at_least(self, 0, "stop_repetition", "kl_beta", "seed", "well_formed_call_bonus", "malformed_call_penalty",
+                 "command_error_penalty", "partial_credit", **key)
         check_stop_repetition(self.stop_repetition)
         if self.partial_credit > 1:
             raise TrainerInputError(f"partial_credit must be at most 1 (a success is worth 1), "
@@ -132,18 +134,6 @@ def _typed(key: str, kind: type, value: object) -> object:
 _TYPE_WORDS = {int: "an integer", float: "a number", str: "a string"}
 
 
-def _positive(cfg: ProjectConfig, *names: str) -> None:
-    for name in names:
-        if getattr(cfg, name) <= 0:
-            raise TrainerInputError(f"{name} must be positive, got {getattr(cfg, name)}")
-
-
-def _at_least(cfg: ProjectConfig, minimum: int, *names: str) -> None:
-    for name in names:
-        if getattr(cfg, name) < minimum:
-            raise TrainerInputError(f"{name} must be at least {minimum}, got {getattr(cfg, name)}")
-
-
 def parse_layer_spec(spec: str) -> list[int]:
     """Layer indices of a spec such as "0-8" or "0,2,5-7" (ranges inclusive, sorted, no repeats); "" = none.
     Indices above MAX_LAYER are refused before any range is built."""
@@ -189,7 +179,7 @@ def find_config_file(start: Path | None = None) -> Path | None:
 def read_text(path: Path, what: str = "config file", limit: int = MAX_FILE_BYTES) -> str:
     """The UTF-8 text of a regular file of at most `limit` bytes (a symbolic link to one is followed); anything
     else (missing, a folder, a FIFO, a device, too big, not UTF-8) is a one-line TrainerInputError naming `what`
-    (lake.folder_files.read_named opens it without blocking: a FIFO is refused instead of waited on)."""
+    (ground.files.read_named opens it without blocking: a FIFO is refused instead of waited on)."""
     try:
         data = read_named(path, limit)
     except FileNotFoundError:

@@ -33,7 +33,7 @@ import zipfile
 from pathlib import Path
 from typing import Callable, Iterable
 
-from lake.atomic import folder_atomically
+from ground.atomic import folder_atomically
 from trainers.runtime.errors import TrainerInputError
 
 DIR = "checkpoints"
@@ -79,7 +79,7 @@ def save(run_dir: Path, step: int, save_weights, optimizer, scheduler, state: di
     root = Path(run_dir) / DIR
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{PREFIX}{step:08d}"
-    for stale in root.glob(".*"):  # a write killed midway leaves a temp or set-aside folder (a dot name: lake.atomic)
+    for stale in root.glob(".*"):  # a write killed midway leaves a temp or set-aside folder (a dot name: ground/atomic.py)
         shutil.rmtree(stale, ignore_errors=True)
     # the same step written again after a resume: the new copy replaces it
     with folder_atomically(final, replace=True, durable=True) as tmp:

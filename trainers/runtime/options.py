@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ground import ranges
 from ground.options import helped
 from trainers.runtime.device import check_device
 from trainers.runtime.errors import TrainerInputError
@@ -12,12 +13,9 @@ from trainers.runtime.reporting import REPORT_TO_HELP, check_report_to
 
 
 def at_least(cfg, minimum: float, *names: str) -> None:
-    """`__post_init__` validation: each named field (None = unset) is at least `minimum`, else the one-line error."""
-    for name in names:
-        v = getattr(cfg, name)
-        if v is not None and v < minimum:
-            flag = "--" + name.replace("_", "-")
-            raise TrainerInputError(f"{flag} must be at least {minimum:g}, got {v}")
+    """`__post_init__` validation: each named field (None = unset) is at least `minimum`, else the one-line error
+    (ground/ranges.py's check, in the trainers' TrainerInputError)."""
+    ranges.at_least(cfg, minimum, *names, error=TrainerInputError)
 
 
 DEFAULT_SEED = 0

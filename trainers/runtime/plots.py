@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
-from lake.jsonl import read_jsonl  # noqa: E402
+from ground.jsonl import read_jsonl  # noqa: E402
 
 LOG_SCALE_RATIO = 10  # a loss falling more than 10x is drawn on a log axis, else a linear one shows the shape better
 FEW_POINTS = 30  # below this many logged steps every point gets a marker (one point alone is no line at all)

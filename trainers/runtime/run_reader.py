@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from lake.folder_files import Refusal, read_named
+from ground.files import Refusal, read_named
 from trainers.runtime import checkpoint
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import is_adapter_folder, is_model_folder

@@ -29,8 +29,8 @@ from typing import Any, ClassVar, Iterator, Protocol
 
 from rich.markup import escape
 
+from ground.jsonl import read_jsonl
 from lake import Lake, LakeError, open_lake
-from lake.jsonl import read_jsonl
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import TINY_MARKER, weights_sha256
 from trainers.runtime.plots import write_loss_plot

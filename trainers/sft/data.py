@@ -19,18 +19,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ground.digest import file_sha256
+from ground.jsonl import read_jsonl
 from lake import Lake, LakeError, resolve_root
-from lake.jsonl import read_jsonl
 from lake.store import redact
 from trainers.modeling.chat import normalize_tools
 from trainers.modeling.fit import fit
 from trainers.runtime.errors import TrainerInputError
 from transcript.messages import template_messages
-from views.export import ExportError, export_view, file_sha256
+from views.export import ExportError, export_view
 
 
 def _read_jsonl(path: Path) -> list[dict]:
-    """A JSONL file's rows (lake/jsonl.py, the one reader: an error names the file and line), each an object."""
+    """A JSONL file's rows (ground/jsonl.py, the one reader: an error names the file and line), each an object."""
     rows, lines = read_jsonl(path)
     for obj, i in zip(rows, lines):
         if not isinstance(obj, dict):

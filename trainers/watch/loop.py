@@ -33,7 +33,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
-from lake.atomic import read_json, write_json_atomic
+from ground.atomic import read_json, write_json_atomic
 from trainers.eval.evaluate import EvalSettings, run_eval
 from trainers.modeling.batches import encode_all
 from trainers.modeling.models import load_model, load_tokenizer, model_label, resolve_model

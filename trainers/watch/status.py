@@ -14,9 +14,9 @@ import socket
 import time
 from pathlib import Path
 
+from ground.atomic import read_json
 from ground.processes import pid_alive
 from lake import Lake, LakeError
-from lake.atomic import read_json
 from trainers.runtime import checkpoint
 from trainers.watch.config import CONSUMED_FILE, HEARTBEAT_FILE, META_KEYS, WATCH_FILE, offsets_of
 

@@ -80,21 +80,11 @@ class FormSpec:
     def as_dict(self) -> dict:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: dict) -> "FormSpec":
-        return cls(**{**d, "widgets": [Widget(**w) for w in d["widgets"]]})
-
     @staticmethod
     def key(w: Widget) -> str:
         """A widget's name in the expected state: its label (a single box: its text), `#n` for shared labels."""
         name = w.label or (w.options[0] if w.options else w.id)
         return f"{name} #{w.ordinal}" if w.ordinal else name
-
-    def expected_state(self) -> dict:
-        state = {self.key(w): w.expected for w in self.widgets}
-        if self.popup:
-            state["popup"] = self.popup["answer"]
-        return state
 
     def fields(self) -> dict[str, str]:
         return {self.key(w): w.expected for w in self.widgets

@@ -1,4 +1,5 @@
-"""Opening files in a folder that other programs write: inside that folder only, regular files only, bounded.
+"""Opening files that other programs write (inside their folder only) or that someone named: regular files only,
+bounded.
 
 A folder the lake reads from belongs to others (Hermes writes skills and trajectories there, and so can the
 agent it runs; `lake import` takes whatever a folder holds), so a name there promises nothing: a `SKILL.md`
@@ -10,6 +11,10 @@ bytes are read. The checks hold for the descriptor that is read, so a file swapp
 listing and the read is refused as well. A refused file is never read: its `Refusal` carries no bytes of it.
 The root itself is the caller's choice and may be a link. Used by lake.skill_files (the views' skills reader)
 and by ingest (the watcher and `lake import`, which turn a Refusal into a rejected input).
+
+A file someone named (an option, a config file) is read by `read_named`: a link to it is followed (naming it was
+their choice), but only a regular file of at most `limit` bytes is read (a FIFO, a folder or a device is a
+Refusal before a byte is read): the --token-file of both servers, a run's files, lachesis.toml, envs' task files.
 """
 from __future__ import annotations
 
@@ -29,18 +34,19 @@ class Refusal(Exception):
     """A file that is not read: a symbolic link (`kind` symlink), not a regular file (not_regular), a path
     leading out of the folder (outside) or past the size limit (too_large)."""
 
-    def __init__(self, reason: str, kind: str):
+    def __init__(self, reason: str, kind: str, what: str | None = None):
         super().__init__(reason)
         self.reason, self.kind = reason, kind
+        self.what = what  # not_regular and symlink: what the file is instead ("a FIFO", "a folder", ...)
 
 
 def refusal(name: str, mode: int) -> Refusal:
     """The Refusal of a file named `name` of this st_mode (a link, a FIFO, a device, ...)."""
+    what = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
     if stat.S_ISLNK(mode):
         return Refusal(f"{name} is a symbolic link: not followed (only regular files inside the folder are read)",
-                       "symlink")
-    return Refusal(f"{name} is {_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a regular file: not read",
-                   "not_regular")
+                       "symlink", what)
+    return Refusal(f"{name} is {what}, not a regular file: not read", "not_regular", what)
 
 
 def _open_at(dir_fd: int, name: str, flags: int) -> int:
@@ -103,9 +109,12 @@ def open_named(path: str | os.PathLike) -> BinaryIO:
 
 
 def read_named(path: str | os.PathLike, limit: int) -> bytes:
-    """The bytes of `open_named(path)`, at most `limit` of them. Raises Refusal (not_regular, too_large) or
-    OSError (absent, unreadable)."""
+    """The bytes of `open_named(path)`, at most `limit` of them (a larger file by its size is refused before it is
+    read; by what was read, at most limit+1 bytes). Raises Refusal (not_regular, too_large) or OSError (absent,
+    unreadable)."""
     with open_named(path) as fh:
+        if os.fstat(fh.fileno()).st_size > limit:
+            raise Refusal(f"{path}: more than the limit of {limit} bytes", "too_large")
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise Refusal(f"{path}: more than the limit of {limit} bytes", "too_large")

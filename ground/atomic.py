@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator
 
 import orjson
 
-from lake.durable import fsync_all, fsync_fd, fsync_path
+from ground.durable import fsync_all, fsync_fd, fsync_path
 
 NEW_FILE_MODE = 0o644  # a new file's mode (mkstemp's own is 0600: the file would be the one others cannot read)
 
