@@ -198,7 +198,7 @@ def test_a_rollout_whose_browser_is_stopped_records_every_episode(tmp_path, monk
     """Issue 46 item 8: SIGSTOP every process of the rollout's browser after its first episode; the episode it holds
     faults at the step timeout, is replayed in a fresh browser, and every episode is recorded, none lost; the
     stopped browser is killed and nothing is left."""
-    timeout = 2.0
+    timeout = 5.0  # short enough to tell from the 93 s of before, long enough that a busy machine's commands make it
     pool = browsers.BrowserPool(command_timeout_s=timeout)
     monkeypatch.setattr(browsers, "_POOL", pool)  # the process pool a one-worker rollout leases from, fast to fault
     first = len(browsers.STARTED)
@@ -219,10 +219,11 @@ def test_a_rollout_whose_browser_is_stopped_records_every_episode(tmp_path, monk
         pool.shutdown()
     took = time.perf_counter() - t0
     rows = _rows(tmp_path / "lake")
-    assert stopped and pool.started == 2  # the stopped browser was replaced once
+    assert stopped and pool.started >= 2  # the stopped browser was replaced (a command slowed past the deadline
+    # by a busy machine is a fault too, and replaced the same way)
     assert result.written == 5 and result.lost == [] and len({r["trajectory_id"] for r in rows}) == 5
     assert all(r["success"] for r in rows)  # the faulted episode was played again, not recorded as a failure
-    assert took < 60, took  # a stopped browser held its episode 102 s
+    assert took < 80, took  # a stopped browser held its episode 93-102 s
     assert browsers.leftovers(browsers.STARTED[first:]) == []
 
 

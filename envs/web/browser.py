@@ -122,30 +122,14 @@ def _tell_watchdog(line: str) -> None:
 
 # ------------------------------------------------------------------ processes and memory
 
-def _group(pgid: int) -> list[tuple[int, str]]:
-    """(pid, state) of the live (not zombie) processes of a process group."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            found.append((int(name), fields[0]))
-    return found
-
-
 def group_pids(pgid: int) -> list[int]:
     """Live (not zombie) processes of a process group."""
-    return [pid for pid, _ in _group(pgid)]
+    return [pid for pid, _ in watchdog.group(pgid)]
 
 
 def group_stopped(pgid: int) -> bool:
     """Whether a process of the group is stopped (SIGSTOP, SIGTSTP, a tracer): it answers nothing until resumed."""
-    return any(state in "Tt" for _, state in _group(pgid))
+    return any(state in "Tt" for _, state in watchdog.group(pgid))
 
 
 def _status_kb(pid: int, path: str, key: str) -> int:
@@ -245,7 +229,7 @@ class Browser:
         """Started, not ended, and none of its processes gone or stopped."""
         if self.driver is None:
             return False
-        group = _group(self.pgid)
+        group = watchdog.group(self.pgid)
         return bool(group) and not any(state in "Tt" for _, state in group)
 
     def memory(self) -> dict:

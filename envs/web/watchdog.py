@@ -17,6 +17,23 @@ import sys
 import time
 
 TAG_VAR = "LACHESIS_WEB_TAG"
+GONE_WAIT_S = 10.0  # how long end_browser waits for killed processes to be gone (a loaded machine is slow to reap)
+
+
+def group(pgid: int) -> list[tuple[int, str]]:
+    """(pid, state) of the live (not zombie) processes of a process group."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            found.append((int(name), fields[0]))
+    return found
 
 
 def tagged_pids(tag: str) -> list[int]:
@@ -38,7 +55,8 @@ def tagged_pids(tag: str) -> list[int]:
 
 def end_browser(pgid: int, tag: str) -> None:
     """Kill the browser's group and every process that carries its tag, twice (a fork between the two passes
-    is caught by the second), then remove its profile folder (the tag is that folder's path)."""
+    is caught by the second), wait (at most GONE_WAIT_S) until none of them is alive, then remove its profile
+    folder (the tag is that folder's path)."""
     for _ in range(2):
         try:
             os.killpg(pgid, signal.SIGKILL)
@@ -49,6 +67,11 @@ def end_browser(pgid: int, tag: str) -> None:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        time.sleep(0.05)
+    # SIGKILL is not instant: a large Chromium under load takes a while to release its memory and exit, and a
+    # caller that counts leftovers (or starts the next browser) right away would still see it
+    deadline = time.monotonic() + GONE_WAIT_S
+    while (group(pgid) or tagged_pids(tag)) and time.monotonic() < deadline:
         time.sleep(0.05)
     if tag.startswith("/") and os.path.basename(tag).startswith("lachesis-web-"):
         shutil.rmtree(tag, ignore_errors=True)
