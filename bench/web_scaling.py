@@ -82,8 +82,11 @@ def plot(rows: list[dict], png: Path, min_heldout: int) -> Path:
             seen = r["steps"] * r["batch"]
             ax.scatter([seen] * len(r["heldout_each"]), r["heldout_each"], s=12, color="grey", zorder=3)
             lake = f"{r['expert']:,}" + (f"+{r['generated']:,}g" if gen else "")
+            # the label above the higher of the two settings at this x, below the lower one: never across the other
+            other = [o["heldout"] for o in lines[not gen] if o["steps"] * o["batch"] == seen]
+            above = not other or r["heldout"] >= max(other)
             ax.annotate(f"{lake} eps, {r['steps']} steps", (seen, r["heldout"]), textcoords="offset points",
-                        xytext=(4, 6 if gen else -11), fontsize=6.5)
+                        xytext=(4, 6 if above else -11), fontsize=6.5)
     ax.set_xscale("log")
     seen = sorted({r["steps"] * r["batch"] for rs in lines.values() for r in rs})
     ax.set_xticks(seen, [f"{c:,}" for c in seen])
