@@ -198,7 +198,7 @@ def test_a_rollout_whose_browser_is_stopped_records_every_episode(tmp_path, monk
     """Issue 46 item 8: SIGSTOP every process of the rollout's browser after its first episode; the episode it holds
     faults at the step timeout, is replayed in a fresh browser, and every episode is recorded, none lost; the
     stopped browser is killed and nothing is left."""
-    timeout = 5.0  # short enough to tell from the 93 s of before, long enough that a busy machine's commands make it
+    timeout = 10.0  # the default deadline: a busy machine's page loads fit it; far from the 93 s of before
     pool = browsers.BrowserPool(command_timeout_s=timeout)
     monkeypatch.setattr(browsers, "_POOL", pool)  # the process pool a one-worker rollout leases from, fast to fault
     first = len(browsers.STARTED)
