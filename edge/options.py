@@ -16,6 +16,7 @@ from typing import Any, Optional
 from edge.errors import OptionError
 from edge.tokens import Tokens, resolve_tokens
 from ground.options import helped
+from ground.ranges import positive
 
 MiB = 1 << 20
 KiB = 1 << 10
@@ -74,9 +75,7 @@ class HttpLimits:
         "may only ask for /v1/health (anything else: a 503)."))
 
     def __post_init__(self):
-        for f in fields(self):
-            if not getattr(self, f.name) > 0:
-                raise OptionError(f"--{f.name.replace('_', '-')} must be positive, not {getattr(self, f.name)}")
+        positive(self, *(f.name for f in fields(self)), error=OptionError)
 
     @property
     def max_head(self) -> int:
