@@ -112,6 +112,13 @@ class Processes:
             raise TrainerInputError(box[0]["error"])
         return result if self.is_main else elsewhere(box[0]["ok"])
 
+    def end(self) -> None:
+        """Leave the process group (a launched run's last call). Why: a process that exits with its gloo group
+        alive can abort in the group's destructor ("terminate called without an active exception", SIGABRT),
+        which torchrun reports as the run failing although every step was trained and saved."""
+        if self.world > 1:
+            self.state.destroy_process_group()
+
     def share(self, obj: T) -> T:
         """The main process's `obj` on every process (a picklable value, e.g. the run summary)."""
         if self.world == 1:

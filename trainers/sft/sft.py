@@ -123,7 +123,9 @@ def run_sft(s: SFTConfig, console=None, build_model: Callable | None = None) -> 
     if run is not None:
         summary = run.finish(metrics, model_label(s.model), prep.source, trainable_params=trainable,
                              conversations=len(examples))
-    return procs.share(summary)
+    summary = procs.share(summary)
+    procs.end()
+    return summary
 
 
 def _train_with_progress(model, examples, s: SFTConfig, pad_id, on_log, console, procs: Processes, on_trained):
