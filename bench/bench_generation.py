@@ -130,7 +130,7 @@ class Bench:
     def online(self, path: str) -> dict:
         from trainers.eval.evaluate import load_eval_tasks
         from trainers.rl.grpo import policy_update
-        from trainers.rl.online import TaskStream, play_groups
+        from trainers.rl.groups import TaskStream, play_groups
         from trainers.rl.project_config import ProjectConfig
         from trainers.rl.config import OnlineConfig
 

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # top first; a unit is a top-level package, or trainers' sub-package named "trainers.<name>"
 LAYERS: list[list[str]] = [
     ["lachesis"],
-    ["serving"],
+    ["serving", "ui"],
     ["trainers.watch", "trainers.transfer"],
     ["trainers.rl"],
     ["trainers.sft", "trainers.eval", "trainers.export"],

@@ -12,7 +12,7 @@ Imports gymnasium, orjson and the stdlib only (no torch, nothing else of Lachesi
 """
 from __future__ import annotations
 
-from envs.core.base import ResetInfo, ResetOptions, StepInfo
+from envs.core.contract import ResetInfo, ResetOptions, StepInfo
 from envs.core.episode import play, policy_record
 from envs.core.policies import KINDS as POLICY_KINDS, Policy, make_policy
 from envs.core.registry import (UnknownEnvironmentError, UnknownTagError, aliases, all_tags, env_info, make,

@@ -16,9 +16,10 @@ import asyncio
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Sequence
 
 import uvicorn
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from edge.errors import BadInput
@@ -33,7 +34,10 @@ from ingest.state import IngestState
 from lake import CompactThresholds, Lake
 
 
-def create_app(lake_root: str | Path, config: ServeConfig | None = None) -> FastAPI:
+def create_app(lake_root: str | Path, config: ServeConfig | None = None,
+               routers: Sequence[APIRouter] = ()) -> FastAPI:
+    """The app; `routers`: more routes to serve (the read-only UI: lachesis passes it in, ingest may not import
+    it), included after ours, behind the same app-wide guard (Host check, token) and HTTP limits."""
     config = config or ServeConfig()
 
     @asynccontextmanager
@@ -57,6 +61,8 @@ def create_app(lake_root: str | Path, config: ServeConfig | None = None) -> Fast
                   dependencies=[Depends(guard)], **docs)
     app.include_router(routes_atropos.router)
     app.include_router(routes_native.router)
+    for router in routers:
+        app.include_router(router)
 
     @app.exception_handler(BadInput)
     async def bad_input(request: Request, exc: BadInput):
@@ -85,9 +91,9 @@ def create_app(lake_root: str | Path, config: ServeConfig | None = None) -> Fast
     return app
 
 
-def serve(lake_root: str | Path, config: ServeConfig) -> None:
+def serve(lake_root: str | Path, config: ServeConfig, routers: Sequence[APIRouter] = ()) -> None:
     sock = bind_socket(config.host, config.port, config.bind_retry_s)  # bound before the lake loads: no gap
-    app = create_app(lake_root, config)
+    app = create_app(lake_root, config, routers)
     uv = uvicorn_config(app, config.limits, log_level=config.log_level, access_log=False,
                         timeout_graceful_shutdown=5)
     uvicorn.Server(uv).run(sockets=[sock])

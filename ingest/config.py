@@ -13,6 +13,7 @@ from typing import Optional
 from edge.errors import OptionError
 from edge.options import COMPACT_HELP, MiB, ServerOptions, check_compact_interval, inflate_limit, server_field
 from ground.options import helped
+from ground.ranges import at_least, positive
 
 # Why these defaults: Atropos groups and Hermes trajectories gzip at about 3-10:1 (JSON token ids and text),
 # a gzip bomb at 1000:1 (255 KB of it inflated to 250 MiB of valid JSON and cost the server 2.5 GB); parsed
@@ -49,12 +50,9 @@ class ServeConfig(ServerOptions):
     def __post_init__(self):
         if self.serve_mode not in SERVE_MODES:
             raise OptionError(f"--serve-mode must be one of {', '.join(SERVE_MODES)}, not {self.serve_mode!r}")
-        if self.max_inflated_mb <= 0:
-            raise OptionError("--max-inflated-mb must be positive")
-        if self.max_inflate_ratio < 1:
-            raise OptionError("--max-inflate-ratio must be at least 1")
-        if self.bind_retry_s < 0:
-            raise OptionError("--bind-retry-s must not be negative")
+        positive(self, "max_inflated_mb", error=OptionError)
+        at_least(self, 1, "max_inflate_ratio", error=OptionError)
+        at_least(self, 0, "bind_retry_s", error=OptionError)
         super().__post_init__()
 
     @property
@@ -94,12 +92,9 @@ class FolderWatchConfig:
         if self.inbox is not None and self.hermes_dir is not None:
             raise OptionError("give --inbox DIR (a dedicated folder: every trajectory file) or --hermes-dir DIR (Hermes' "
                              "working folder: its own file names only), not both")
-        if self.settle < 0 or self.interval <= 0:
-            raise OptionError("--settle must not be negative and --interval must be positive")
-        if self.max_file_mb <= 0:
-            raise OptionError("--max-file-mb must be positive")
-        if self.max_inflate_ratio < 1:
-            raise OptionError("--max-inflate-ratio must be at least 1")
+        at_least(self, 0, "settle", error=OptionError)
+        positive(self, "interval", "max_file_mb", error=OptionError)
+        at_least(self, 1, "max_inflate_ratio", error=OptionError)
 
     @property
     def max_file_bytes(self) -> int:

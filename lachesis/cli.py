@@ -23,7 +23,7 @@ app = App(
 # Wing command modules, in the order their commands appear in --help. A module that is not written yet is skipped.
 WING_MODULES = ["lachesis.lake_cli", "lachesis.ingest_cli", "lachesis.rollout_cli", "lachesis.views_cli",
                 "lachesis.train_watch_cli", "lachesis.export_model_cli", "lachesis.samples_cli",
-                "lachesis.serve_model_cli"]
+                "lachesis.serve_model_cli", "lachesis.ui_cli"]
 
 
 def _register_wings() -> None:

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ground.errors import UserError
+from ground.options import AS_OF_HELP
 
 try:  # typer >= 0.22 vendors click: its parser raises typer._click's exceptions, not the click package's
     from typer._click import exceptions as click_errors
@@ -36,10 +37,7 @@ err_console = new_console(stderr=True)
 
 LakeOption = typer.Option(None, "--lake", help="Lake root (default: $LAKE_ROOT or ./data/lake).", show_default=False)
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
-AsOfOption = typer.Option(
-    None, "--as-of",
-    help="Pin the lake: VERSION (every table at min(VERSION, latest)), TABLE=V[,TABLE=V], or an earlier "
-         "export's manifest.json (or its folder) to reproduce it.", show_default=False)
+AsOfOption = typer.Option(None, "--as-of", help=AS_OF_HELP, show_default=False)
 
 
 def option(config: type, name: str, *flags: str, **kwargs: Any) -> Any:
@@ -88,7 +86,9 @@ def config_command(config: type, options: list, body: Any, *, output_options: bo
     --quiet (unless `output_options` is False: a command with no result to print). It calls `body(values, as_json,
     quiet)` with the options' values by field name; the body builds the config, whose `__post_init__` validates them.
     `renamed` = {old flag: field}: a spelling a field had before, still taken (hidden from --help); a command that
-    ran with it ends with a one-line warning naming the new one (a refused command's error stays its one line)."""
+    ran with it ends with a one-line warning naming the new one (a refused command's error stays its one line).
+    A `UserError` the body raises (the config's own refusal) ends as one line `error: ...` and its exit status in
+    any typer app, as under `App`."""
     import inspect
     import typing
 
@@ -133,7 +133,8 @@ def config_command(config: type, options: list, body: Any, *, output_options: bo
             err_console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
 
     command.__signature__ = inspect.Signature(params)  # what typer reads the options from
-    return command
+    # a refused value is one line whichever typer app registers the command (an App ends user errors too)
+    return _ending_user_errors(command)
 
 
 def print_error(message: str) -> None:

@@ -49,7 +49,8 @@ def serve(values: dict, as_json: bool, quiet: bool) -> None:
               f"port {port} can write into the lake, drain /batch and reset the queue. Set LACHESIS_TOKEN or "
               "--token-file.", file=sys.stderr, flush=True)
     print(f"lake serve: http://{host}:{port} lake={root} {auth_summary(cfg.tokens)}", file=sys.stderr, flush=True)
-    _serve(root, cfg)
+    from ui.routes import ui_router  # the read-only UI and read API, behind this server's guards and limits
+    _serve(root, cfg, routers=[ui_router(root)])
 
 
 WATCH_OPTIONS = [

@@ -1,8 +1,9 @@
 """Commands of the views wing: `lake export`, `lake views`, and the guide's `atropos_trajectory_export` and
 `skill_to_instruction` console scripts.
 
-Heavy imports (duckdb, pyarrow, the modules that run views) happen inside the command bodies; the options'
-defaults and help come from views.instruction_config, which imports nothing heavy.
+Heavy imports (duckdb, pyarrow, the modules that run views) happen inside the command bodies; every command's
+options are generated from the fields of its config dataclass (lachesis/console.py `config_command`): defaults,
+help and validation come from views.export_config and views.instruction_config, which import nothing heavy.
 """
 from __future__ import annotations
 
@@ -12,62 +13,47 @@ from typing import List, Optional
 
 import typer
 
-from lachesis.console import (App, AsOfOption, Extra, JsonOption, LakeOption, config_command, console, err_console,
-                              fail, literal, print_json, print_rows, run)
+from lachesis.console import (App, Extra, JsonOption, LakeOption, config_command, console, err_console, fail, literal,
+                              print_json, print_rows, run)
+from views.export_config import AtroposExportConfig, ExportConfig, ViewsConfig
 from views.instruction_config import TRY_SAMPLES, SkillToInstructionConfig
 
-# The guide's minimum for strategy 1: fine-tune on at least 50 complete interactions.
-GUIDE_MIN_INTERACTIONS = 50
-
-FormatOption = typer.Option("parquet", "--format", help="parquet, jsonl, or hf: a Hugging Face datasets folder "
-                            "(save_to_disk) with a dataset card, for datasets.load_from_disk.")
-LicenseOption = typer.Option(None, "--license", help="License id for the hf dataset card (default: unknown), e.g. "
-                             "mit, cc-by-4.0.", show_default=False)
-PushOption = typer.Option(None, "--push-to-hub", metavar="REPO",
-                          help="With --format hf: also publish the folder to this Hub dataset repo (user/name) "
-                               "with datasets' push_to_hub; needs network and a token (hf auth login).",
-                          show_default=False)
-WhereOption = typer.Option(None, "--where", help="SQL condition on the view's columns, e.g. \"env = 'bash_exec'\".",
-                           show_default=False)
-OverwriteOption = typer.Option(False, "--overwrite", help="Replace the dataset in a non-empty output folder.")
-AllowEmptyOption = typer.Option(False, "--allow-empty",
-                                help="Write a dataset of 0 rows instead of failing when the view is empty.")
-SetOption = typer.Option(
-    None, "--set",
-    help="View parameter NAME=VALUE (repeatable), e.g. sft_min_reward=0.8, sft_test_fraction=0.2, dpo_min_gap=0.3.",
-    show_default=False)
-
-
-def _variables(items: Optional[List[str]]) -> dict:
-    out = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            fail(f"--set takes NAME=VALUE, got {item!r}")
-        out[name.strip()] = value
-    return out
+NO_DEFAULT = {"show_default": False}  # no [default: None] after an option without a default
+EXPORT_FLAGS = {  # the options `lake export` and atropos_trajectory_export share, in --help order around --view
+    "output": ("output", "--output", "-o"), "format": ("format", "--format"),
+    "as_of": ("as_of", "--as-of", NO_DEFAULT), "where": ("where", "--where", NO_DEFAULT),
+    "overwrite": ("overwrite", "--overwrite"), "allow_empty": ("allow_empty", "--allow-empty"),
+    "sets": ("sets", "--set", {"annotation": Optional[List[str]], "show_default": False}),
+    "license": ("license", "--license", NO_DEFAULT),
+    "push_to_hub": ("push_to_hub", "--push-to-hub", {"metavar": "REPO", "show_default": False}),
+}
+AFTER_VIEW = ["as_of", "where", "overwrite", "allow_empty", "sets"]
+HF_OPTIONS = ["license", "push_to_hub"]
+EXPORT_OPTIONS = [
+    ("view",), *(EXPORT_FLAGS[n] for n in ["output", "format", *AFTER_VIEW, *HF_OPTIONS]),
+    Extra("lake", Optional[Path], LakeOption), Extra("json", bool, JsonOption),
+]
+ATROPOS_OPTIONS = [
+    EXPORT_FLAGS["output"], EXPORT_FLAGS["format"], ("view", "--view"), *(EXPORT_FLAGS[n] for n in AFTER_VIEW),
+    ("min_interactions", "--min-interactions"), *(EXPORT_FLAGS[n] for n in HF_OPTIONS),
+    Extra("lake", Optional[Path], LakeOption), Extra("json", bool, JsonOption),
+]
+VIEWS_OPTIONS = [Extra("lake", Optional[Path], LakeOption), ("counts", "--counts"), Extra("json", bool, JsonOption)]
 
 
-def _export(lake: Optional[Path], view: str, output: Path, fmt: str, as_of: Optional[str], where: Optional[str],
-            overwrite: bool, allow_empty: bool, sets: Optional[List[str]], license: Optional[str],
-            push_to_hub: Optional[str]) -> dict:
+def _export(lake: Optional[Path], cfg: ExportConfig) -> dict:
     """Run one export (and the Hub push); returns its manifest, or fails with one line."""
     from lake import open_lake
-    from views.export import FORMATS, export_view
+    from views.export import export_view
 
-    if fmt not in FORMATS:
-        fail(f"unknown format {fmt!r}; use {' or '.join(FORMATS)}")
-    if fmt != "hf" and (license or push_to_hub):
-        fail("--license and --push-to-hub go with --format hf")
     lk = open_lake(lake)
-    given = dict(as_of=as_of, where=where, overwrite=overwrite, variables=_variables(sets), allow_empty=allow_empty)
-    if fmt != "hf":
-        return export_view(lk, view, output, format=fmt, **given)
+    if cfg.format != "hf":
+        return export_view(lk, cfg.view, cfg.output, format=cfg.format, **cfg.export_arguments())
     from views.export_hf import export_view_hf, push_to_hub as push  # datasets: a slow import, for this format only
 
-    manifest = export_view_hf(lk, view, output, license=license, **given)
-    if push_to_hub:
-        push(output, push_to_hub)
+    manifest = export_view_hf(lk, cfg.view, cfg.output, license=cfg.license, **cfg.export_arguments())
+    if cfg.push_to_hub:
+        push(cfg.output, cfg.push_to_hub)
     return manifest
 
 
@@ -84,29 +70,15 @@ def _print_export(manifest: dict, view: str, output: Path, as_json: bool, extra:
                   highlight=False)
 
 
-def export(
-    view: str = typer.Argument(..., help="View to export (see `lake views`), e.g. sft, dpo, replay, instruction."),
-    output: Path = typer.Option(..., "--output", "-o", help="Dataset folder to write (new or empty)."),
-    fmt: str = FormatOption,
-    as_of: Optional[str] = AsOfOption,
-    where: Optional[str] = WhereOption,
-    overwrite: bool = OverwriteOption,
-    allow_empty: bool = AllowEmptyOption,
-    sets: Optional[List[str]] = SetOption,
-    license: Optional[str] = LicenseOption,
-    push_to_hub: Optional[str] = PushOption,
-    lake: Optional[Path] = LakeOption,
-    json: bool = JsonOption,
-) -> None:
+def export(values: dict, as_json: bool, quiet: bool) -> None:
     """Write a view on a pinned lake version as a dataset folder (parquet/jsonl + manifest.json, or a Hugging Face
     datasets folder with a dataset card)."""
-    manifest = _export(lake, view, output, fmt, as_of, where, overwrite, allow_empty, sets, license, push_to_hub)
-    _print_export(manifest, view, output, json)
+    lake, json = values.pop("lake"), values.pop("json")
+    cfg = ExportConfig(**values)
+    _print_export(_export(lake, cfg), cfg.view, cfg.output, json)
 
 
-def views(lake: Optional[Path] = LakeOption,
-          counts: bool = typer.Option(False, "--counts", help="Also count each view's rows (runs every view)."),
-          json: bool = JsonOption) -> None:
+def views(values: dict, as_json: bool, quiet: bool) -> None:
     """List the dataset views and the helper views they use (with --counts, their rows on the latest snapshot)."""
     import duckdb
 
@@ -114,6 +86,8 @@ def views(lake: Optional[Path] = LakeOption,
     from lake.query import ident
     from views import HELPER_VIEWS, list_views, view_description
 
+    lake, json = values.pop("lake"), values.pop("json")
+    cfg = ViewsConfig(**values)
     lk = open_lake(lake)
     snap = lk.snapshot()
     try:
@@ -121,13 +95,13 @@ def views(lake: Optional[Path] = LakeOption,
         for name in list_views(lk.views_dir):
             err = snap.view_errors.get(name)
             count = None
-            if err is None and counts:
+            if err is None and cfg.counts:
                 try:
                     count = snap.sql(f"SELECT count(*) FROM {ident(name)}").fetchall()[0][0]
                 except duckdb.Error as exc:  # a view that fails on this lake's data: show why
                     err = str(exc).splitlines()[0]
             row = {"view": name, "kind": "helper" if name in HELPER_VIEWS else "dataset"}
-            if counts:
+            if cfg.counts:
                 row["rows"] = count
             row["description"] = err or view_description(name, lk.views_dir)
             rows.append(row)
@@ -137,45 +111,33 @@ def views(lake: Optional[Path] = LakeOption,
 
 
 def register(app: typer.Typer) -> None:
-    app.command("export")(export)
-    app.command("views")(views)
+    app.command("export", help=inspect.getdoc(export))(config_command(ExportConfig, EXPORT_OPTIONS, export,
+                                                                      output_options=False))
+    app.command("views", help=inspect.getdoc(views))(config_command(ViewsConfig, VIEWS_OPTIONS, views,
+                                                                    output_options=False))
 
 
 # -- atropos_trajectory_export ----------------------------------------------------------------------------------
-_atropos_app = App()
-
-
-@_atropos_app.command()
-def atropos_trajectory_export(
-    output: Path = typer.Option(..., "--output", "-o", help="Dataset folder, e.g. trajectories/."),
-    fmt: str = FormatOption,
-    view: str = typer.Option("sft", "--view", help="View to export: sft (default), dpo, replay, trajectories_current..."),
-    as_of: Optional[str] = AsOfOption,
-    where: Optional[str] = WhereOption,
-    overwrite: bool = OverwriteOption,
-    allow_empty: bool = AllowEmptyOption,
-    sets: Optional[List[str]] = SetOption,
-    min_interactions: int = typer.Option(
-        GUIDE_MIN_INTERACTIONS, "--min-interactions", min=0,
-        help="Warn (stderr, and `interactions` in --json) when the export holds fewer complete interactions (rows) "
-             "than this, the guide's minimum for strategy 1, with the count per task; 0: no check."),
-    license: Optional[str] = LicenseOption,
-    push_to_hub: Optional[str] = PushOption,
-    lake: Optional[Path] = LakeOption,
-    json: bool = JsonOption,
-) -> None:
+def atropos_trajectory_export(values: dict, as_json: bool, quiet: bool) -> None:
     """Export the lake's trajectories as a training dataset (the sft view by default): the guide's
     `atropos_trajectory_export --format=parquet --output=trajectories/`."""
     from views.interactions import count_interactions, task_rows
 
-    manifest = _export(lake, view, output, fmt, as_of, where, overwrite, allow_empty, sets, license, push_to_hub)
-    count = count_interactions(output, manifest, min_interactions)
+    lake, json = values.pop("lake"), values.pop("json")
+    cfg = AtroposExportConfig(**values)
+    manifest = _export(lake, cfg)
+    count = count_interactions(cfg.output, manifest, cfg.min_interactions)
     warning = count.warning()
     if warning:  # one line on stderr; the per-task counts follow the summary (or sit in --json's `interactions`)
         err_console.print(f"[bold yellow]warning:[/] {literal(warning)}", highlight=False, soft_wrap=True)
-    _print_export(manifest, view, output, json, {"interactions": count.as_dict()})
+    _print_export(manifest, cfg.view, cfg.output, json, {"interactions": count.as_dict()})
     if warning and not json and count.per_task:
         print_rows(task_rows(count), title="complete interactions per task")
+
+
+_atropos_app = App()
+_atropos_app.command(name="atropos-trajectory-export", help=inspect.getdoc(atropos_trajectory_export))(
+    config_command(AtroposExportConfig, ATROPOS_OPTIONS, atropos_trajectory_export, output_options=False))
 
 
 def atropos_trajectory_export_main() -> None:
@@ -184,7 +146,6 @@ def atropos_trajectory_export_main() -> None:
 
 # -- skill_to_instruction ----------------------------------------------------------------------------------------
 _skills_app = App()
-NO_DEFAULT = {"show_default": False}  # no [default: None] after an option without a default
 SKILL_TO_INSTRUCTION_OPTIONS = [
     ("output", "--output", "-o"), ("skills", "--skills", NO_DEFAULT), ("lake", "--lake", NO_DEFAULT),
     ("min_uses", "--min-uses"), ("provenance", "--provenance"), ("since", "--since", NO_DEFAULT),

@@ -14,6 +14,7 @@ reads only the commits since the last call, a fraction of opening a table from i
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +121,17 @@ class TableSet:
             self._states.move_to_end(key)
             return self._states[key]
 
+    def version_at(self, table: str, when: datetime) -> int:
+        """The newest version of `table` committed at or before `when` (its commit times: `lake log`); a LakeError
+        when the table did not exist yet."""
+        with self._lock:
+            commits = self._advance(table).history()
+        at_ms = when.timestamp() * 1000
+        done = [c["version"] for c in commits if c.get("timestamp") is not None and c["timestamp"] <= at_ms]
+        if not done:
+            raise LakeError(f"table '{table}' has no version committed at or before {when.isoformat()}")
+        return max(done)
+
     def file_columns(self, files: Iterable[str]) -> list[frozenset[str]]:
         """Top-level column names in each Parquet file's footer, read once per file per process (a data file is
         never rewritten in place: a new version of its rows is a new file)."""
@@ -151,7 +163,8 @@ class TableSet:
 
     def resolve_versions(self, as_of: AsOf = None, tables: Iterable[str] | None = None) -> dict[str, int]:
         """Pin every table (or only `tables`): None = latest; int N = min(N, latest); {table: N} = those, others
-        latest; any spelling of `lake.as_of` (text, a dataset folder or its manifest.json) is parsed first."""
+        latest; a time = each table's newest version committed by then (`version_at`); any spelling of `lake.as_of`
+        (text, a dataset folder or its manifest.json) is parsed first."""
         as_of = parse_as_of(as_of)
         every = self.tables()
         if isinstance(as_of, Mapping):
@@ -159,6 +172,8 @@ class TableSet:
             if unknown:
                 raise LakeError(f"unknown table '{unknown[0]}' in as-of; tables: {', '.join(every)}")
         wanted = every if tables is None else [t for t in every if t in set(tables)]
+        if isinstance(as_of, datetime):
+            return {t: self.version_at(t, as_of) for t in wanted}
         latest = {t: self.version(t) for t in wanted}
         if as_of is None:
             return latest

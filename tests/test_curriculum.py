@@ -12,10 +12,10 @@ import pytest
 import envs
 from tests.test_train_online import lake_root, write_project, write_tasks  # noqa: F401  (fixture)
 from train_helpers import tiny_dir  # noqa: F401  (session fixture)
-from trainers.rl.curriculum import CurriculumStream, lake_family_counts, signal_groups, signal_probability
-from trainers.runtime.errors import TrainerInputError
-from trainers.rl.online import TaskStream
 from trainers.rl.config import OnlineConfig
+from trainers.rl.curriculum import CurriculumStream, lake_family_counts, signal_groups, signal_probability
+from trainers.rl.groups import TaskStream
+from trainers.runtime.errors import TrainerInputError
 
 FAMS = ("count", "tail", "sed")  # bash_exec_env templates
 

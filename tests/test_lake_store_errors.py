@@ -69,6 +69,30 @@ def test_good_pins_still_parse():
     assert parse_as_of(5) == 5 and parse_as_of("5") == 5 and parse_as_of(None) is None
 
 
+def test_a_time_pins_each_table_at_its_newest_commit_by_then(tmp_path):
+    """`--as-of 2026-12-01T10:00:00Z` (an ISO 8601 time; UTC without an offset): each table as committed then."""
+    import datetime as dt
+
+    utc = dt.timezone.utc
+    assert parse_as_of("2026-12-01") == dt.datetime(2026, 12, 1, tzinfo=utc)
+    assert parse_as_of("2026-12-01T10:00:00+02:00") == dt.datetime(2026, 12, 1, 8, tzinfo=utc)
+    with pytest.raises(AsOfError):
+        parse_as_of("2026-13-01")
+    root = tmp_path / "lake"
+    lk = Lake.init(root)
+    lk.append("trajectories", [trajectory(0)])
+    between = dt.datetime.now(utc)
+    lk.append("trajectories", [trajectory(1)])
+    assert lk.resolve_versions(between)["trajectories"] == 1
+    with lk.snapshot(between.isoformat()) as snap:
+        assert snap.sql("SELECT count(*) FROM trajectories").fetchall() == [(1,)]
+    res = invoke("sql", "SELECT count(*) AS n FROM trajectories", "--as-of", between.isoformat(), "--lake", root,
+                 "--json")
+    assert res.exit_code == 0 and '"n": 1' in res.output, res.output
+    refused_in_one_line(invoke("sql", "SELECT count(*) FROM trajectories", "--as-of", "2000-01-01", "--lake", root),
+                        "no version")
+
+
 # ------------------------------------------------------------------------------------------------ item 12
 @pytest.mark.attack
 def test_credentials_in_a_root_url_are_never_printed(tmp_path):

@@ -12,7 +12,8 @@ import time
 import pytest
 
 import envs
-from envs.sandbox.sandbox import Limits, Sandbox, isolation_mode
+from envs.sandbox.limits import Limits
+from envs.sandbox.sandbox import Sandbox, isolation_mode
 from transcript.toolcalls import format_tool_call
 
 pytestmark = pytest.mark.attack  # each test is one escape tried against the sandbox

@@ -16,7 +16,8 @@ import pytest
 
 import envs
 from envs.sandbox.leftovers import sweep_stale
-from envs.sandbox.sandbox import Limits, Sandbox, isolation_mode
+from envs.sandbox.limits import Limits
+from envs.sandbox.sandbox import Sandbox, isolation_mode
 from envs.sandbox.tree_walk import remove_tree, tree_usage
 from transcript.toolcalls import format_tool_call
 

@@ -7,7 +7,7 @@ passes it every step's action and the environment's answer (`add_step`); `record
 record. envs/core/episode.py's `play(env, policy, ...)` is that loop for a scripted policy; hermes_eval
 drives the same recorder one generated reply at a time.
 
-The infos are the environment contract's (envs/core/base.py `ResetInfo`, `StepInfo`), read here as mappings so
+The infos are the environment contract's (envs/core/contract.py `ResetInfo`, `StepInfo`), read here as mappings so
 that the message model imports nothing of ours. Read at reset: system_prompt, tools, template, max_steps,
 isolation, task_id, env, tags, split; on a step: tool_results, parse_errors; on the final step: success,
 checks, submitted.

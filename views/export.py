@@ -39,8 +39,7 @@ from views import list_views, view_order
 from views.registry import view_sql_hash
 
 MANIFEST_VERSION = 1
-FILE_FORMATS = ("parquet", "jsonl")  # written here
-FORMATS = FILE_FORMATS + ("hf",)  # what `lake export --format` takes; hf: export_hf.export_view_hf
+FILE_FORMATS = ("parquet", "jsonl")  # written here (`lake export --format` also takes hf: views/export_config.py)
 
 # Fixed writer settings: part of the manifest, so a change shows up as a different dataset.
 PARQUET_SETTINGS = {

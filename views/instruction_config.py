@@ -16,7 +16,7 @@ from statistics import NormalDist
 from typing import Any, Optional
 
 from ground.errors import UserError
-from ground.options import helped
+from ground.options import AS_OF_HELP, helped
 
 PROVENANCES = ("agent", "bundled", "hub")
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
@@ -81,8 +81,7 @@ class SkillToInstructionConfig:
         "Lake only."))
     confidence: float = field(default=0.95, **helped("Confidence level of skill_effect's intervals."))
     system_prompt: Optional[str] = field(default=None, **helped("Add this system message to every pair."))
-    as_of: Optional[str] = field(default=None, **helped(
-        "Pin the lake: VERSION, TABLE=V[,TABLE=V], or an earlier export's manifest.json."))
+    as_of: Optional[str] = field(default=None, **helped(AS_OF_HELP))
     overwrite: bool = field(default=False, **helped("Replace the .jsonl files in a non-empty output folder."))
     now_at: dt.datetime = field(init=False, repr=False, compare=False)
     since_at: Optional[dt.datetime] = field(init=False, repr=False, compare=False)

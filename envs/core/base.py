@@ -10,163 +10,20 @@ scaled success at the end; the default weights change nothing.
 from __future__ import annotations
 
 import os
-import random
 import time
-from dataclasses import dataclass, replace
-from typing import Any, Callable, NotRequired, TypedDict
 
 import gymnasium
-from gymnasium import spaces
 
 from envs.core.checks import CheckReport
+from envs.core.contract import AnyText, EnvironmentFault, ResetInfo, ResetOptions, StepInfo, ToolResult
 from envs.core.registry import tags_of
 from envs.core.rewards import RewardWeights, StepTally, final_reward, step_terms
-from envs.core.tasks import FAMILY_SPLIT, SPLITS, Task, TaskFileError, line_of, load_tasks_file, loaded_task, remember_tasks
-from envs.sandbox.sandbox import Limits, Sandbox
+from envs.core.task_suite import Suite, with_env
+from envs.core.tasks import SPLITS, Task, TaskFileError, line_of, load_tasks_file, remember_tasks
+from envs.core.tools import ToolArgumentError, ToolFailed
+from envs.sandbox.limits import Limits
+from envs.sandbox.sandbox import Sandbox
 from transcript.toolcalls import ToolCall, parse_tool_calls
-
-
-class ResetOptions(TypedDict, total=False):
-    """`reset(options=...)`: one way to pick the task (else a seeded random task of `split`)."""
-
-    task: Task  # run this task (validated against the env's checker spec)
-    task_id: str  # a built-in id ("env:split:00042") or one from a loaded task file
-    index: int  # task `index` of the split
-    split: str  # the split for `index` and random picks (default: the env's split)
-
-
-class ResetInfo(TypedDict):
-    """What `reset()` returns beside the observation; policies and the episode recorder read it."""
-
-    task_id: str
-    split: str
-    env: str
-    tags: list[str]
-    instruction: str  # the first observation
-    tools: list[dict]  # OpenAI function schemas
-    system_prompt: str
-    max_steps: int
-    template: str  # the built-in template the task came from ("" for file tasks)
-    isolation: str  # the sandbox's isolation mode
-
-
-class ToolResult(TypedDict):
-    id: str  # the call's id within its action ("call_0", ...)
-    name: str
-    content: str
-
-
-class StepInfo(TypedDict):
-    """What `step()` returns as info; the keys marked NotRequired come only on the final step."""
-
-    step: int
-    tool_calls: list[dict]  # [{id, name, arguments}] as parsed from the action
-    parse_errors: list[str]
-    tool_results: list[ToolResult]  # one per executed call (a submit is not executed)
-    reward_terms: dict[str, float]  # the step's reward by term (envs/core/rewards.py); they sum to the step's reward
-    reward: NotRequired[float]  # the final reward (also info["reward_terms"]["final"])
-    success: NotRequired[bool]
-    checks: NotRequired[dict]  # CheckReport.as_dict(): passed, total, details
-    task_id: NotRequired[str]
-    submitted: NotRequired[bool]  # False when the episode was truncated
-    fault: NotRequired[str]  # the environment failed, not the agent (EnvironmentFault): the episode is void
-
-SUBMIT_SCHEMA = {"type": "function", "function": {
-    "name": "submit", "description": "Finish the task (optionally with a text answer).",
-    "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": []}}}
-
-
-def tool_schema(name: str, description: str, params: dict[str, str], required: list[str] | None = None) -> dict:
-    """An OpenAI-style function schema with string parameters."""
-    return {"type": "function", "function": {
-        "name": name, "description": description,
-        "parameters": {"type": "object", "properties": {k: {"type": "string", "description": v}
-                                                        for k, v in params.items()},
-                       "required": list(params) if required is None else required}}}
-
-
-class AnyText(spaces.Text):
-    """A text space that accepts any string up to max_length (gymnasium's Text checks a charset)."""
-
-    def contains(self, x: Any) -> bool:
-        return isinstance(x, str) and len(x) <= self.max_length
-
-
-@dataclass(frozen=True)
-class Suite:
-    """Tasks by split: built-in ones are generated on demand from (split, index, template); file tasks are a list.
-
-    Built-in task i of a split has template i % n of that split's templates (every template is in every slice):
-    the held-out families (`held_out`) make up the test_families split and are in no other split."""
-
-    env: str
-    counts: dict[str, int]
-    generate: Callable[[str, int, str], Task] | None = None
-    tasks: tuple[Task, ...] = ()
-    template_names: tuple[str, ...] = ()  # every template (family), held-out ones included
-    only: tuple[str, ...] = ()  # keep just these templates (task ids keep their full-suite index)
-    held_out: tuple[str, ...] = ()  # the families of the test_families split only
-
-    def only_templates(self, names: list[str] | tuple[str, ...] | None) -> "Suite":
-        if not names:
-            return self
-        unknown = [n for n in names if n not in self.template_names]
-        if unknown or self.generate is None:
-            raise ValueError(f"{self.env}: unknown templates {unknown}; templates: {', '.join(self.template_names)}")
-        return replace(self, only=tuple(names))
-
-    def templates_of(self, split: str) -> tuple[str, ...]:
-        """The templates a split's built-in tasks cycle through (before `only`)."""
-        if split == FAMILY_SPLIT:
-            return self.held_out
-        return tuple(t for t in self.template_names if t not in self.held_out)
-
-    def _positions(self, split: str) -> list[int]:
-        names = self.templates_of(split)
-        return [i for i, n in enumerate(names) if not self.only or n in self.only]
-
-    def count(self, split: str) -> int:
-        full = self.counts.get(split, 0)
-        if not self.only or self.generate is None:
-            return full
-        n = len(self.templates_of(split))
-        return sum(-(-(full - p) // n) for p in self._positions(split) if p < full)
-
-    def task(self, split: str, index: int) -> Task:
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
-        n = self.count(split)
-        if not 0 <= index < n:
-            raise IndexError(f"{self.env}: {split} has {n} tasks, no index {index}")
-        if self.generate is not None:
-            names = self.templates_of(split)
-            if self.only:
-                pos = self._positions(split)
-                q, r = divmod(index, len(pos))
-                index = q * len(names) + pos[r]
-            return self.generate(split, index, names[index % len(names)])
-        return [t for t in self.tasks if t.split == split][index]
-
-    def all(self, split: str) -> list[Task]:
-        return [self.task(split, i) for i in range(self.count(split))]
-
-    def find(self, task_id: str) -> Task:
-        if self.generate is not None:
-            parts = task_id.rsplit(":", 2)
-            if len(parts) == 3 and parts[0] == self.env and parts[1] in SPLITS and parts[2].isdigit():
-                return self.task(parts[1], int(parts[2]))
-        for t in self.tasks:
-            if t.task_id == task_id:
-                return t
-        task = loaded_task(task_id, self.env)
-        if task is not None:
-            return task if task.env else _with_env(task, self.env)
-        raise KeyError(f"{self.env}: no task {task_id!r}")
-
-    @classmethod
-    def from_tasks(cls, env: str, tasks: list[Task]) -> "Suite":
-        counts = {s: sum(1 for t in tasks if t.split == s) for s in SPLITS}
-        return cls(env=env, counts=counts, tasks=tuple(tasks))
 
 
 class ToolEnv(gymnasium.Env):
@@ -176,16 +33,20 @@ class ToolEnv(gymnasium.Env):
     The main API methods a user of this class needs to know are:
 
     - :meth:`reset` - picks a task, opens a fresh sandbox holding its files, and returns the task's
-      instruction as the first observation and a :class:`ResetInfo` (the tools, the system prompt, ...).
+      instruction as the first observation and a :class:`~envs.core.contract.ResetInfo` (the tools, the system
+      prompt, ...).
     - :meth:`step` - runs the tool calls of one assistant message and returns the tool results as the next
-      observation, the reward, whether the episode terminated or was truncated, and a :class:`StepInfo`.
+      observation, the reward, whether the episode terminated or was truncated, and a
+      :class:`~envs.core.contract.StepInfo`.
     - :meth:`render` - the transcript so far (the instruction, then each step's observation) as text.
     - :meth:`close` - closes the sandbox (its processes and its workspace); calling it twice is safe.
 
     And the attributes:
 
-    - :attr:`action_space` and :attr:`observation_space` - :class:`AnyText` up to 1 MiB: any ``str``.
-    - :attr:`suite` - the tasks by split (:class:`Suite`): the built-in ones, or those of a task file.
+    - :attr:`action_space` and :attr:`observation_space` - :class:`~envs.core.contract.AnyText` up to 1 MiB: any
+      ``str``.
+    - :attr:`suite` - the tasks by split (:class:`~envs.core.task_suite.Suite`): the built-in ones, or those of a
+      task file.
     - :attr:`task` and :attr:`box` - the current task and its :class:`~envs.sandbox.sandbox.Sandbox` (None before
       :meth:`reset` and after :meth:`close`).
     - :attr:`split`, :attr:`max_steps`, :attr:`limits`, :attr:`reward_weights` - from the constructor.
@@ -211,14 +72,15 @@ class ToolEnv(gymnasium.Env):
     terms are 0.0, so the reward is 0.0 until the last step, which gets the checker's reward.
 
     A subclass sets :attr:`env_name` (the registered name, written into task ids and trajectories),
-    :attr:`tools` (OpenAI function schemas, :func:`tool_schema` and :data:`SUBMIT_SCHEMA`),
-    :attr:`system_prompt`, :attr:`limits` (the sandbox's :class:`~envs.sandbox.sandbox.Limits`) and
+    :attr:`tools` (OpenAI function schemas, :func:`~envs.core.tools.tool_schema` and
+    :data:`~envs.core.tools.SUBMIT_SCHEMA`),
+    :attr:`system_prompt`, :attr:`limits` (the sandbox's :class:`~envs.sandbox.limits.Limits`) and
     :attr:`sandbox_env` (environment variables of every command), and implements the hooks:
 
     - :meth:`builtin_suite` - the built-in tasks (required).
     - :meth:`call_tool` - run one call other than ``submit`` and return its observation (required); it raises
-      :class:`ToolArgumentError` for missing or bad arguments and :class:`ToolFailed` for a call that ran and
-      failed, and may pass a command's output to :meth:`remember_output` for the checker.
+      :class:`~envs.core.tools.ToolArgumentError` for missing or bad arguments and
+      :class:`~envs.core.tools.ToolFailed` for a call that ran and failed, and may pass a command's output to :meth:`remember_output` for the checker.
     - :meth:`score` - the hidden checker, on the sandbox after its processes stopped (required).
     - :meth:`validate_task` - whether a task (from a file or ``options["task"]``) carries this
       environment's checker spec (optional: accepts all).
@@ -269,7 +131,7 @@ class ToolEnv(gymnasium.Env):
             if problem:
                 path, line = line_of(t)
                 raise TaskFileError(path, line, problem[1], problem[0])
-        loaded = [t if t.env else _with_env(t, self.env_name) for t in loaded]
+        loaded = [t if t.env else with_env(t, self.env_name) for t in loaded]
         remember_tasks(loaded)  # so a policy reset with this env's info finds them by task_id
         return Suite.from_tasks(self.env_name, loaded)
 
@@ -316,7 +178,7 @@ class ToolEnv(gymnasium.Env):
             problem = self.validate_task(task)
             if problem:
                 raise ValueError(f"task {task.task_id!r}: field {problem[0]!r}: {problem[1]}")
-            task = task if task.env else _with_env(task, self.env_name)
+            task = task if task.env else with_env(task, self.env_name)
             remember_tasks([task])
             return task
         if "task_id" in options:
@@ -337,7 +199,7 @@ class ToolEnv(gymnasium.Env):
             terminated (bool): the agent submitted (an :attr:`end_tools` call or a message with no call), or the
             environment ended the task (:meth:`after_calls`).
             truncated (bool): :attr:`max_steps` steps passed without an end, or the environment failed
-            (:class:`EnvironmentFault`: ``info["fault"]``).
+            (:class:`~envs.core.contract.EnvironmentFault`: ``info["fault"]``).
             info (StepInfo): ``step`` (1-based), ``tool_calls`` (``[{id, name, arguments}]`` as parsed),
             ``parse_errors``, ``tool_results`` (``[{id, name, content}]``, one per executed call: an end call is not
             executed) and ``reward_terms``; on the last step also ``reward`` (the final reward), ``success``,
@@ -497,44 +359,3 @@ class ToolEnv(gymnasium.Env):
         ``last_output`` is what :meth:`remember_output` kept, ``answer`` the submit call's ``answer`` (None when
         there was none)."""
         raise NotImplementedError
-
-
-class EnvironmentFault(RuntimeError):
-    """The environment's own machinery failed, not the agent (a browser died or hung, a page threw at load): the
-    episode says nothing about the policy and may be played again. reset() raises it; step() ends the episode
-    (truncated) and names it in the final info's `fault` (one line). envs.core.episode.play_retrying replays such an
-    episode a bounded number of times."""
-
-
-class ToolArgumentError(ValueError):
-    """A tool call with missing or bad arguments: a malformed call (its message goes back as the result)."""
-
-
-class ToolFailed(Exception):
-    """A well-formed tool call whose command failed (non-zero exit, missing file, unmatched snippet): raised by
-    `call_tool` with the observation the agent sees, so the step's reward can count the failure."""
-
-    def __init__(self, observation: str):
-        super().__init__(observation)
-        self.observation = observation
-
-
-def str_arg(call: ToolCall, key: str, *, allow_empty: bool = False) -> str:
-    value = call.arguments.get(key)
-    if not isinstance(value, str) or (not allow_empty and not value.strip()):
-        raise ToolArgumentError(f"{call.name} needs a string argument {key!r}")
-    return value
-
-
-def _with_env(task: Task, env: str) -> Task:
-    return replace(task, env=env)
-
-
-def rng_for(env: str, split: str, index: int) -> random.Random:
-    """Per-task RNG: tasks are reproducible one by one, with no global state."""
-    return random.Random(f"{env}:{split}:{index}")
-
-
-def builtin_id(env: str, split: str, index: int) -> str:
-    """The task_id of built-in task `index` of a split (Suite.find parses it back)."""
-    return f"{env}:{split}:{index:05d}"

@@ -16,8 +16,9 @@ import shutil
 from dataclasses import dataclass, field
 
 from envs.core.probes import judge, split_suite
+from envs.sandbox.limits import RunResult
 from envs.sandbox.programs import source
-from envs.sandbox.sandbox import RunResult, Sandbox
+from envs.sandbox.sandbox import Sandbox
 
 # The checker's environment: nothing of the agent's (no workspace HOME, no PATH entry it could plant a
 # binary in), and git told to run nothing a repository's own config or attributes name (hooks, fsmonitor,

@@ -8,7 +8,7 @@ trainers' scripted rollouts).
 """
 from __future__ import annotations
 
-from envs.core.base import EnvironmentFault, ResetOptions
+from envs.core.contract import EnvironmentFault, ResetOptions
 from envs.core.policies import Policy
 from transcript.recorder import EpisodeRecorder
 

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from envs.core.base import ResetInfo
+from envs.core.contract import ResetInfo
 from envs.core.suites import find_task
 from envs.core.tasks import Task
 from transcript.toolcalls import format_tool_call

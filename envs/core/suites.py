@@ -1,13 +1,14 @@
 """Tasks by environment name: the built-in suite of a registered ToolEnv, its tasks, one task by id, and
 the registry listing with task counts.
 
-It sits above both the registry (names, tags, entry points; gymnasium only) and base.py (ToolEnv, Suite),
-so neither of those imports the other's upper half.
+It sits above both the registry (names, tags, entry points; gymnasium only) and base.py (ToolEnv; its Suite is
+task_suite.py's), so neither of those imports the other's upper half.
 """
 from __future__ import annotations
 
-from envs.core.base import Suite, ToolEnv
+from envs.core.base import ToolEnv
 from envs.core.registry import EnvInfo, env_info, registered
+from envs.core.task_suite import Suite
 from envs.core.tasks import Task, loaded_task
 
 

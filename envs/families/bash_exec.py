@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import random
 
-from envs.core.base import Suite
 from envs.core.pools import Pools, PoolsBySplit, vocabulary
+from envs.core.task_suite import Suite
 from envs.core.tasks import FAMILY_SPLIT, Task, pool_split
 from envs.families import bash_families
 from envs.families.bash_tree import EXTENSIONS, distractors, file_name, unchanged, text_of

@@ -10,10 +10,12 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable
 
-from envs.core.base import SUBMIT_SCHEMA, ToolArgumentError, ToolEnv, ToolFailed, builtin_id, rng_for, str_arg, tool_schema
+from envs.core.base import ToolEnv
 from envs.core.checks import CheckReport, run_state_checks, validate_checks
 from envs.core.pools import Pools
+from envs.core.task_suite import builtin_id, rng_for
 from envs.core.tasks import Task
+from envs.core.tools import SUBMIT_SCHEMA, ToolArgumentError, ToolFailed, str_arg, tool_schema
 from envs.sandbox.sandbox import Sandbox
 from transcript.toolcalls import ToolCall
 

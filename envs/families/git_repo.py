@@ -20,8 +20,8 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from envs.core.base import Suite
 from envs.core.pools import Pools, PoolsBySplit, vocabulary
+from envs.core.task_suite import Suite
 from envs.core.tasks import FAMILY_SPLIT, Task, pool_split
 from envs.families import git_families
 from envs.families.command_env import CommandEnv, Draft, Template, cmd, command_task, run_tools, sh

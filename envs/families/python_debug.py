@@ -10,12 +10,13 @@ import builtins
 import keyword
 import sys
 
-from envs.core.base import (SUBMIT_SCHEMA, Suite, ToolArgumentError, ToolEnv, ToolFailed, builtin_id, rng_for, str_arg,
-                            tool_schema)
+from envs.core.base import ToolEnv
 from envs.core.checks import CheckReport, run_hidden_tests, run_visible_tests
 from envs.core.pools import PoolsBySplit, vocabulary
 from envs.core.probes import HiddenTestError, split_suite
+from envs.core.task_suite import Suite, builtin_id, rng_for
 from envs.core.tasks import FAMILY_SPLIT, Task, pool_split
+from envs.core.tools import SUBMIT_SCHEMA, ToolArgumentError, ToolFailed, str_arg, tool_schema
 from envs.families.python_families import HELD_OUT, MORE_FAMILIES, Family, ints as _ints
 from envs.sandbox.sandbox import Sandbox, safe_relpath
 from transcript.toolcalls import ToolCall

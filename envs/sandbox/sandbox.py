@@ -18,7 +18,9 @@ Isolation depends on what the kernel allows: "full" (as root: namespaces built o
 each command pid 1 of its own PID namespace), "userns" (the same view per command in a user namespace) or
 "rlimits"; isolation.py detects it once (`isolation_mode()`, `pid_namespaces()`) and describes each mode.
 The command's view of the system is system_view.py's, the process helpers are processes.py's, what a dead
-process left behind is swept by leftovers.py, and the workspace is measured and deleted by tree_walk.py.
+process left behind is swept by leftovers.py, and the workspace is measured and deleted by tree_walk.py. The
+limits and a command's result are limits.py's (`Limits`, `RunResult`), a command's output is read by output.py,
+and full mode's namespaces are built by namespaces.py.
 
 Commands are started by a small spawn helper (spawner.py), one per process, so a caller holding a
 model in memory is never forked per command: copying its page tables would cost tens of milliseconds a
@@ -31,76 +33,22 @@ from __future__ import annotations
 
 import os
 import resource
-import select
-import selectors
 import signal
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from envs.sandbox import isolation as kernel_isolation, leftovers
 from envs.sandbox.cgroups import Group
-from envs.sandbox.processes import count_processes, kill_children_of, killpg, open_ns, send_input, unused_uid
+from envs.sandbox.limits import Limits, RunResult
+from envs.sandbox.namespaces import build_namespaces
+from envs.sandbox.output import collect
+from envs.sandbox.processes import count_processes, kill_children_of, killpg, send_input, unused_uid
 from envs.sandbox.programs import mountns
 from envs.sandbox.spawner import Spawner, get_spawner
 from envs.sandbox.system_view import WORKSPACE_INSIDE, python_for_uid, sandbox_python, system_view, world_executable
 from envs.sandbox.tree_walk import remove_tree, tree_usage
-
-
-@dataclass(frozen=True)
-class Limits:
-    timeout_s: float = 5.0
-    cpu_s: int = 10
-    memory_bytes: int = 1 << 30
-    processes: int = 64
-    file_size_bytes: int = 16 << 20
-    open_files: int = 256
-    output_bytes: int = 8192  # what the observation keeps
-    output_hard_bytes: int = 4 << 20  # past this much output the command is killed (a flood)
-    workspace_bytes: int = 64 << 20
-    workspace_inodes: int = 32768  # files and directories in the workspace
-    tmp_bytes: int = 16 << 20
-    total_memory_bytes: int = 1 << 30  # all of the sandbox's processes together (cgroup; memory_bytes is per process)
-
-
-@dataclass(frozen=True)
-class RunResult:
-    output: str
-    exit_code: int | None
-    timed_out: bool = False
-    truncated: bool = False
-    killed: str = ""  # why the sandbox killed the command ("timeout", "output flood", "workspace quota")
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and not self.killed
-
-    def observation(self) -> str:
-        """The tool-result text an agent sees: output, then a note when something went wrong."""
-        parts = [self.output.rstrip("\n")] if self.output.strip() else []
-        if self.truncated:
-            parts.append("[output truncated]")
-        if self.killed == "timeout":
-            parts.append("[killed: command timed out]")
-        elif self.killed:
-            parts.append(f"[killed: {self.killed}]")
-        elif self.exit_code:
-            parts.append(f"[exit code {self.exit_code}{_signal_note(self.exit_code)}]")
-        return "\n".join(parts) if parts else "(no output)"
-
-
-def _signal_note(code: int) -> str:
-    if code < 0:
-        try:
-            return f", {signal.Signals(-code).name}"
-        except ValueError:
-            return ""
-    if code == 128 + signal.SIGXFSZ:
-        return ", file size limit exceeded"
-    return ""
 
 
 def isolation_mode() -> str:
@@ -236,7 +184,10 @@ class Sandbox:
         else:
             fd, poll, wait, kill = self._start_forked(argv, data, env or self.env)
         try:
-            output, truncated, killed, lingering = self._collect(fd, poll, kill, start + timeout, keep)
+            output, truncated, killed, lingering = collect(fd, poll, start + timeout, keep, limits.output_hard_bytes,
+                                                           self._over_quota)
+            if killed:
+                self._kill_leftovers(kill, sweep=True)
         finally:
             os.close(fd)
         exit_code = wait()
@@ -325,49 +276,6 @@ class Sandbox:
 
         return out_r, child.poll, wait, lambda: killpg(child.pid)
 
-    def _collect(self, fd: int, poll, kill, deadline: float, keep: int) -> tuple[bytes, bool, str, bool]:
-        limits = self.limits
-        kept = bytearray()
-        seen = 0
-        killed = ""
-        exited_at: float | None = None
-        lingering = False
-        next_quota = time.monotonic() + 0.25
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while True:
-                now = time.monotonic()
-                if now >= deadline:
-                    killed = "timeout"
-                    break
-                if exited_at is None and poll() is not None:
-                    exited_at = now
-                # A background child can hold the pipe open after the command exits: give it a moment.
-                if exited_at is not None and now - exited_at > 0.05:
-                    lingering = True
-                    break
-                if now >= next_quota:
-                    next_quota = now + 0.25
-                    if self._over_quota():
-                        killed = "workspace quota exceeded"
-                        break
-                wait = min(deadline - now, 0.05 if exited_at is not None else 0.25)
-                if not sel.select(wait):
-                    continue
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                seen += len(chunk)
-                room = keep - len(kept)
-                if room > 0:
-                    kept += chunk[:room]
-                if seen > limits.output_hard_bytes:
-                    killed = "output flood"
-                    break
-        if killed:
-            self._kill_leftovers(kill, sweep=True)
-        return bytes(kept), seen > keep, killed, lingering
-
     def _kill_leftovers(self, kill, *, sweep: bool) -> None:
         """kill() ends the command's process group (or, forked here, what its waiter waits for); the sweep
         kills every process of the sandbox's own uid (a timeout, a flood, a child holding the pipe)."""
@@ -415,47 +323,8 @@ class Sandbox:
         if self.isolation != "full":
             return None
         if self._ns_fds is None:
-            spawner = get_spawner(sandbox_python())
-            self._ns_fds = self._build_spawned(spawner) if spawner is not None else self._build_forked()
+            self._ns_fds = build_namespaces(self._view, self._dir)
         return self._ns_fds
-
-    def _maker(self) -> dict:
-        """The request of the process that builds an episode's namespaces (full mode) and then waits."""
-        return {"mode": "build", "view": self._view, "argv": ["/bin/cat"], "env": {}}
-
-    def _build_forked(self) -> tuple[int, int]:
-        req = self._maker()
-        maker = subprocess.Popen(["/bin/cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, cwd=self._dir, env={},
-                                 preexec_fn=lambda: (os.setsid(), mountns.setup(req)))
-        try:  # Popen returns once the preexec function has run: the namespaces exist
-            return open_ns(maker.pid)
-        finally:
-            maker.stdin.close()
-            maker.wait()
-
-    def _build_spawned(self, spawner: Spawner) -> tuple[int, int]:
-        out_r, out_w = os.pipe()
-        in_r, in_w = os.pipe()
-        req = {**self._maker(), "ready": True}
-        try:
-            child = spawner.spawn(req, {"stdin": in_r, "stdout": out_w})
-            os.close(out_w)
-            out_w = -1
-            # The maker writes one byte once its namespaces are built; before that its /proc/PID/ns
-            # entries would still be ours.
-            ready, _, _ = select.select([out_r], [], [], 20)
-            if not ready or os.read(out_r, 1) != b"R":
-                raise OSError("sandbox namespaces could not be built: " + os.read(out_r, 500).decode(errors="replace")
-                              if ready else "sandbox namespaces: no answer")
-            fds = open_ns(child.pid)
-            if os.fstat(fds[0]).st_ino == os.stat("/proc/self/ns/net").st_ino:
-                raise OSError("sandbox namespaces: the maker is still in the caller's network namespace")
-            return fds
-        finally:
-            for fd in (in_r, in_w, out_r, out_w):
-                if fd >= 0:
-                    os.close(fd)
 
     def _rlimits(self) -> list[tuple[int, int]]:
         limits = self.limits

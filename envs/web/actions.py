@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from envs.core.base import SUBMIT_SCHEMA, ToolArgumentError, ToolFailed, tool_schema
+from envs.core.tools import SUBMIT_SCHEMA, ToolArgumentError, ToolFailed, tool_schema
 from transcript.toolcalls import ToolCall
 
 MAX_TYPE_CHARS = 500

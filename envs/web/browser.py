@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envs.core.base import EnvironmentFault
+from envs.core.contract import EnvironmentFault
 from envs.web import watchdog
 from ground.errors import UserError
 

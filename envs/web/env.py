@@ -31,8 +31,9 @@ from pathlib import Path
 
 import gymnasium
 
-from envs.core.base import EnvironmentFault, ResetInfo, ResetOptions, ToolEnv
+from envs.core.base import ToolEnv
 from envs.core.checks import CheckReport
+from envs.core.contract import EnvironmentFault, ResetInfo, ResetOptions
 from envs.core.rewards import RewardWeights
 from envs.core.tasks import Task
 from envs.web import browser as browsers

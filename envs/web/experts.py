@@ -18,7 +18,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from envs.core.base import ResetInfo
+from envs.core.contract import ResetInfo
 from envs.core.policies import RandomPolicy, _typo
 from transcript.toolcalls import format_tool_call
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envs.core.base import Suite, builtin_id
+from envs.core.task_suite import Suite, builtin_id
 from envs.core.tasks import FAMILY_SPLIT, Task
 
 ENV = "web_form_env"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from envs.core.base import EnvironmentFault
+from envs.core.contract import EnvironmentFault
 from envs.core.episode import EPISODE_TRIES, EpisodeLost
 from trainers.generation.generate import END_OF_TURN, STOP_REPETITION, Generation, looping
 from trainers.modeling.chat import normalize_tools, prompt_ids, turn_continuation

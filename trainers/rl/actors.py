@@ -32,7 +32,8 @@ from trainers.generation.generate import rollout_model, use_bf16
 from trainers.modeling.models import model_label
 from trainers.modeling.policy import PolicySpec, build_policy, tokenizer_for
 from trainers.rl.curriculum import CurriculumStream
-from trainers.rl.online import TaskStream, play_groups, read_run_config, rollout_rows
+from trainers.rl.groups import TaskStream, play_groups, rollout_rows
+from trainers.rl.online import read_run_config
 from trainers.rl.project_config import ProjectConfig
 from trainers.runtime import checkpoint
 from trainers.runtime.device import device as pick_device
@@ -54,7 +55,7 @@ class ActorFailed(TrainerInputError):
 
 
 def seed_key(version: int, index: int, count: int) -> int:
-    """The episode seeds of actor `index`'s batch at policy `version` (trainers/rl/online.py's play_groups)."""
+    """The episode seeds of actor `index`'s batch at policy `version` (trainers/rl/groups.py's play_groups)."""
     return 1 + version * count + index
 
 

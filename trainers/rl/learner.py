@@ -30,7 +30,8 @@ from trainers.rl.actors import POLL_S, ActorPool
 from trainers.rl.actors import SOURCE as ACTOR_SOURCE
 from trainers.rl.curriculum import signal_by_key
 from trainers.rl.grpo import SampledSequence, group_advantages
-from trainers.rl.online import METHOD, OnlineTrainer, run_online
+from trainers.rl.online import METHOD, run_online
+from trainers.rl.trainer import OnlineTrainer
 from trainers.runtime import checkpoint
 
 TABLE = "trajectories"

@@ -18,6 +18,12 @@ def at_least(cfg, minimum: float, *names: str) -> None:
     ranges.at_least(cfg, minimum, *names, error=TrainerInputError)
 
 
+def positive(cfg, *names: str) -> None:
+    """`__post_init__` validation: each named field (None = unset) is above 0, else the one-line error
+    (ground/ranges.py's check, in the trainers' TrainerInputError)."""
+    ranges.positive(cfg, *names, error=TrainerInputError)
+
+
 DEFAULT_SEED = 0
 MODEL_HELP = "tiny | smollm2 | hermes-3 | a local model folder | a hub id"
 LAKE_HELP = "an existing lake, for the run's data and its events (default $LAKE_ROOT or ./data/lake)"

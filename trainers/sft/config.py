@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.model_folder import context_length
-from trainers.runtime.options import GRADIENT_CHECKPOINTING_HELP, ModelConfig, at_least, helped
+from trainers.runtime.options import GRADIENT_CHECKPOINTING_HELP, ModelConfig, at_least, helped, positive
 
 
 # The default --max-length is the model's context, capped for memory: activations grow with the tokens of a batch,
@@ -71,10 +71,7 @@ class TrainConfig(ModelConfig):
             raise TrainerInputError("no dataset given: pass --data FOLDER (an export), FILE.jsonl or a lake view name such as sft")
         if not str(self.model or "").strip():
             raise TrainerInputError("no model given: pass --model tiny, --model hermes-3, a local folder or a hub id")
-        if self.epochs <= 0:
-            raise TrainerInputError(f"--epochs must be positive, got {self.epochs}")
-        if self.learning_rate is not None and self.learning_rate <= 0:
-            raise TrainerInputError(f"--learning-rate must be positive, got {self.learning_rate}")
+        positive(self, "epochs", "learning_rate")
         at_least(self, 1, "max_steps", "batch_size", "grad_accum", "max_length", "lora_rank", "lora_alpha")
         at_least(self, 0, "warmup_steps")
         if not 0 <= self.lora_dropout < 1:
@@ -140,8 +137,7 @@ class SFTConfig(TrainConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.log_every is not None:
-            at_least(self, 1, "log_every")
+        at_least(self, 1, "log_every")
         at_least(self, 0, "weight_decay", "grad_clip")
         if not 0 <= self.min_lr_ratio <= 1:
             raise TrainerInputError(f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}")
@@ -184,5 +180,4 @@ class InstructConfig(SFTConfig):
         if self.method not in METHODS:
             raise TrainerInputError(f"unknown --method {self.method!r}: use sft or dpo")
         super().__post_init__()
-        if self.beta <= 0:
-            raise TrainerInputError(f"--beta must be positive, got {self.beta}")
+        positive(self, "beta")

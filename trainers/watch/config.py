@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from trainers.rl.config import OnlineConfig
 from trainers.runtime.errors import TrainerInputError
-from trainers.runtime.options import at_least, helped
+from trainers.runtime.options import at_least, helped, positive
 from trainers.runtime.run_reader import RunReader
 from trainers.sft.config import SFTConfig
 
@@ -122,8 +122,7 @@ class WatchConfig(SFTConfig):
         at_least(self, 1, "min_rows", "max_versions", "max_increments", "eval_limit")
         if not 0 <= self.served_test_fraction <= 1:
             raise TrainerInputError(f"--served-test-fraction must be within 0 and 1, got {self.served_test_fraction}")
-        if self.poll_interval <= 0:
-            raise TrainerInputError(f"--poll-interval must be positive, got {self.poll_interval}")
+        positive(self, "poll_interval")
 
     def _refuse(self, applies: set[str], what: str) -> None:
         """A one-line error for the first option given (not at its default) that `what` does not take."""

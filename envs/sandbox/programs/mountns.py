@@ -3,8 +3,8 @@ does between fork and exec (cgroups, namespaces, mounts, uid, rlimits, no_new_pr
 that kills whatever a command leaves behind.
 
 Two processes run it: the spawn helper (spawner.py, a stand-alone program that imports this file as a
-sibling module) in the child it forks for each command, and the sandbox itself (envs/sandbox/sandbox.py) in a
-preexec function when the helper is turned off. Stdlib only, raw syscalls through ctypes (Python 3.11
+sibling module) in the child it forks for each command, and the sandbox itself (envs/sandbox/sandbox.py, and
+namespaces.py for an episode's namespaces) in a preexec function when the helper is turned off. Stdlib only, raw syscalls through ctypes (Python 3.11
 has no os.unshare/os.mount), and no state: each function is called in a freshly forked child, except
 mount and umount (the sandbox's workspace) and the reaping (the spawn helper's own loop).
 """

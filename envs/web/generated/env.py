@@ -22,7 +22,7 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
-from envs.core.base import Suite, builtin_id
+from envs.core.task_suite import Suite, builtin_id
 from envs.core.tasks import FAMILY_SPLIT, SPLITS, Task
 from envs.web import browser as browsers
 from envs.web.env import WebFormEnv

@@ -21,7 +21,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from envs.core.base import ResetInfo
+from envs.core.contract import ResetInfo
 from envs.core.policies import RandomPolicy, _typo
 from envs.core.suites import find_task
 from envs.web.experts import El, click, draw_mistake, parse_elements, type_

@@ -1,0 +1,93 @@
+"""The read API under /v1 (JSON, in the app's OpenAPI): the data the pages show, for scripts and notebooks.
+
+* `GET /v1/trajectories`: a page of current trajectories, filtered (ui/params.py TRAJECTORY_LIST), newest first,
+  with `next_cursor` (pages at one pinned version never repeat or skip a row);
+* `GET /v1/trajectories/{trajectory_id}`: one trajectory's current row, every column, messages as objects and
+  tool-call arguments parsed; 404 when no such trajectory is in the lake at the pin;
+* `GET /v1/versions`: every table's version and newest commits; `GET /v1/runs`: the runs table's rows.
+
+Every answer names the versions it read. A bad parameter is a 400 of one line naming it; no route writes.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from transcript.messages import arguments_object
+from ui import params as P
+from ui.params import ParamError, read_params
+from ui.reader import LakeReader, QueryTimeout
+
+
+def json_response(obj: Any, status: int = 200) -> Response:
+    """JSON (times as RFC 3339, non-string keys allowed: a struct's map)."""
+    return Response(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS, default=str), status_code=status,
+                    media_type="application/json")
+
+
+def answered(fn: Callable[[], Any]) -> Response:
+    """fn()'s value as JSON; a ParamError a 400 naming its parameter, a query past the time limit a 400 too (an
+    expensive filter is the request's, not the server's)."""
+    try:
+        return json_response(fn())
+    except ParamError as exc:
+        return json_response(exc.body(), 400)
+    except QueryTimeout as exc:
+        return json_response({"detail": str(exc), "param": "where"}, 400)
+
+
+def with_arguments(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with each tool call's arguments as the object they encode (text that is not JSON stays text)."""
+    for m in row.get("messages") or []:
+        for c in (m or {}).get("tool_calls") or []:
+            c["arguments"] = arguments_object(c.get("arguments"))
+    return row
+
+
+def api_router(reader: LakeReader) -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["read"])
+
+    @router.get("/trajectories", summary="A page of trajectories, filtered",
+                openapi_extra=P.openapi_parameters(P.TRAJECTORY_LIST))
+    def trajectories(request: Request) -> Response:
+        """The current row of each trajectory (late rewards applied), newest first: `rows` (without messages),
+        `versions` read, `next_cursor` (null on the last page)."""
+        return answered(lambda: reader.trajectories(read_params(request.query_params.multi_items(),
+                                                                P.TRAJECTORY_LIST)))
+
+    @router.get("/trajectories/{trajectory_id:path}", summary="One trajectory, every column",
+                openapi_extra=P.openapi_parameters(P.PINNED))
+    def trajectory(trajectory_id: str, request: Request) -> Response:
+        """The current row of `trajectory_id` with its messages (tool-call arguments parsed), steps and rewards;
+        404 when the lake holds no such trajectory at the pin."""
+        def one() -> Any:
+            q = read_params(request.query_params.multi_items(), P.PINNED)
+            row, versions = reader.trajectory(trajectory_id, q["as_of"])
+            if row is None:
+                return None, versions
+            return with_arguments(row), versions
+
+        try:
+            row, versions = one()
+        except ParamError as exc:
+            return json_response(exc.body(), 400)
+        if row is None:
+            return json_response({"detail": f"no trajectory {trajectory_id[:200]!r} in the lake at these versions",
+                                  "versions": versions}, 404)
+        return json_response({"trajectory": row, "versions": versions})
+
+    @router.get("/versions", summary="Every table's version and newest commits",
+                openapi_extra=P.openapi_parameters(P.VERSIONS))
+    def versions(request: Request) -> Response:
+        """What an `as_of` can pin: each table's latest version and its newest `limit` commits."""
+        return answered(lambda: reader.versions(read_params(request.query_params.multi_items(), P.VERSIONS)["limit"]))
+
+    @router.get("/runs", summary="The runs table's rows", openapi_extra=P.openapi_parameters(P.RUN_LIST))
+    def runs(request: Request) -> Response:
+        """Training runs, increments, evaluations and the queue's records, newest first, with `next_cursor`."""
+        return answered(lambda: reader.runs(read_params(request.query_params.multi_items(), P.RUN_LIST)))
+
+    return router

@@ -1,0 +1,30 @@
+"""`lake ui`'s typed options: where it listens, who may call it and its HTTP limits are edge's ServerOptions (the
+same fields and help texts as `lake serve`'s); the UI adds how long one query may run. Kept free of heavy imports:
+the CLI builds its options from this class at start-up (lachesis/console.py `config_command`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from edge.errors import OptionError
+from edge.options import ServerOptions, server_field
+from ground.options import helped
+from ground.ranges import positive
+
+MAX_QUERY_TIMEOUT_S = 3600.0
+QUERY_TIMEOUT_S = 10.0  # `lake serve` carries the UI with this limit (it has no option of its own for it)
+
+
+@dataclass(kw_only=True)
+class UiConfig(ServerOptions):
+    """`lake ui`: the read-only web UI and its read API over one lake, alone (no ingest routes)."""
+
+    port: int = server_field("port", 8080)
+    query_timeout: float = field(default=QUERY_TIMEOUT_S, **helped(
+        "Seconds one query of a page or of the read API may run (a `where` filter included) before it is "
+        "interrupted and answered 400: an expensive filter cannot hold a worker."))
+
+    def __post_init__(self):
+        positive(self, "query_timeout", error=OptionError)
+        if self.query_timeout > MAX_QUERY_TIMEOUT_S:  # a timer of inf seconds cannot be set
+            raise OptionError(f"--query-timeout must be at most {MAX_QUERY_TIMEOUT_S:g}, got {self.query_timeout}")
+        super().__post_init__()

@@ -1,0 +1,23 @@
+"""`ui_router`: the UI's pages (/ui) and read API (/v1) over one lake, as one router, for the two servers that
+carry it: `lake ui` (ui/app.py) and `lake serve` (ingest/app.py takes it among its extra routers, so the UI sits
+behind that server's own guards: its Host check, token and HTTP limits)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter
+
+from ui.api import api_router
+from ui.config import QUERY_TIMEOUT_S
+from ui.pages import pages_router
+from ui.reader import LakeReader
+
+
+def ui_router(lake_root: str | Path, query_timeout: float = QUERY_TIMEOUT_S) -> APIRouter:
+    """The pages and the read API over the lake at `lake_root` (opened at the first request), each query within
+    `query_timeout` seconds."""
+    reader = LakeReader(lake_root, query_timeout)
+    router = APIRouter()
+    router.include_router(api_router(reader))
+    router.include_router(pages_router(reader))
+    return router
