@@ -1,7 +1,7 @@
 """The HTTP edge both servers put before their routes (`lake serve`: ingest/http.py, `lake serve-model`:
-serving/http.py), one rule for both: the Host check against DNS rebinding, the bearer token, same-origin and a JSON
-content type on POSTs, and the request body read within the limits (declared, streamed and inflated size) and parsed
-as JSON, each before anything else of the request is looked at.
+serving/http.py), one rule for both: the Host check against DNS rebinding, the bearer token (or, on a page read, the
+browser's login cookie), same-origin and a JSON content type on POSTs, and the request body read within the limits
+(declared, streamed and inflated size) and parsed as JSON, each before anything else of the request is looked at.
 
 The guards take the server's state as an argument (each server wraps them as FastAPI dependencies on its own
 state) and read only what `ServerState` says: the Host names, the tokens and the body limits of its options.
@@ -10,6 +10,7 @@ parsed, and because the 422s must look like run-api's.
 """
 from __future__ import annotations
 
+import base64
 import ipaddress
 import socket
 import zlib
@@ -101,27 +102,75 @@ async def json_content_type(request: Request) -> None:
                                  "(or application/x-ndjson)")
 
 
-OPEN_PATHS = frozenset({"/v1/health"})  # the only route a client without the token may call (a liveness probe)
+# The browser's login (ui/login.py serves its form): a browser cannot send the bearer header, so POST /ui/login takes
+# the token in a form and hands it back as a cookie (HttpOnly, SameSite=Strict, Path=/ui). The cookie is a credential
+# for the pages only: taken on GET and HEAD of /ui paths, never on a write route or the JSON API (a cross-site form
+# cannot POST into the lake with it, and `lake serve`'s GET /batch, which drains the queue, never sees it).
+PAGES = "/ui"
+LOGIN_PATH = "/ui/login"
+LOGOUT_PATH = "/ui/logout"
+STYLESHEET_PATH = "/ui/static/ui.css"
+TOKEN_COOKIE = "lachesis_token"
+COOKIE_METHODS = frozenset({"GET", "HEAD"})
+# the routes a client without the token may call: a liveness probe, the login form (and its stylesheet), the logout
+OPEN_PATHS = frozenset({"/v1/health", LOGIN_PATH, LOGOUT_PATH, STYLESHEET_PATH})
+
+
+def is_page(request: Request) -> bool:
+    """Whether the request reads a page under /ui (where the login cookie counts)."""
+    path = request.url.path
+    return request.method in COOKIE_METHODS and (path == PAGES or path.startswith(PAGES + "/"))
+
+
+def cookie_value(token: str) -> str:
+    """The login cookie's value for `token`: base64url, so any visible ASCII (`;`, `,`, quotes) travels intact."""
+    return base64.urlsafe_b64encode(token.encode("utf-8", "surrogatepass")).decode("ascii").rstrip("=")
+
+
+def cookie_token(request: Request) -> str | None:
+    """The token the login cookie holds, on a page read only (is_page); None without one (or a malformed one)."""
+    raw = request.cookies.get(TOKEN_COOKIE) if is_page(request) else None
+    if not raw or len(raw) > 8192:
+        return None
+    try:
+        return base64.urlsafe_b64decode(raw.encode("ascii") + b"=" * (-len(raw) % 4)).decode("utf-8")
+    except (ValueError, UnicodeError):
+        return None
 
 
 async def require_token(request: Request, state: ServerState) -> None:
     """Every route (an app dependency): with tokens set, `Authorization: Bearer <token>` of one of them is required,
     checked before the body is read, and its name becomes `request.state.client`. Reads too (`lake serve`'s
-    /latest_example, /batch and /v1/stats hand out what was posted). Only /v1/health answers without it. One lookup by the header's
-    digest (edge/tokens.py Tokens): constant time whatever the number of tokens, and safe against timing."""
+    /latest_example, /batch and /v1/stats hand out what was posted). Only OPEN_PATHS answer without it. A page
+    read (is_page) without the header takes the login cookie instead, and without a valid one is sent to the login
+    form (303) rather than answered 401. One lookup by the header's digest (edge/tokens.py Tokens): constant time
+    whatever the number of tokens, and safe against timing. `request.state.server`: the state that guarded it (the
+    login form checks its token against the same tokens)."""
     tokens = state.config.tokens
+    request.state.server = state
     request.state.client = ""  # no tokens, or one: every client is the one identity
     if not tokens or request.url.path in OPEN_PATHS:
         return
-    client = tokens.client(request.headers.get("authorization", ""))
+    header = request.headers.get("authorization")
+    if header is None and is_page(request):
+        token = cookie_token(request)
+        client = None if token is None else tokens.client(f"Bearer {token}")
+        if client is None:
+            raise HTTPException(303, "log in first", headers={"Location": LOGIN_PATH})
+    else:
+        client = tokens.client(header or "")
     if client is None:
         raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
     request.state.client = client  # the token's name ("" for a lone token): the model server's client identity
 
 
-async def read_body(request: Request, state: ServerState) -> bytes:
-    """The request body within the limits: declared size, streamed size, then inflated size for gzip."""
-    limit = state.config.max_body
+def login_client(state: ServerState, token: str) -> str | None:
+    """The name of the client whose token the login form was given (as require_token checks a header), else None."""
+    return state.config.tokens.client(f"Bearer {token}")
+
+
+async def read_limited(request: Request, limit: int) -> bytes:
+    """The request body as sent, refused past `limit` bytes (declared size, then streamed size)."""
     cl = request.headers.get("content-length")
     if cl is not None:
         try:
@@ -139,7 +188,12 @@ async def read_body(request: Request, state: ServerState) -> bytes:
             chunks.append(chunk)
     except ClientDisconnect:  # gone, or closed by the read timeout (edge.limits): nobody to answer
         raise BadInput("the client went away before sending the whole body", kind="disconnected") from None
-    data = b"".join(chunks)
+    return b"".join(chunks)
+
+
+async def read_body(request: Request, state: ServerState) -> bytes:
+    """The request body within the limits: declared size, streamed size, then inflated size for gzip."""
+    data = await read_limited(request, state.config.max_body)
     enc = request.headers.get("content-encoding", "").lower()
     if "gzip" in enc:
         return gunzip_bounded(data, state.config.inflated_limit(len(data)))

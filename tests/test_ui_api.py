@@ -1,4 +1,4 @@
-"""The UI's read API (issue 48, first slice) against `lake ui` and `lake serve` as real processes on loopback over a
+"""The UI's read API (issue 48) against `lake ui` and `lake serve` as real processes on loopback over a
 real lake (tests/ui_helpers.py): filters, stable pagination at a pinned version while the lake grows, `as_of`,
 hostile `where` filters and parameters (one-line 400s naming the parameter, never a 500), auth with and without a
 token on both servers, and `lake ui --help`."""
@@ -171,11 +171,32 @@ def test_versions_and_runs(client):
     one = client.get("/v1/runs", params={"limit": 1}).json()
     two = client.get("/v1/runs", params={"limit": 1, "cursor": one["next_cursor"]}).json()
     assert {one["rows"][0]["run_id"], two["rows"][0]["run_id"]} == {"run-1", "run-2"} and two["next_cursor"] is None
+    assert [r["kind"] for r in client.get("/v1/runs", params={"run_id": "run-1"}).json()["rows"]] == ["sft"]
+
+
+def test_the_loop_by_policy_version(client, lake):
+    """Success rate and mean reward per policy_version over the current rows (the late reward of a-3 counted)."""
+    _, rows = lake
+    body = client.get("/v1/loop", params=PIN).json()
+    assert body["versions"]["trajectories"] == BASE
+    got = {r["policy_version"]: r for r in body["rows"]}
+    assert [r["policy_version"] for r in body["rows"]] == ["v1", "v2", None]  # as the versions first appeared
+    for version in got:
+        members = [r for r in rows.values() if r.get("policy_version") == version]
+        g = got[version]
+        assert (g["trajectories"], g["judged"], g["rewarded"]) == (len(members),) * 3
+        assert g["successes"] == sum(bool(r["success"]) for r in members)
+        assert g["success_rate"] == pytest.approx(g["successes"] / len(members))
+        assert g["mean_reward"] == pytest.approx(sum(r["reward"] for r in members) / len(members))
+    assert got["v1"]["successes"] == sum(bool(rows[f"a-{i}"]["success"]) for i in range(10))
+    assert client.get("/v1/loop", params={"as_of": "1"}).json()["rows"][0]["trajectories"] == 10
+    assert client.get("/v1/loop", params={"limit": 3}).status_code == 400
 
 
 def test_the_read_api_is_in_the_openapi_schema(client):
     paths = client.get("/openapi.json").json()["paths"]
-    assert {"/v1/trajectories", "/v1/trajectories/{trajectory_id}", "/v1/versions", "/v1/runs"} <= set(paths)
+    assert {"/v1/trajectories", "/v1/trajectories/{trajectory_id}", "/v1/versions", "/v1/runs",
+            "/v1/loop"} <= set(paths)
     documented = {p["name"] for p in paths["/v1/trajectories"]["get"]["parameters"]}
     assert {"env", "split", "task", "success", "min_reward", "max_reward", "policy_version", "source", "since",
             "until", "where", "as_of", "limit", "cursor"} <= documented
@@ -251,7 +272,7 @@ def _token_file(tmp_path, token: str):
 
 
 READS = ["/v1/versions", f"/ui/trajectories/{CALL_ID}", "/v1/runs", "/v1/trajectories", "/ui/trajectories", "/ui",
-         f"/v1/trajectories/{CALL_ID}"]
+         f"/v1/trajectories/{CALL_ID}", "/ui/runs", "/v1/loop", "/ui/loop"]
 
 
 def test_auth_on_both_servers_with_and_without_a_token(lake, tmp_path):
@@ -273,9 +294,13 @@ def test_auth_on_both_servers_with_and_without_a_token(lake, tmp_path):
         for name, s in servers.items():
             with httpx.Client(base_url=s.url, timeout=30) as c:
                 auth = {"Authorization": f"Bearer {token}"} if name.endswith("+token") else {}
-                if auth:  # refused before any query runs: every read route
+                if auth:  # refused before any query runs: every read route (a page sends a browser to its login form)
                     for path in READS:
-                        assert c.get(path).status_code == 401, (name, path)
+                        r = c.get(path)
+                        if path.startswith("/ui"):
+                            assert r.status_code == 303 and r.headers["location"] == "/ui/login", (name, path)
+                        else:
+                            assert r.status_code == 401, (name, path)
                         assert c.get(path, headers={"Authorization": "Bearer wrong"}).status_code == 401, (name, path)
                 for path in READS[1::2]:  # answered with it (or without auth): a page and an API route of each kind
                     r = c.get(path, headers=auth)

@@ -7,8 +7,11 @@ routes), by job:
 * reader.py: `LakeReader`, every query the UI runs, on a read-only snapshot (lake.Lake.snapshot(read_only=True),
   the path `lake sql` takes), from the SQL files in sql/, within a time limit;
 * conversation.py: a trajectory row as the turns a page shows (tool calls split by transcript's one parser);
-* api.py: the JSON routes under /v1 (trajectories, one trajectory, versions, runs); pages.py: the HTML pages under
-  /ui (jinja2 templates in templates/, autoescaped, served with a Content-Security-Policy without inline scripts);
+* api.py: the JSON routes under /v1 (trajectories, one trajectory, versions, runs, loop); pages.py: the HTML pages
+  under /ui (overview, trajectories, conversation, runs, loop; jinja2 templates in templates/, autoescaped, served
+  with a Content-Security-Policy without inline scripts);
+* login.py: the browser's login for a server with a token (a form that sets the token as a cookie edge's guard
+  takes on page reads only) and its logout;
 * routes.py: `ui_router(lake_root, ...)`, both, for `lake serve` (ingest/app.py takes extra routers) and `lake ui`;
 * app.py: `lake ui` alone: the same router behind edge's guards (Host check, token) and HTTP limits.
 

@@ -4,7 +4,8 @@
   with `next_cursor` (pages at one pinned version never repeat or skip a row);
 * `GET /v1/trajectories/{trajectory_id}`: one trajectory's current row, every column, messages as objects and
   tool-call arguments parsed; 404 when no such trajectory is in the lake at the pin;
-* `GET /v1/versions`: every table's version and newest commits; `GET /v1/runs`: the runs table's rows.
+* `GET /v1/versions`: every table's version and newest commits; `GET /v1/runs`: the runs table's rows;
+* `GET /v1/loop`: success rate and mean reward by policy_version (the loop page's table).
 
 Every answer names the versions it read. A bad parameter is a 400 of one line naming it; no route writes.
 """
@@ -89,5 +90,12 @@ def api_router(reader: LakeReader) -> APIRouter:
     def runs(request: Request) -> Response:
         """Training runs, increments, evaluations and the queue's records, newest first, with `next_cursor`."""
         return answered(lambda: reader.runs(read_params(request.query_params.multi_items(), P.RUN_LIST)))
+
+    @router.get("/loop", summary="Success rate and mean reward by policy_version",
+                openapi_extra=P.openapi_parameters(P.PINNED))
+    def loop(request: Request) -> Response:
+        """One row per policy_version over the trajectories' current rows (late rewards applied), in the order the
+        versions first appeared: counts, success rate, mean reward, first and last ingestion."""
+        return answered(lambda: reader.loop(read_params(request.query_params.multi_items(), P.PINNED)["as_of"]))
 
     return router

@@ -1,5 +1,6 @@
 """The HTML pages under /ui: the overview, the trajectory list (the read API's filters as a form, pagination
-links) and a trajectory's conversation; the same reader and parameter grammar as the read API (ui/api.py).
+links), a trajectory's conversation, the runs (config and metrics summarised, pages) and the loop (success rate
+and mean reward by policy_version); the same reader and parameter grammar as the read API (ui/api.py).
 
 Safe by construction: jinja2 with autoescape on for every template (`<script>` in a message is text), values reach
 URLs only percent-encoded (`link`, `segment`: never as a scheme or a raw path), and every page is served with a
@@ -12,23 +13,26 @@ import datetime as dt
 import functools
 import json
 from importlib import resources
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import quote, urlencode
 
 import jinja2
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
+from edge.guards import TOKEN_COOKIE
 from ui import conversation
 from ui import params as P
 from ui.params import ParamError, read_params
 from ui.reader import LakeReader, QueryTimeout
 
-# no script from anywhere, styles and images from this server only, forms only to it, never framed
+# no script from anywhere, styles and images from this server only, forms only to it, never framed; a referrer for
+# this server only (with none at all, a browser sends `Origin: null` on the login and logout forms, which
+# edge.guards.same_origin must refuse as it refuses another site)
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; "
        "frame-ancestors 'none'")
 SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
-                    "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
+                    "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
 STYLESHEET = "/ui/static/ui.css"
 
 
@@ -51,6 +55,39 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
+SUMMARY_ITEMS = 6
+SUMMARY_CHARS = 160
+
+
+def summary(value: Any) -> str:
+    """A config or metrics value in one short line: an object's first SUMMARY_ITEMS keys as `key=value` (a nested
+    value as {…} or […]), anything else as compact JSON, cut at SUMMARY_CHARS (the whole value is in a fold)."""
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        def one(v: Any) -> str:
+            if isinstance(v, dict):
+                return "{…}"
+            if isinstance(v, list):
+                return "[…]"
+            return json.dumps(v, ensure_ascii=False, default=str) if not isinstance(v, str) else v
+        items = [f"{k}={one(v)}" for k, v in list(value.items())[:SUMMARY_ITEMS]]
+        text = ", ".join(items) + (", …" if len(value) > SUMMARY_ITEMS else "")
+    else:
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS - 1] + "…"
+
+
+def rate(value: Any) -> str:
+    """A fraction as a percentage with one decimal (blank for none)."""
+    return "" if value is None else f"{100 * value:.1f}%"
+
+
+def mean(value: Any) -> str:
+    """A mean reward to three decimals (blank for none)."""
+    return "" if value is None else f"{value:.3f}"
+
+
 def when(value: Any) -> str:
     """A time as the pages show it: UTC to the second (the API gives it whole)."""
     if isinstance(value, dt.datetime):
@@ -63,12 +100,15 @@ def templates() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("ui", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(link=link, stylesheet=STYLESHEET)
-    env.filters.update(segment=segment, pretty=pretty, when=when)
+    env.filters.update(segment=segment, pretty=pretty, when=when, summary=summary, rate=rate, mean=mean)
     return env
 
 
-def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
-    return HTMLResponse(templates().get_template(name).render(**context), status_code=status,
+def page(name: str, status: int = 200, request: Request | None = None, **context: Any) -> HTMLResponse:
+    """The template `name` rendered, with the security headers; `request`: the page offers to log out when the
+    browser holds the login cookie (ui/login.py)."""
+    session = request is not None and TOKEN_COOKIE in request.cookies
+    return HTMLResponse(templates().get_template(name).render(session=session, **context), status_code=status,
                         headers=SECURITY_HEADERS)
 
 
@@ -80,6 +120,21 @@ def raw_as_of(request: Request) -> str | None:
     """The pin as the user typed it, carried in every link of the page (parsed separately: read_params)."""
     values = request.query_params.getlist("as_of")
     return values[0] if len(values) == 1 and values[0].strip() else None
+
+
+def paged(request: Request, path: str, parsers: dict, fetch: Callable[[dict], dict], template: str, title: str,
+          **context: Any) -> Response:
+    """A paged list page (trajectories, runs): its parameters read with `parsers`, a page of `fetch(q)`, rendered with
+    `q`, the query as given (the cursor aside: the form's values), `next_link` (None on the last page) and
+    `first_link` (None on the first), each keeping the other parameters."""
+    items = request.query_params.multi_items()
+    q = read_params(items, parsers)
+    data = fetch(q)
+    form = {name: value for name, value in items if name != "cursor"}
+    nxt = data["next_cursor"]
+    return page(template, request=request, title=title, as_of=raw_as_of(request), q=q, form=form,
+                next_link=link(path, **form, cursor=nxt) if nxt else None,
+                first_link=link(path, **form) if q["cursor"] is not None else None, **context, **data)
 
 
 def pages_router(reader: LakeReader) -> APIRouter:
@@ -98,22 +153,13 @@ def pages_router(reader: LakeReader) -> APIRouter:
         def build() -> Response:
             q = read_params(request.query_params.multi_items(), P.PINNED)
             data = reader.overview(q["as_of"])
-            return page("overview.jinja", title="Overview", as_of=raw_as_of(request), **data)
+            return page("overview.jinja", request=request, title="Overview", as_of=raw_as_of(request), **data)
         return rendered(request, build)
 
     @router.get("/trajectories")
     def trajectories(request: Request) -> Response:
-        def build() -> Response:
-            items = request.query_params.multi_items()
-            q = read_params(items, P.TRAJECTORY_LIST)
-            data = reader.trajectories(q)
-            form = {name: value for name, value in items if name != "cursor"}
-            as_of = raw_as_of(request)
-            next_link = link("/ui/trajectories", **form, cursor=data["next_cursor"]) if data["next_cursor"] else None
-            first_link = link("/ui/trajectories", **form) if q["cursor"] is not None else None
-            return page("trajectories.jinja", title="Trajectories", as_of=as_of, form=form, help=P.HELP,
-                        next_link=next_link, first_link=first_link, **data)
-        return rendered(request, build)
+        return rendered(request, lambda: paged(request, "/ui/trajectories", P.TRAJECTORY_LIST, reader.trajectories,
+                                               "trajectories.jinja", "Trajectories", help=P.HELP))
 
     @router.get("/trajectories/{trajectory_id:path}")
     def trajectory(trajectory_id: str, request: Request) -> Response:
@@ -123,9 +169,22 @@ def pages_router(reader: LakeReader) -> APIRouter:
             as_of = raw_as_of(request)
             if row is None:
                 return error_page(404, f"no trajectory {trajectory_id[:200]!r} in the lake at these versions", as_of)
-            return page("conversation.jinja", title=f"Trajectory {trajectory_id[:80]}", as_of=as_of, row=row,
-                        versions=versions, turns=conversation.turns(row.get("messages")),
+            return page("conversation.jinja", request=request, title=f"Trajectory {trajectory_id[:80]}",
+                        as_of=as_of, row=row, versions=versions, turns=conversation.turns(row.get("messages")),
                         steps=conversation.steps(row.get("steps")), here=f"/ui/trajectories/{segment(trajectory_id)}")
+        return rendered(request, build)
+
+    @router.get("/runs")
+    def runs(request: Request) -> Response:
+        return rendered(request, lambda: paged(request, "/ui/runs", P.RUN_LIST, reader.runs, "runs.jinja", "Runs",
+                                               here="/ui/runs"))
+
+    @router.get("/loop")
+    def loop(request: Request) -> Response:
+        def build() -> Response:
+            q = read_params(request.query_params.multi_items(), P.PINNED)
+            return page("loop.jinja", request=request, title="The loop", as_of=raw_as_of(request), here="/ui/loop",
+                        **reader.loop(q["as_of"]))
         return rendered(request, build)
 
     @router.get("/static/ui.css")

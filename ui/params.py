@@ -147,7 +147,7 @@ TRAJECTORY_FILTERS = {"env": text, "split": text, "task": text, "success": boole
                       "max_reward": number, "policy_version": text, "source": text, "since": timestamp,
                       "until": timestamp, "where": where}
 TRAJECTORY_LIST = {**TRAJECTORY_FILTERS, **PAGED}
-RUN_LIST = {"kind": text, **PAGED}
+RUN_LIST = {"kind": text, "run_id": text, **PAGED}
 PINNED = {"as_of": as_of}
 VERSIONS = {"limit": limit}
 
@@ -192,6 +192,7 @@ HELP = {
     "cursor": "The next_cursor of the previous page: the same pinned versions, the rows right after it.",
     "order": "newest (default) or oldest first, by ingestion time.",
     "kind": "Only runs of this kind.",
+    "run_id": "Only the events of this run (a run's start, increments and end share its run_id).",
 }
 
 

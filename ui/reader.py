@@ -176,7 +176,7 @@ class LakeReader:
         order = cur.order if cur is not None else (q.get("order") or "newest")
         limit = q.get("limit") or LIMIT_DEFAULT
         sql = sql_text("run_list")
-        params = {"kind": q.get("kind"), "newest": order == "newest", "limit": limit + 1,
+        params = {"kind": q.get("kind"), "run_id": q.get("run_id"), "newest": order == "newest", "limit": limit + 1,
                   "after_us": cur.after_us if cur else None, "after_event": cur.after_event if cur else None}
         with self.snapshot(versions, sql) as snap:
             rows = self.rows(snap, sql, params)
@@ -186,6 +186,14 @@ class LakeReader:
         for r in rows:
             del r["ingested_us"]
         return {"rows": rows, "versions": versions, "order": order, "next_cursor": nxt}
+
+    def loop(self, as_of: Any = None) -> dict[str, Any]:
+        """Success rate and mean reward by policy_version (ui/sql/loop.sql), at one pin."""
+        versions = self.resolve(as_of)
+        sql = sql_text("loop")
+        with self.snapshot(versions, sql) as snap:
+            rows = self.rows(snap, sql, {})
+        return {"rows": rows, "versions": versions}
 
     def versions(self, limit: int | None = None) -> dict[str, Any]:
         """Every table's latest version and its newest commits (version, time, operation, rows added): what an

@@ -1,6 +1,6 @@
-"""`ui_router`: the UI's pages (/ui) and read API (/v1) over one lake, as one router, for the two servers that
-carry it: `lake ui` (ui/app.py) and `lake serve` (ingest/app.py takes it among its extra routers, so the UI sits
-behind that server's own guards: its Host check, token and HTTP limits)."""
+"""`ui_router`: the UI's pages (/ui), its browser login (/ui/login: ui/login.py) and read API (/v1) over one lake,
+as one router, for the two servers that carry it: `lake ui` (ui/app.py) and `lake serve` (ingest/app.py takes it
+among its extra routers, so the UI sits behind that server's own guards: its Host check, token and HTTP limits)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,6 +9,7 @@ from fastapi import APIRouter
 
 from ui.api import api_router
 from ui.config import QUERY_TIMEOUT_S
+from ui.login import login_router
 from ui.pages import pages_router
 from ui.reader import LakeReader
 
@@ -20,4 +21,5 @@ def ui_router(lake_root: str | Path, query_timeout: float = QUERY_TIMEOUT_S) -> 
     router = APIRouter()
     router.include_router(api_router(reader))
     router.include_router(pages_router(reader))
+    router.include_router(login_router())
     return router

@@ -31,7 +31,6 @@ from trainers.runtime import checkpoint
 from trainers.runtime.device import device as pick_device
 from trainers.runtime.device import set_threads
 from trainers.runtime.interrupt import TrainingInterrupted, resume_hint, stop_on_interrupt
-from trainers.runtime.plots import write_eval_curve
 from trainers.runtime.runfolder import RunFolder
 
 SOURCE = "rl_train_online"
@@ -295,6 +294,8 @@ class OnlineTrainer:
             extra = self._write_checksums()
         self.run.save_model(self.model.save_pretrained, self.tok, self.spec.full)
         if cfg.plot and self.evals:
+            from trainers.runtime.plots import write_eval_curve  # matplotlib only where a plot is drawn
+
             write_eval_curve(self.evals, self.train_returns, self.run.path / "eval_curve.png", signal=self.signal,
                              title=f"{self.run_id}: {cfg.env} ({self.label})")
         first, last = self.evals[0], self.evals[-1]
