@@ -164,6 +164,13 @@ async def require_token(request: Request, state: ServerState) -> None:
     request.state.client = client  # the token's name ("" for a lone token): the model server's client identity
 
 
+async def admit(request: Request, state: ServerState) -> None:
+    """What every server's app-wide guard does first, in this order: the Host check, then the token (before any
+    body is read). `lake serve`, `lake serve-model` and `lake ui` each call it with their own state."""
+    await check_host(request, state)
+    await require_token(request, state)
+
+
 def login_client(state: ServerState, token: str) -> str | None:
     """The name of the client whose token the login form was given (as require_token checks a header), else None."""
     return state.config.tokens.client(f"Bearer {token}")

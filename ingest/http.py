@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ValidationError
 
 from edge.errors import BadInput
-from edge.guards import check_host, json_content_type, parse_json, read_body, require_token, same_origin
+from edge.guards import admit, json_content_type, parse_json, read_body, same_origin
 from ingest import atropos as A
 from ingest.dedupe import Idempotency
 from ingest.state import IngestState
@@ -37,8 +37,7 @@ async def get_state(request: Request) -> IngestState:
 
 async def guard(request: Request, state: IngestState = Depends(get_state)) -> None:
     """Every route (the app's dependency): the Host check, then the bearer token, before the body is read."""
-    await check_host(request, state)
-    await require_token(request, state)
+    await admit(request, state)
 
 
 WRITE = [Depends(same_origin), Depends(json_content_type)]

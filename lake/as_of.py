@@ -41,13 +41,13 @@ def parse_as_of(as_of: AsOf, *, files: bool = True) -> int | dict[str, int] | dt
     if isinstance(as_of, Mapping):
         return _versions(as_of, "as-of")
     if isinstance(as_of, dt.datetime):
-        return _utc(as_of)
+        return as_utc(as_of)
     text = os.fspath(as_of).strip()
     if re.fullmatch(r"\d+", text):
         return _version(text, "--as-of")  # as text: 5000 digits are an AsOfError, not int()'s ValueError
     if _TIME.fullmatch(text):
         try:
-            return _utc(dt.datetime.fromisoformat(text))
+            return as_utc(dt.datetime.fromisoformat(text))
         except ValueError as exc:
             raise AsOfError(f"--as-of {text!r} is not a time: {exc}") from None
     if text.startswith("{"):
@@ -92,8 +92,9 @@ def _is(path: Path, test) -> bool:
         return False
 
 
-def _utc(when: dt.datetime) -> dt.datetime:
-    """A time pin in UTC; one without an offset is read as UTC (what the lake's commit times are)."""
+def as_utc(when: dt.datetime) -> dt.datetime:
+    """A time in UTC; one without an offset is read as UTC (what the lake's commit times are). The read API's
+    time filters (ui/params.py) read times the same way."""
     return when.astimezone(dt.timezone.utc) if when.tzinfo is not None else when.replace(tzinfo=dt.timezone.utc)
 
 

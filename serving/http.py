@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException
 from fastapi.responses import JSONResponse
 
 from edge.errors import BadInput
-from edge.guards import check_host, json_content_type, parse_json, read_body, require_token, same_origin
+from edge.guards import admit, json_content_type, parse_json, read_body, same_origin
 from lake import Lake
 
 from .config import ServeModelConfig
@@ -49,8 +49,7 @@ async def get_serving(request: Request) -> ServingState:
 
 async def guard(request: Request, st: ServingState = Depends(get_serving)) -> None:
     """Every route but /v1/health: the Host check, then the bearer token (before the body is read)."""
-    await check_host(request, st)
-    await require_token(request, st)
+    await admit(request, st)
 
 
 async def json_request(request: Request, st: ServingState = Depends(get_serving)):

@@ -14,7 +14,7 @@ import uvicorn
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 
-from edge.guards import check_host, host_names, require_token
+from edge.guards import admit, host_names
 from edge.limits import uvicorn_config
 from edge.listen import bind_socket
 from ui.api import json_response
@@ -33,8 +33,7 @@ class UiState:
 async def guard(request: Request) -> None:
     """Every route (the app's dependency): the Host check, then the bearer token."""
     state: UiState = request.app.state.ui
-    await check_host(request, state)
-    await require_token(request, state)
+    await admit(request, state)
 
 
 def create_app(lake_root: str | Path, config: UiConfig | None = None) -> FastAPI:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import orjson
 
-from lake.as_of import parse_as_of
+from lake.as_of import as_utc, parse_as_of
 from lake.errors import LakeError
 from lake.query import QueryError, check_filter
 
@@ -69,10 +69,9 @@ def number(value: str) -> float:
 def timestamp(value: str) -> dt.datetime:
     """An ISO 8601 time (`2026-12-01`, `2026-12-01T10:00:00Z`, with an offset); without one it is UTC."""
     try:
-        t = dt.datetime.fromisoformat(value.strip())
+        return as_utc(dt.datetime.fromisoformat(value.strip()))
     except ValueError:
         raise ValueError(f"must be an ISO 8601 time such as 2026-12-01T10:00:00Z, not {value[:40]!r}") from None
-    return t if t.tzinfo is not None else t.replace(tzinfo=dt.timezone.utc)
 
 
 def limit(value: str) -> int:
