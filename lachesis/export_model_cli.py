@@ -7,7 +7,7 @@ from __future__ import annotations
 import typer
 
 from lachesis.console import config_command, new_console, print_json
-from trainers.export.merged import ExportModelConfig
+from trainers.export.config import ExportModelConfig
 
 EXPORT_OPTIONS = [("run",), ("output", "--output", "-o"), ("format", "--format"), ("model", "--model"),
                   ("step", "--step"), ("dtype", "--dtype")]

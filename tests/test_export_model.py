@@ -44,7 +44,8 @@ def test_export_merged_loads_with_from_pretrained_and_matches_the_run(tiny_dir, 
     run = _train(tiny_dir, tmp_path, full)
     out = tmp_path / "exported"
     if full:
-        from trainers.export.merged import ExportModelConfig, export_model
+        from trainers.export.config import ExportModelConfig
+        from trainers.export.merged import export_model
 
         info = export_model(ExportModelConfig(run=str(run), output=str(out)))
     else:
@@ -92,7 +93,8 @@ def test_export_of_a_streaming_checkpoint_takes_the_newest_or_the_named_step(tin
     from trainers.runtime import checkpoint
     from trainers.runtime.run_reader import RunReader
     from trainers.runtime.errors import TrainerInputError
-    from trainers.export.merged import ExportModelConfig, export_model
+    from trainers.export.config import ExportModelConfig
+    from trainers.export.merged import export_model
     from trainers.modeling.models import load_model
     from trainers.watch.loop import IncrementCounter
 
@@ -115,7 +117,8 @@ def test_export_of_a_streaming_checkpoint_takes_the_newest_or_the_named_step(tin
 
 def test_bad_runs_and_outputs_are_one_line_errors_that_write_nothing(tiny_dir, tmp_path):
     from trainers.runtime.errors import TrainerInputError
-    from trainers.export.merged import ExportModelConfig, export_model
+    from trainers.export.config import ExportModelConfig
+    from trainers.export.merged import export_model
 
     out = tmp_path / "out"
     r = _lake("export-model", str(tmp_path / "missing"), "--output", str(out))  # what a user sees: one line, exit 2

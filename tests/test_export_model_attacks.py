@@ -23,7 +23,8 @@ from typer.testing import CliRunner
 from train_helpers import tiny_dir  # noqa: F401  (the session's tiny model)
 
 from lake import Lake
-from trainers.export.merged import ExportModelConfig, export_model
+from trainers.export.config import ExportModelConfig
+from trainers.export.merged import export_model
 from trainers.runtime.errors import TrainerInputError
 from views.export import ExportError, export_view
 

@@ -159,6 +159,7 @@ class Browser:
 
     command_timeout_s: float = 10.0
     driver: object = None
+    service: object = None  # selenium's Service: the chromedriver process this browser started
     pgid: int = 0
     tag: str = ""
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -172,7 +173,9 @@ class Browser:
             raise BrowserUnavailable(reason)
         os.environ.setdefault("SE_OFFLINE", "true")  # the manager's offline mode: never download a driver
         from selenium import webdriver
+        from selenium.common.exceptions import WebDriverException
         from selenium.webdriver.chrome.service import Service
+        from urllib3.exceptions import HTTPError
 
         t0 = time.perf_counter()
         self.tag = tempfile.mkdtemp(prefix="lachesis-web-")
@@ -183,13 +186,17 @@ class Browser:
         env = {**os.environ, watchdog.TAG_VAR: self.tag}
         service = Service(driver_path(), env=env, popen_kw={"start_new_session": True})
         try:
-            self.driver = webdriver.Chrome(service=service, options=options)
-        except Exception as exc:  # the driver or the browser failed to start: end what did start
-            proc = getattr(service, "process", None)
-            if proc is not None:
-                watchdog.end_browser(proc.pid, self.tag)
+            service.start()  # selenium stops a driver that starts but never answers
+        except (WebDriverException, OSError) as exc:
+            shutil.rmtree(self.tag, ignore_errors=True)
+            raise BrowserUnavailable(f"chromedriver did not start ({_one_line(exc)}); {PACKAGES_HINT}") from None
+        try:
+            self.driver = webdriver.Remote(command_executor=self._connection(service.service_url), options=options)
+        except (WebDriverException, OSError, HTTPError) as exc:  # the browser failed to start: end what did start
+            watchdog.end_browser(service.process.pid, self.tag)
             shutil.rmtree(self.tag, ignore_errors=True)
             raise BrowserUnavailable(f"chromium did not start ({_one_line(exc)}); {PACKAGES_HINT}") from None
+        self.service = service
         self.pgid = service.process.pid  # start_new_session: the driver leads its own group
         STARTED.append((self.pgid, self.tag))
         _tell_watchdog(f"add {self.pgid} {self.tag}")
@@ -197,7 +204,6 @@ class Browser:
         # the client's read timeout is the deadline for a driver or browser that stops answering at all (stopped)
         self.driver.set_page_load_timeout(self.driver_timeout_s)
         self.driver.set_script_timeout(self.driver_timeout_s)
-        self._bound_client(self.command_timeout_s)
         self.current = self.driver.current_window_handle
         self.handles = [self.current]
         self.started_s = time.perf_counter() - t0
@@ -208,21 +214,19 @@ class Browser:
         """chromedriver's page-load and script timeouts: under the deadline, so a hung page is its answer."""
         return self.command_timeout_s - min(1.0, 0.2 * self.command_timeout_s)
 
-    def _bound_client(self, seconds: float) -> None:
-        """Every HTTP request to chromedriver answers within `seconds` or raises urllib3's ReadTimeoutError, tried
-        once: urllib3 retries a GET or DELETE three times by default, and a read timeout of selenium's own is
-        none (socket's default). Selenium 4.x's ClientConfig (the executor's `_client_config`), with the pool
-        manager rebuilt by selenium itself so its proxy rules hold."""
-        executor = self.driver.command_executor
-        config = getattr(executor, "_client_config", None)
-        if config is None:
-            return
-        config.timeout = seconds
-        make = getattr(executor, "_get_connection_manager", None)
-        if make is not None and getattr(executor, "_conn", None) is not None:
-            config.init_args_for_pool_manager = {"init_args_for_pool_manager": {"retries": False}}
-            old, executor._conn = executor._conn, make()
-            old.clear()
+    def _connection(self, url: str):
+        """The client side of chromedriver: every HTTP request answers within `command_timeout_s` or raises urllib3's
+        ReadTimeoutError, tried once (urllib3 retries a GET or DELETE three times by default, and selenium's own
+        read timeout is 120 s); no proxy (the driver is on loopback). Selenium's public ClientConfig, given to the
+        connection webdriver.Chrome would build itself (vendor "goog"); the pool arguments nest under their own
+        name, as selenium reads them."""
+        from selenium.webdriver.chromium.remote_connection import ChromiumRemoteConnection
+        from selenium.webdriver.remote.client_config import ClientConfig
+
+        config = ClientConfig(remote_server_addr=url, keep_alive=True, timeout=self.command_timeout_s,
+                              init_args_for_pool_manager={"init_args_for_pool_manager": {"retries": False}})
+        return ChromiumRemoteConnection(url, vendor_prefix="goog", browser_name="chrome", ignore_proxy=True,
+                                        client_config=config)
 
     @property
     def alive(self) -> bool:
@@ -244,21 +248,22 @@ class Browser:
         with self.lock:
             driver, self.driver = self.driver, None
             if driver is not None and polite and group_pids(self.pgid) and not group_stopped(self.pgid):
+                from selenium.common.exceptions import WebDriverException  # imported by start() already
+                from urllib3.exceptions import HTTPError
+
+                driver.command_executor.client_config.timeout = 3  # a hung driver must not hold close() up
                 try:
-                    config = getattr(driver.command_executor, "_client_config", None)
-                    if config is not None:
-                        config.timeout = 3  # a hung driver must not hold close() up
                     driver.quit()
-                except Exception:
-                    pass
+                except (WebDriverException, OSError, HTTPError):
+                    pass  # the processes are killed next whatever the driver answered
             if self.pgid:
                 watchdog.end_browser(self.pgid, self.tag)
                 _tell_watchdog(f"del {self.pgid} {self.tag}")
-            proc = getattr(getattr(driver, "service", None), "process", None)
-            if proc is not None:  # reap the killed driver (no zombie per fault in a long rollout)
+            service, self.service = self.service, None
+            if service is not None:  # reap the killed driver (no zombie per fault in a long rollout)
                 try:
-                    proc.wait(timeout=5)
-                except Exception:
+                    service.process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
                     pass
             self.handles = []
 
