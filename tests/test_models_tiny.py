@@ -94,6 +94,27 @@ def test_tokenizer_without_chat_template_is_a_one_line_error(tiny_dir, tmp_path)
     assert "--chat-template chatml" in r.stderr
 
 
+def test_a_resolution_follows_the_sources_pointer_without_building_the_corpus(tiny_dir, monkeypatch):
+    """Every process that resolves --model tiny used to rebuild the corpus (a CPU-second) to find the folder: the
+    pointer named by the sources' digest is followed instead; a pointer that names no complete tiny folder (a path
+    out of the cache, a missing folder) is not, and is rewritten."""
+    from trainers.modeling import tiny
+
+    pointer = tiny_dir.parent / f"tiny-sources-{tiny._sources_key()}"
+    assert pointer.read_text() == tiny_dir.name
+
+    def no_corpus():
+        raise AssertionError("the corpus was built")
+
+    monkeypatch.setattr(tiny, "tiny_corpus", no_corpus)
+    assert tiny.tiny_model_path() == tiny_dir
+    monkeypatch.undo()
+    for hostile in ("../../etc", "tiny-llama-000000000000", ""):
+        pointer.write_text(hostile)
+        assert tiny.tiny_model_path() == tiny_dir
+        assert pointer.read_text() == tiny_dir.name
+
+
 def test_tiny_corpus_is_packaged_data_only(tiny_dir, tmp_path):
     """A wheel and a checkout build the same tiny model: the corpus comes from the packages alone (here: a copy of
     transcript/, envs/ and trainers/ without the checkout around them gives the same corpus hash)."""

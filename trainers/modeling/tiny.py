@@ -16,7 +16,7 @@ from typing import Iterable
 import envs
 from envs.core.base import ToolEnv
 from envs.core.tasks import Task
-from ground.atomic import folder_atomically
+from ground.atomic import folder_atomically, write_bytes_atomic
 from trainers.modeling.chat import CHATML_TEMPLATE, SPECIAL_TOKENS, TINY_TEMPLATE, TOOL_TOKENS
 from trainers.runtime.device import cache_dir, quiet_transformers, setup_env
 from trainers.runtime.model_folder import TINY_MARKER
@@ -145,13 +145,61 @@ def build_tiny_model(tok, seed: int = 0):
     return model
 
 
+def _sources_key() -> str:
+    """A digest of everything the corpus is made from (the recipe, the environments' package, the chat templates and
+    this module): reading ~70 files costs milliseconds where building the corpus costs a CPU-second, and every
+    process that resolves --model tiny resolves it. A change to any of them is a new key, so a stale pointer is never
+    followed; the model's folder is still named by the corpus itself."""
+    h = hashlib.sha256(json.dumps([TINY_VERSION, TINY_CONFIG]).encode())
+    here = Path(__file__)
+    for root in (Path(envs.__file__).parent, here.with_name("chat.py"), here):
+        files = sorted(root.rglob("*")) if root.is_dir() else [root]
+        for f in files:
+            if f.is_file() and "__pycache__" not in f.parts:
+                h.update(f.relative_to(root.parent).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _complete(path: Path) -> bool:
+    return (path / "config.json").exists() and (path / "model.safetensors").exists()
+
+
 def tiny_model_path(rebuild: bool = False, root: Path | None = None) -> Path:
-    """The cached tiny model's folder; built on first use (a few seconds) and keyed by recipe + corpus hash."""
+    """The cached tiny model's folder; built on first use (a few seconds) and keyed by recipe + corpus hash. A
+    pointer file per sources key (`tiny-sources-<key>`, holding the folder's name) lets later calls skip building
+    the corpus."""
+    models = root or cache_dir() / "models"
+    pointer = models / f"tiny-sources-{_sources_key()}"
+    if not rebuild and pointer.is_file():
+        name = pointer.read_text(encoding="utf-8", errors="replace").strip()
+        if name.startswith("tiny-llama-") and Path(name).name == name and _complete(models / name):
+            return models / name
     texts, info = tiny_corpus()
     h = hashlib.sha256(json.dumps([TINY_VERSION, TINY_CONFIG, texts], ensure_ascii=False).encode()).hexdigest()[:12]
-    path = (root or cache_dir() / "models") / f"tiny-llama-{h}"
-    if (path / "config.json").exists() and (path / "model.safetensors").exists() and not rebuild:
-        return path
+    path = models / f"tiny-llama-{h}"
+    if not _complete(path) or rebuild:
+        _build(path, texts, info, h, rebuild)
+    try:
+        write_bytes_atomic(pointer, path.name.encode())
+    except OSError:  # a read-only cache: the next call builds the corpus again, nothing worse
+        pass
+    return path
+
+
+def _build(path: Path, texts: list[str], info: dict, h: str, rebuild: bool) -> None:
+    setup_env()
+    quiet_transformers()
+    tok = build_tokenizer(texts, TINY_CONFIG["vocab"])
+    model = build_tiny_model(tok)
+    meta = {"recipe_version": TINY_VERSION, "config": TINY_CONFIG, "corpus_sha": h, "n_texts": len(texts), **info,
+            "note": "tokenizer trained on train-split task text only"}
+    try:  # a partial folder there, or --rebuild: replaced
+        with folder_atomically(path, replace=rebuild or path.exists()) as tmp:
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
+            (tmp / TINY_MARKER).write_text(json.dumps(meta, indent=2))
+    except FileExistsError:  # another process won the race: use its copy
+        pass
     setup_env()
     quiet_transformers()
     tok = build_tokenizer(texts, TINY_CONFIG["vocab"])
