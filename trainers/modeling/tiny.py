@@ -200,17 +200,3 @@ def _build(path: Path, texts: list[str], info: dict, h: str, rebuild: bool) -> N
             (tmp / TINY_MARKER).write_text(json.dumps(meta, indent=2))
     except FileExistsError:  # another process won the race: use its copy
         pass
-    setup_env()
-    quiet_transformers()
-    tok = build_tokenizer(texts, TINY_CONFIG["vocab"])
-    model = build_tiny_model(tok)
-    meta = {"recipe_version": TINY_VERSION, "config": TINY_CONFIG, "corpus_sha": h, "n_texts": len(texts), **info,
-            "note": "tokenizer trained on train-split task text only"}
-    try:  # a partial folder there, or --rebuild: replaced
-        with folder_atomically(path, replace=rebuild or path.exists()) as tmp:
-            model.save_pretrained(tmp)
-            tok.save_pretrained(tmp)
-            (tmp / TINY_MARKER).write_text(json.dumps(meta, indent=2))
-    except FileExistsError:  # another process won the race: use its copy
-        pass
-    return path
