@@ -58,6 +58,11 @@ register_environment(
     description="Generated web forms (unlimited seeds): find each field by its label in varied layouts, widgets, "
                 "tabs, sections and popups; reward = the form's verdict.")
 
+register_environment(
+    "web_mix_env", "envs.web.mix:WebMixEnv", tags=["web"], aliases=["web-mix"],
+    description="web_form_env's MiniWoB tasks with generated forms (4 layouts) mixed into the train split; "
+                "test and held-out splits are web_form_env's own.")
+
 
 def get_policy(env_name: str, kind: str, seed: int = 0) -> Policy:
     """A scripted policy: "expert" (reference solution), "noisy" (realistic mistakes) or "random"."""

@@ -25,11 +25,12 @@ def test_lists_every_environment_with_counts():
     assert res.exit_code == 0
     rows = _first_lines_of_rows(res.output)
     assert sorted(rows) == ["bash_exec_env", "git_repo_env", "python_debug_env", "web_click_env", "web_fill_env",
-                            "web_form_env", "web_gen_env"]
+                            "web_form_env", "web_gen_env", "web_mix_env"]
     assert rows["bash_exec_env"][1:5] == ["shell, bash", "shell, bash", "3000", "100"]
     assert rows["python_debug_env"][1:5] == ["python, debug, code", "debug-python, python-debug, python", "3000", "100"]
     assert rows["web_form_env"][1:5] == ["web", "web-form, web", "3000", "250"]  # 10 test seeds per web task
     assert rows["web_fill_env"][1:5] == ["web", "web-fill", "3000", "110"]  # and per task of a web task group
+    assert rows["web_mix_env"][1:5] == ["web", "web-mix", "3480", "250"]  # 4 generated layouts in train only
     assert [rows[n][3:5] for n in ("bash_exec_env", "git_repo_env", "python_debug_env")] == [["3000", "100"]] * 3
 
 

@@ -470,6 +470,9 @@ class NoisyWebExpert(WebExpert):
 
 def make_web_policy(env_name: str, kind: str, seed: int = 0):
     """expert | noisy | recover (the noisy expert: its mistakes are followed by the repair) | random."""
+    if env_name == "web_mix_env":  # each episode played by the policy of its task's kind (envs/web/mix.py)
+        from envs.web.mix import MixPolicy
+        return MixPolicy(make_web_policy, kind, seed)
     if env_name == "web_gen_env":  # generated forms: experts of their own (envs/web/generated/expert.py)
         from envs.web.generated.expert import make_gen_policy
         return make_gen_policy(kind, seed)
