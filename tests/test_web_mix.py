@@ -3,7 +3,8 @@ generated forms in the train split, and web_form_env's own test and held-out tas
 
 Without a browser: the splits' sizes and families, test and held-out tasks identical to web_form_env's, generated
 train tasks identical to web_gen_env's of the same slice, ids that find their task, a task file of both kinds
-validated. With one: the experts (each episode played by the expert of its kind) solve train tasks of both kinds, rows name web_mix_env, and no Chromium is left after the module (its last test).
+validated. With one: the experts (each episode played by the expert of its kind) solve train tasks of both
+kinds, rows name web_mix_env, and no Chromium is left after the module (its last test).
 """
 from __future__ import annotations
 
