@@ -104,8 +104,9 @@ async def json_content_type(request: Request) -> None:
 
 # The browser's login (ui/login.py serves its form): a browser cannot send the bearer header, so POST /ui/login takes
 # the token in a form and hands it back as a cookie (HttpOnly, SameSite=Strict, Path=/ui). The cookie is a credential
-# for the pages only: taken on GET and HEAD of /ui paths, never on a write route or the JSON API (a cross-site form
-# cannot POST into the lake with it, and `lake serve`'s GET /batch, which drains the queue, never sees it).
+# for the pages only: taken on GET and HEAD of /ui paths, never on a route that writes into the lake nor on the JSON
+# API (a cross-site form cannot POST into the lake with it, and `lake serve`'s GET /batch, which drains the queue,
+# never sees it); the one POST it is taken on is the UI's export button (EXPORT_PREFIX below), behind a CSRF token.
 PAGES = "/ui"
 LOGIN_PATH = "/ui/login"
 LOGOUT_PATH = "/ui/logout"
@@ -114,6 +115,17 @@ TOKEN_COOKIE = "lachesis_token"
 COOKIE_METHODS = frozenset({"GET", "HEAD"})
 # the routes a client without the token may call: a liveness probe, the login form (and its stylesheet), the logout
 OPEN_PATHS = frozenset({"/v1/health", LOGIN_PATH, LOGOUT_PATH, STYLESHEET_PATH})
+# The one exception to "the cookie never opens a write": the UI's export button (ui/exports.py), a POST to
+# /ui/views/<view>/export, which writes a dataset folder into `lake ui --exports` (never into the lake) and which the
+# route itself refuses unless it carries the CSRF token of the page that showed the button (bound to this cookie)
+# and comes from this origin. No other POST, and nothing outside /ui, takes the cookie.
+EXPORT_PREFIX, EXPORT_SUFFIX = PAGES + "/views/", "/export"
+
+
+def is_export(request: Request) -> bool:
+    """Whether the request is the UI's export button's POST (where the login cookie counts too)."""
+    path = request.url.path
+    return request.method == "POST" and path.startswith(EXPORT_PREFIX) and path.endswith(EXPORT_SUFFIX)
 
 
 def is_page(request: Request) -> bool:
@@ -128,8 +140,9 @@ def cookie_value(token: str) -> str:
 
 
 def cookie_token(request: Request) -> str | None:
-    """The token the login cookie holds, on a page read only (is_page); None without one (or a malformed one)."""
-    raw = request.cookies.get(TOKEN_COOKIE) if is_page(request) else None
+    """The token the login cookie holds, on a page read (is_page) or the export button's POST (is_export) only;
+    None without one (or a malformed one)."""
+    raw = request.cookies.get(TOKEN_COOKIE) if is_page(request) or is_export(request) else None
     if not raw or len(raw) > 8192:
         return None
     try:
@@ -142,7 +155,8 @@ async def require_token(request: Request, state: ServerState) -> None:
     """Every route (an app dependency): with tokens set, `Authorization: Bearer <token>` of one of them is required,
     checked before the body is read, and its name becomes `request.state.client`. Reads too (`lake serve`'s
     /latest_example, /batch and /v1/stats hand out what was posted). Only OPEN_PATHS answer without it. A page
-    read (is_page) without the header takes the login cookie instead, and without a valid one is sent to the login
+    read (is_page) or the UI's export POST (is_export, whose route checks a CSRF token) without the header takes
+    the login cookie instead, and without a valid one is sent to the login
     form (303) rather than answered 401. One lookup by the header's digest (edge/tokens.py Tokens): constant time
     whatever the number of tokens, and safe against timing. `request.state.server`: the state that guarded it (the
     login form checks its token against the same tokens)."""
@@ -152,7 +166,7 @@ async def require_token(request: Request, state: ServerState) -> None:
     if not tokens or request.url.path in OPEN_PATHS:
         return
     header = request.headers.get("authorization")
-    if header is None and is_page(request):
+    if header is None and (is_page(request) or is_export(request)):
         token = cookie_token(request)
         client = None if token is None else tokens.client(f"Bearer {token}")
         if client is None:

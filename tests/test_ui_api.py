@@ -347,3 +347,156 @@ def test_as_of_a_time_pins_each_table_as_it_was_committed_then(client, lake):
     assert client.get("/v1/trajectories", params={"as_of": now, "limit": 1}).json()["versions"]["trajectories"] >= 3
     before = client.get("/v1/trajectories", params={"as_of": "2000-01-01"})
     assert before.status_code == 400 and before.json()["param"] == "as_of" and "no version" in before.json()["detail"]
+
+
+# -- a hostile client's parameters and paths ----------------------------------------------------------------------
+def _cursor(**fields) -> str:
+    import base64
+
+    raw = json.dumps({"v": {"trajectories": 1}, "t": 0, "e": "x", "o": "newest", **fields}).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+@pytest.mark.attack
+@pytest.mark.parametrize("params, param", [
+    ({"limit": "99999999999999999999999"}, "limit"), ({"limit": "-5"}, "limit"), ({"limit": "1.5"}, "limit"),
+    ({"limit": " "}, None),  # blank: the default
+    ({"cursor": _cursor(v={"trajectories": 10 ** 9})}, "cursor"),  # a version the lake never had
+    ({"cursor": _cursor(v={"trajectories": -1})}, "cursor"), ({"cursor": _cursor(t=2 ** 70)}, "cursor"),
+    ({"cursor": _cursor(t="0")}, "cursor"), ({"cursor": _cursor(o="sideways")}, "cursor"),
+    ({"cursor": _cursor(v="/etc/passwd")}, "cursor"), ({"cursor": "%%%"}, "cursor"),
+    ({"cursor": _cursor(), "as_of": "2"}, "cursor"),  # a cursor of one pin with another pin
+    ({"as_of": "9999-12-31T23:59:59Z"}, None),  # a future time: every table as it is now
+    ({"as_of": "99999-01-01"}, "as_of"), ({"as_of": "yesterday"}, "as_of"), ({"as_of": "{\"trajectories\": []}"}, "as_of"),
+    ({"as_of": "../../etc/passwd"}, "as_of"), ({"as_of": "trajectories=1,trajectories=2"}, None),
+    ({"where": "(DELETE FROM trajectories) IS NULL"}, "where"),
+    ({"where": "true; DROP TABLE trajectories"}, "where"),
+    ({"where": "(SELECT 1 FROM (INSERT INTO trajectories DEFAULT VALUES RETURNING 1)) = 1"}, "where"),
+    ({"where": "(SELECT set_config('x', 'y')) IS NULL"}, "where"),
+    ({"where": " AND ".join(["reward > 0"] * 300)}, None),  # long but one expression: answered
+    ({"where": "NOT " * 1500 + "true"}, "where"),
+    ({"where": "[" * 1000 + "]" * 1000}, "where"),
+])
+def test_absurd_parameters_are_a_one_line_400_naming_them_or_answered(client, params, param):
+    """Each is a 400 of one line naming the parameter, or (param None) a normal answer; never a 500, and the server
+    answers the next request."""
+    r = client.get("/v1/trajectories", params=params)
+    if param is None:
+        assert r.status_code in (200, 400), r.text[:300]
+        if r.status_code == 400:  # the only 400 a long-but-valid filter may get: the parser's own bound
+            assert r.json()["param"] == "where", r.text[:300]
+    else:
+        assert r.status_code == 400, r.text[:300]
+        body = r.json()
+        assert body["param"] == param and "\n" not in body["detail"] and len(body["detail"]) < 2000, body
+    page = client.get("/ui/trajectories", params=params)
+    assert page.status_code == r.status_code and "Traceback" not in page.text
+    assert client.get("/v1/health").status_code == 200
+
+
+def test_a_future_as_of_time_reads_the_lake_as_it_is(client):
+    now = client.get("/v1/trajectories", params={"limit": 1}).json()["versions"]
+    later = client.get("/v1/trajectories", params={"limit": 1, "as_of": "9999-12-31T23:59:59Z"}).json()["versions"]
+    assert later == now
+
+
+@pytest.mark.attack
+@pytest.mark.parametrize("raw_path", [
+    "/v1/trajectories/..%2f..%2f..%2fetc%2fpasswd", "/ui/trajectories/..%2F..%2Fetc%2Fpasswd",
+    "/v1/trajectories/%2e%2e/%2e%2e/etc/passwd", "/ui/trajectories/%2e%2e%2f%2e%2e%2fui%2fapp.py",
+    "/ui/trajectories/" + "%2e%2e%2f" * 300 + "etc%2fpasswd", "/v1/trajectories/%00", "/ui/trajectories/%c0%ae%c0%ae",
+])
+def test_a_path_id_with_traversal_is_one_id_that_is_not_there(client, raw_path):
+    """An id is one value looked up in the lake, never a path on the server: a 404 naming (part of) it."""
+    r = client.get(raw_path)
+    assert r.status_code == 404, r.text[:300]
+    assert "root:" not in r.text and "import" not in r.text and len(r.content) < 20_000
+    assert "no trajectory" in r.text
+
+
+@pytest.mark.attack
+@pytest.mark.parametrize("raw_path", ["/ui/static/..%2fapp.py", "/ui/static/%2e%2e/app.py", "/ui/static/ui.css/..%2f..%2fapp.py",
+                                      "/ui/static/../../pyproject.toml"])
+def test_the_stylesheet_route_serves_the_stylesheet_only(client, raw_path):
+    r = client.get(raw_path)
+    assert r.status_code == 404 and "import" not in r.text and "[project]" not in r.text
+
+
+@pytest.mark.attack
+def test_a_request_target_past_the_edge_limit_is_a_414_before_any_query(client):
+    r = client.get("/v1/trajectories", params={"where": " AND ".join(["reward > 0"] * 3000)})
+    assert r.status_code == 414 and "\n" not in r.text.strip()
+    assert client.get("/v1/health").status_code == 200
+
+
+@pytest.mark.parametrize("sort, order, key", [
+    ("reward", "desc", lambda r: r["reward"]), ("reward", "asc", lambda r: r["reward"]),
+    ("task", "asc", lambda r: r.get("task_id")), ("turns", "desc", lambda r: len(r["messages"])),
+    ("policy_version", "asc", lambda r: r.get("policy_version")),
+])
+def test_sorting_pages_through_every_row_in_the_column_order(client, lake, sort, order, key):
+    """Sorted by a whitelisted column (then ingestion time, then event id), pages of 4 at the pin list every row
+    once, in the column's order; a row without a value sorts below every value."""
+    _, rows = lake
+    got = [t for p in every_page(client, sort=sort, order=order, limit=4, **PIN) for t in p]
+    assert sorted(got) == sorted(rows) and len(got) == len(set(got))
+    values = [key(rows[t]) for t in got]
+    present = [v for v in values if v is not None]
+    nulls = len(values) - len(present)
+    if order == "desc":
+        assert present == sorted(present, reverse=True) and values[len(present):] == [None] * nulls
+    else:
+        assert present == sorted(present) and values[:nulls] == [None] * nulls
+
+
+@pytest.mark.parametrize("params, param", [
+    ({"sort": "messages"}, "sort"), ({"sort": "reward; DROP TABLE x"}, "sort"), ({"order": "sideways"}, "order"),
+])
+def test_only_whitelisted_sorts_are_taken(client, params, param):
+    r = client.get("/v1/trajectories", params=params)
+    assert r.status_code == 400 and r.json()["param"] == param
+
+
+def test_a_cursor_keeps_its_sort(client):
+    first = client.get("/v1/trajectories", params={"sort": "reward", "limit": 2, **PIN}).json()
+    r = client.get("/v1/trajectories", params={"sort": "task", "cursor": first["next_cursor"]})
+    assert r.status_code == 400 and r.json()["param"] == "sort"
+    r = client.get("/v1/trajectories", params={"cursor": first["next_cursor"]})  # the cursor alone: its sort
+    assert r.status_code == 200 and r.json()["sort"] == "reward"
+
+
+def test_one_trajectory_is_the_views_current_row(client, lake):
+    """The conversation's row is views/trajectories_current.sql's, read from that trajectory's events alone
+    (ui/sql/trajectory_one.sql): the same event, late rewards and counts (a late-rewarded one, one with a tool
+    call, the hostile id, one of each commit)."""
+    from urllib.parse import quote
+
+    root, rows = lake
+    with Lake.open(root).snapshot(BASE, for_query="SELECT * FROM trajectories_current") as snap:
+        want = {r["trajectory_id"]: r for r in snap.arrow(
+            "SELECT trajectory_id, event_id, reward, success, original_reward, original_success, reward_events, "
+            "reward_event_id, len(messages) AS turns FROM trajectories_current").to_pylist()}
+    assert set(want) == set(rows)
+    for tid in (LATE_REWARDED, CALL_ID, HOSTILE_ID, "a-0", "b-7", "xss"):
+        w = want[tid]
+        got = client.get("/v1/trajectories/" + quote(tid, safe=""), params=PIN).json()["trajectory"]
+        assert {k: got[k] for k in w if k != "turns"} == {k: v for k, v in w.items() if k != "turns"}, tid
+        assert len(got["messages"]) == w["turns"]
+
+
+def test_a_chart_is_bounded_and_drops_what_is_not_a_number():
+    """ui/charts.py: a 20,000-step log is drawn as at most MAX_POINTS points (first and last kept), NaN and inf and
+    text are dropped, marks are bounded, and an empty series is an empty chart (the page says so)."""
+    from ui.charts import MAX_MARKS, MAX_POINTS, line_chart
+
+    steps = [(s, 1.0 / s) for s in range(1, 20_001)] + [(20_001, float("nan")), (20_002, float("inf")),
+                                                         ("x", 1.0), (20_003, None)]
+    c = line_chart("loss", {"loss": steps}, x_label="step", y_label="loss",
+                   marks=[(i, f"m{i}") for i in range(MAX_MARKS * 3)] + [(float("nan"), "bad")])
+    pts = c.series[0].points
+    assert len(pts) == MAX_POINTS and (pts[0].x, pts[-1].x) == (1.0, 20_000.0)
+    assert len(c.marks) == MAX_MARKS and all(m.label != "bad" for m in c.marks)
+    assert all(c.left <= p.px <= c.left + c.plot_w and c.top <= p.py <= c.top + c.plot_h for p in pts)
+    assert line_chart("none", {"loss": [(1, None)]}, x_label="x", y_label="y").empty
+    one = line_chart("one", {"a": [(3, 0.5)]}, x_label="x", y_label="y")  # a single point still has a range
+    assert not one.empty and len(one.series[0].points) == 1

@@ -18,8 +18,10 @@ import pytest
 
 from envs.web import browser as browsers
 from lake import Lake
-from tests.ingest_helpers import ServerProcess
-from tests.ui_helpers import BASE, CALL_ID, HOSTILE_ID, HOSTILE_TASK, XSS, build_lake
+from tests.ingest_helpers import ServerProcess, lake_cmd
+from tests.ui_helpers import (BASE, BIG_CHARS, BIG_ID, CALL_ID, EVERYWHERE_ID, HOSTILE_ID, HOSTILE_TASK, INCREMENTS,
+                              JS_URL, MANY_ID, MANY_TURNS, RL_EVAL_EVERY, RL_RUN, RL_STEPS, SERIAL, SURROGATE_ID, XSS,
+                              add_skills, build_hostile_lake, build_lake, build_runs_lake)
 from tests.web_helpers import needs_browser
 
 pytestmark = needs_browser
@@ -200,6 +202,21 @@ def test_a_bad_filter_is_a_400_page_naming_it(site):
     assert r.status_code == 404 and "no-such-id" in r.text
 
 
+def test_a_column_header_sorts_the_list_and_again_reverses_it(site):
+    from selenium.webdriver.common.by import By
+
+    url, b, rows = site
+    driver = b.driver
+    driver.get(f"{url}/ui/trajectories?as_of={BASE}&env=git_repo_env&limit=500")
+    follow(driver, driver.find_element(By.CSS_SELECTOR, "th a.sort[data-sort=reward]"))
+    want = sorted((t for t in rows if t.startswith("b-")), key=lambda t: rows[t]["reward"], reverse=True)
+    assert texts(driver, "a.trajectory") == want  # the filters kept, highest reward first
+    assert driver.find_element(By.CSS_SELECTOR, "th[aria-sort]").get_attribute("aria-sort") == "descending"
+    follow(driver, driver.find_element(By.CSS_SELECTOR, "th a.sort[data-sort=reward]"))
+    assert texts(driver, "a.trajectory") == want[::-1]
+    assert parse_qs(urlparse(driver.current_url).query)["env"] == ["git_repo_env"]
+
+
 def cells(driver, table: str, *classes: str) -> list[tuple[str, ...]]:
     """Each body row of `#table` as the texts of its cells of `classes` (in that order)."""
     from selenium.webdriver.common.by import By
@@ -280,19 +297,150 @@ def test_the_loop_page_shows_success_and_reward_by_policy_version(site, lake):
         "Overview", "Trajectories", "Runs", "Loop"]
 
 
+# -- hostile rows: markup in every field, 5 MB in a turn, 10,000 turns, lone surrogates ------------------------------
+PAGE_BYTES = 1_500_000  # what one conversation page may weigh, whatever the row (ui/conversation.py PAGE_CHARS)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    """`lake ui` over a lake of hostile rows (tests/ui_helpers.py build_hostile_lake)."""
+    root = tmp_path_factory.mktemp("ui-hostile") / "lake"
+    rows = build_hostile_lake(root)
+    with ServerProcess(root, command="ui", log_path=root.parent / "ui.log") as srv:
+        yield srv.url, rows
+
+
+def conversation_url(url: str, tid: str) -> str:
+    return f"{url}/ui/trajectories/{quote(tid, safe='')}"
+
+
+@pytest.mark.attack
+@pytest.mark.parametrize("path, title", [
+    (f"/ui/trajectories/{EVERYWHERE_ID}", f"Trajectory {EVERYWHERE_ID}"), ("/ui", "Overview"), ("/ui/runs", "Runs"),
+    ("/ui/loop", "The loop"), ("/ui/trajectories", "Trajectories"),
+    ("/ui/runs/" + quote(f"{XSS} {JS_URL}", safe=""), f"Run {f'{XSS} {JS_URL}'[:80]}"),  # its id, as text
+])
+def test_markup_in_every_rendered_field_is_text_on_every_page(site, hostile, path, title):
+    """The task, env, split, model, policy, group, every turn, the thinking, a tool call's name, id and arguments,
+    the tool result and its name, the steps, the metadata, a run's fields and an ingest error: each carries a
+    <script>, an onerror= attribute and a javascript: URL, shown as text; no element is made of them, no link leads
+    to a javascript: URL, nothing ran."""
+    from selenium.webdriver.common.by import By
+
+    url, rows = hostile
+    _, b, _ = site
+    driver = b.driver
+    driver.get(url + path)
+    shot(driver, "hostile" + path.replace("/", "-")[:40])
+    assert driver.title == f"{title} · Lachesis" and no_alert(driver)  # nothing set it
+    assert driver.find_elements(By.CSS_SELECTOR, "main script, main img, main iframe, main object") == []
+    hrefs = [a.get_attribute("href") or "" for a in driver.find_elements(By.TAG_NAME, "a")]
+    assert hrefs and not any(h.lower().startswith("javascript:") for h in hrefs)
+    shown = driver.find_element(By.TAG_NAME, "main").text
+    assert XSS in shown and JS_URL in shown
+    if path.endswith(EVERYWHERE_ID):  # every field of the conversation, each once at least
+        assert driver.find_element(By.ID, "task").text.startswith(XSS[:40])
+        assert [li.get_attribute("data-role") for li in driver.find_elements(By.CSS_SELECTOR, "#turns > li")] == [
+            "system", "user", "assistant", "tool"]
+        for css in (".call-name", ".call-id", "pre.arguments", "pre.content", "#steps td", "#metadata pre"):
+            assert any(XSS[:40] in t or XSS.replace('"', '\\"')[:40] in t for t in texts(driver, css)), css
+        details = driver.find_element(By.CSS_SELECTOR, "details.thinking")
+        details.find_element(By.TAG_NAME, "summary").click()
+        assert XSS in details.find_element(By.TAG_NAME, "pre").text and no_alert(driver)
+
+
+@pytest.mark.attack
+def test_a_5_mb_turn_is_cut_with_a_note_and_a_link_to_the_whole_json(site, hostile):
+    from selenium.webdriver.common.by import By
+
+    url, _ = hostile
+    _, b, _ = site
+    r = httpx.get(conversation_url(url, BIG_ID), timeout=60)
+    assert r.status_code == 200 and len(r.content) < PAGE_BYTES, len(r.content)
+    driver = b.driver
+    driver.get(conversation_url(url, BIG_ID))
+    assert no_alert(driver) and "pwned" not in driver.title
+    notes = texts(driver, "p.cut")
+    assert any(f"of {BIG_CHARS:,} characters" in n for n in notes), notes
+    assert driver.find_element(By.ID, "cut").is_displayed()
+    shown = driver.find_element(By.CSS_SELECTOR, "pre.content").text
+    assert 0 < len(shown) < BIG_CHARS and shown.startswith("<b><script>x</script>")
+    link = driver.find_element(By.CSS_SELECTOR, "#cut a").get_attribute("href")
+    assert urlparse(link).path == f"/v1/trajectories/{BIG_ID}"
+    whole = httpx.get(link, timeout=60).json()["trajectory"]
+    assert len(whole["messages"][0]["content"]) == BIG_CHARS and len(whole["messages"][1]["reasoning"]) == BIG_CHARS
+    # the list shows the row like any other
+    assert BIG_ID in httpx.get(f"{url}/ui/trajectories", params={"task": "big"}).text
+
+
+@pytest.mark.attack
+def test_10k_turns_render_a_bounded_page_saying_how_many_are_shown(site, hostile):
+    from selenium.webdriver.common.by import By
+    from ui.conversation import MAX_STEPS, MAX_TURNS
+
+    url, _ = hostile
+    _, b, _ = site
+    t0 = time.monotonic()
+    r = httpx.get(conversation_url(url, MANY_ID), timeout=60)
+    assert r.status_code == 200 and len(r.content) < PAGE_BYTES and time.monotonic() - t0 < 10
+    driver = b.driver
+    driver.get(conversation_url(url, MANY_ID))
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#turns > li")) == MAX_TURNS
+    assert driver.find_element(By.ID, "turns-cut").text.startswith(f"shown {MAX_TURNS} of {MAX_TURNS_SHOWN} turns")
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#steps tbody tr")) == MAX_STEPS
+    assert driver.find_element(By.ID, "steps-cut").text.startswith(f"shown {MAX_STEPS} of {MAX_TURNS_SHOWN} steps")
+    assert [driver.find_element(By.CSS_SELECTOR, f"#turns > li:nth-child({n}) pre.content").text
+            for n in (1, MAX_TURNS)] == ["turn 0", f"turn {MAX_TURNS - 1}"]
+
+
+MAX_TURNS_SHOWN = f"{MANY_TURNS:,}"
+
+
+@pytest.mark.attack
+def test_lone_surrogates_in_json_escapes_are_shown_as_replacement_characters(site, hostile):
+    """A tool call's arguments and the metadata escape lone surrogates (valid UTF-8 text, the one way the lake can
+    hold them); parsed, they are U+FFFD on the page and in the API's JSON, never a 500."""
+    url, _ = hostile
+    _, b, _ = site
+    r = httpx.get(f"{url}/v1/trajectories/{SURROGATE_ID}")
+    assert r.status_code == 200, r.text[:300]
+    call = r.json()["trajectory"]["messages"][1]["tool_calls"][0]
+    assert call["arguments"] == {"command": "echo \ufffd x"}
+    driver = b.driver
+    driver.get(conversation_url(url, SURROGATE_ID))
+    assert '"command": "echo \ufffd x"' in texts(driver, "pre.arguments")[0]
+    assert httpx.get(f"{url}/v1/health").status_code == 200
+
+
+def test_the_lake_refuses_a_raw_lone_surrogate(tmp_path):
+    """The premise of the case above: the writer never stores one (Arrow strings are UTF-8)."""
+    from transcript.trajectory_row import trajectory_row
+
+    lake = Lake.init(tmp_path / "lake")
+    with pytest.raises(UnicodeEncodeError):
+        lake.append("trajectories", [trajectory_row(trajectory_id="s", messages=[
+            {"role": "user", "content": "lone \ud800"}])])
+    assert lake.version("trajectories") == 0
+
+
 # -- the browser's login on a server with a token ---------------------------------------------------------------
 TOKEN = "s3cret;ui,\"token\""  # characters a cookie cannot carry as they are
 
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory):
-    """`lake ui --token-file` and `lake serve --token` over a lake of their own, both started at once."""
+    """`lake ui --token-file` and `lake serve --token` over a lake of their own (and a second `lake ui` for the rate
+    limit's test), all started at once."""
     tmp = tmp_path_factory.mktemp("ui-login")
     rows = build_lake(tmp / "lake")
     (tmp / "tokens").write_text(TOKEN + "\n")
-    servers = {"ui": ServerProcess(tmp / "lake", command="ui", extra=["--token-file", str(tmp / "tokens")],
+    servers = {"ui": ServerProcess(tmp / "lake", command="ui", extra=["--token-file", str(tmp / "tokens"),
+                                                                     "--exports", str(tmp / "exports")],
                                    log_path=tmp / "ui.log"),
-               "serve": ServerProcess(tmp / "lake", token=TOKEN, log_path=tmp / "serve.log")}
+               "serve": ServerProcess(tmp / "lake", token=TOKEN, log_path=tmp / "serve.log"),
+               # the rate limit's test locks its address out of this one (the others' logins must not be)
+               "limited": ServerProcess(tmp / "lake", command="ui", extra=["--token-file", str(tmp / "tokens")],
+                                        log_path=tmp / "limited.log")}
     for s in servers.values():
         s.spawn()
     try:
@@ -377,12 +525,320 @@ def test_the_login_cookie_opens_the_pages_only_never_a_write_route(guarded):
                       "application/x-www-form-urlencoded"}).status_code == 400
 
 
+@pytest.mark.attack
+@pytest.mark.attack
+def test_on_a_server_with_a_token_the_cookie_opens_the_export_with_its_token_only(guarded):
+    import re
+
+    urls, _ = guarded
+    with httpx.Client(base_url=urls["ui"], timeout=60) as c:
+        jar = {"lachesis_token": c.post("/ui/login", data={"token": TOKEN}).cookies["lachesis_token"]}
+        c.cookies.clear()  # each request below sends the cookies it names, no more
+        token = re.search(r'name="csrf" value="([0-9a-f]+)"', c.get("/ui/views/sft", cookies=jar).text).group(1)
+        pin = "trajectories=3"
+        # without the cookie: the guard sends to the login; with it and another cookie's token: refused
+        assert c.post("/ui/views/sft/export", data={"csrf": token, "as_of": pin}).status_code == 303
+        stale = {"lachesis_token": "d3Jvbmc"}
+        assert c.post("/ui/views/sft/export", data={"csrf": token, "as_of": pin}, cookies=stale).status_code == 303
+        r = c.post("/ui/views/sft/export", data={"csrf": token, "as_of": pin}, cookies=jar)
+        assert r.status_code == 200 and 'id="output"' in r.text, r.text[:300]
+        # the cookie still does not open the JSON API (nor lake serve's writes: test_the_login_cookie_opens_...)
+        assert c.get("/v1/views", cookies=jar).status_code == 401
+    with httpx.Client(base_url=urls["serve"], timeout=30) as c:  # `lake serve` carries the UI without exports
+        r = c.post("/ui/views/sft/export", data={"csrf": token}, headers={"Authorization": f"Bearer {TOKEN}"})
+        assert r.status_code == 404
+
+
+def test_wrong_logins_from_one_address_are_limited_with_retry_after(guarded):
+    """LOGIN_FAILURES wrong tokens from an address within the window, then 429 with Retry-After for every login from
+    it, the right token included (a guesser learns nothing while refused); another address is not held up, and the
+    pages still answer a bearer header."""
+    from edge.attempts import LOGIN_FAILURES, LOGIN_WINDOW_S
+
+    urls, _ = guarded
+    url = urls["limited"]
+    with httpx.Client(base_url=url, timeout=30) as c:
+        for i in range(LOGIN_FAILURES):
+            r = c.post("/ui/login", data={"token": f"guess-{i}"})
+            assert r.status_code == 401 and "Retry-After" not in r.headers, i
+        for token in ("guess-again", TOKEN):
+            r = c.post("/ui/login", data={"token": token})
+            assert r.status_code == 429 and "lachesis_token" not in r.cookies, token
+            assert 1 <= int(r.headers["Retry-After"]) <= LOGIN_WINDOW_S
+            assert "too many wrong tokens" in r.text and r.headers["content-security-policy"]
+        assert c.get("/ui/runs", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    other = httpx.HTTPTransport(local_address="127.0.0.2")  # loopback is all of 127/8: another client address
+    with httpx.Client(base_url=url, timeout=30, transport=other) as c:
+        r = c.post("/ui/login", data={"token": TOKEN})
+        assert r.status_code == 303 and "lachesis_token" in r.cookies
+
+
+def test_failed_attempts_slide_out_of_the_window_and_memory_is_bounded():
+    from edge.attempts import FailedAttempts
+
+    now = [0.0]
+    a = FailedAttempts(3, 10.0, max_clients=2, clock=lambda: now[0])
+    for t in (0.0, 1.0, 2.0):
+        now[0] = t
+        assert a.retry_after("x") is None
+        a.failed("x")
+    assert a.retry_after("x") == 8  # the first failure leaves the window at 10.0
+    now[0] = 9.5
+    assert a.retry_after("x") == 1
+    now[0] = 10.0
+    assert a.retry_after("x") is None  # one slid out: two left, under the limit
+    a.failed("x")
+    assert a.retry_after("x") == 1  # the second leaves at 11.0
+    a.failed("y")
+    a.failed("z")  # a third address: the least recently failed (x) is forgotten
+    assert len(a) == 2 and a.retry_after("x") is None
+
+
 def test_without_a_token_no_login_is_needed(site):
     url, b, _ = site
     r = httpx.get(f"{url}/ui/login")
     assert r.status_code == 200 and "no login is needed" in r.text and 'name="token"' not in r.text
     r = httpx.post(f"{url}/ui/login", data={"token": "anything"})
     assert r.status_code == 303 and r.headers["location"] == "/ui" and "lachesis_token" not in r.cookies
+
+
+# -- a run's page and the loop's chart over runs as the trainers record them --------------------------------------
+@pytest.fixture(scope="module")
+def runs_site(tmp_path_factory):
+    """`lake ui --runs --exports` over a lake of runs as their writers record them and of skills as `lake watch`
+    ingests them (tests/ui_helpers.py build_runs_lake, add_skills)."""
+    tmp = tmp_path_factory.mktemp("ui-runs")
+    info = build_runs_lake(tmp / "lake", tmp / "runs")
+    info["skill_users"] = add_skills(tmp / "lake")
+    info.update(lake=tmp / "lake", exports=tmp / "exports")
+    with ServerProcess(tmp / "lake", command="ui", extra=["--runs", str(tmp / "runs"), "--exports",
+                                                           str(tmp / "exports")], log_path=tmp / "ui.log") as srv:
+        yield srv.url, info
+
+
+def chart_points(driver, figure_id: str) -> dict[str, list[tuple[float, float]]]:
+    """{series: [(x, y)]} as the chart's table of points lists them."""
+    from selenium.webdriver.common.by import By
+
+    out: dict = {}
+    for tr in driver.find_elements(By.CSS_SELECTOR, f"#{figure_id} details.points tbody tr"):
+        name, x, y = (td.get_attribute("textContent") for td in tr.find_elements(By.TAG_NAME, "td"))
+        out.setdefault(name, []).append((float(x), float(y)))
+    return out
+
+
+def test_a_run_page_draws_its_loss_and_evaluations_and_links_its_episodes(site, runs_site):
+    from selenium.webdriver.common.by import By
+
+    url, info = runs_site
+    _, b, _ = site
+    driver = b.driver
+    driver.get(f"{url}/ui/runs/{RL_RUN}")
+    shot(driver, "run")
+    assert driver.title == f"Run {RL_RUN} · Lachesis" and no_alert(driver)
+    # the loss curve: every step of train_log.jsonl, drawn as SVG on the server (no script), checkpoints marked
+    loss = [(float(r["step"]), r["loss"]) for r in info["log"] if "loss" in r]
+    assert chart_points(driver, "loss")["loss"] == [pytest.approx(p, rel=5e-3) for p in loss]  # 3 digits shown
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#loss svg circle.dot")) == RL_STEPS
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#loss svg line.mark")) == RL_STEPS // RL_EVAL_EVERY
+    assert driver.find_elements(By.CSS_SELECTOR, "script") == []
+    # the evaluations: each eval run's success rate at its step
+    evals = chart_points(driver, "evals")["success rate"]
+    assert evals == [(float(s), round(0.2 + s / 100, 3)) for s in range(RL_EVAL_EVERY, RL_STEPS + 1, RL_EVAL_EVERY)]
+    assert [a.text for a in driver.find_elements(By.CSS_SELECTOR, "#evaluations a.run-page")] == info["evals"]
+    # the lineage: the data it trained on, pinned in a link to the list at those versions
+    trained = driver.find_element(By.ID, "trained-on")
+    pin = parse_qs(urlparse(trained.get_attribute("href")).query)["as_of"]
+    assert len(pin) == 1 and json.loads(pin[0]) == info["trained_on"]
+    follow(driver, trained)
+    assert "trajectories=1" in driver.find_element(By.ID, "versions").text
+    driver.back()
+    assert "lr" in driver.find_element(By.ID, "config").text
+    # its evaluation episodes, each a link to its conversation
+    links = driver.find_elements(By.CSS_SELECTOR, "#episodes a.trajectory")
+    assert sorted(a.text for a in links) == sorted(info["episodes"])
+    first = links[0].text
+    follow(driver, links[0])
+    assert driver.find_element(By.ID, "trajectory-id").text == first
+    # and the conversation links back to the evaluation that played it and the run it belongs to
+    back = {a.get_attribute("data-key"): urlparse(a.get_attribute("href")).path
+            for a in driver.find_elements(By.CSS_SELECTOR, "a.run-page")}
+    assert back == {"eval_run_id": f"/ui/runs/{first.rsplit('-ep', 1)[0]}", "train_run_id": f"/ui/runs/{RL_RUN}"}
+    # the runs list leads to the page
+    driver.get(f"{url}/ui/runs?run_id={RL_RUN}&limit=1")
+    follow(driver, driver.find_element(By.CSS_SELECTOR, "#runs a.run-page"))
+    assert urlparse(driver.current_url).path == f"/ui/runs/{RL_RUN}"
+
+
+def test_an_increment_page_shows_the_trainer_lineage_and_what_was_served(site, runs_site):
+    from selenium.webdriver.common.by import By
+
+    url, info = runs_site
+    _, b, _ = site
+    driver = b.driver
+    driver.get(f"{url}/ui/runs/{info['increments'][1]}")
+    shot(driver, "run-increment")
+    assert [a.text for a in driver.find_elements(By.CSS_SELECTOR, "#increments a.run-page")] == info["increments"]
+    # no per-step log in its folder: the loss by increment from the lake, the reason said
+    assert chart_points(driver, "loss") == {"final loss": [(1.0, 1.0), (2.0, 0.5), (3.0, 0.333)]}
+    assert "train_log.jsonl not read" in driver.find_element(By.TAG_NAME, "main").text
+    # each evaluation placed at the increment whose weights it evaluated, the increments marked
+    assert chart_points(driver, "evals")["success rate"] == [(1.0, 0.1), (2.0, 0.2), (3.0, 0.3)]
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#evals svg line.mark")) == INCREMENTS
+    # served from the second increment's weights (their sha256), a link to those trajectories
+    assert cells(driver, "served", "policy", "count") == [(f"tiny@{SERIAL}:2", str(len(info["served"])))]
+    follow(driver, driver.find_element(By.CSS_SELECTOR, "#served a.policy"))
+    assert sorted(texts(driver, "a.trajectory")) == sorted(info["served"])
+
+
+@pytest.mark.attack
+@pytest.mark.parametrize("run_id, why", [("outside", "is not inside"), ("linked", "symbolic link"),
+                                         ("climbs", "not a path inside the folder")])
+def test_a_run_folder_outside_the_runs_folder_is_never_read(runs_site, run_id, why):
+    """A run's recorded folder is data any writer of the runs table chose: outside --runs, through a link or a
+    climbing path, its log is not read, and the page says why."""
+    url, _ = runs_site
+    r = httpx.get(f"{url}/ui/runs/{run_id}")
+    assert r.status_code == 200 and why in r.text and 'id="loss"' in r.text and "circle" not in r.text
+
+
+def test_the_run_api_and_unknown_runs(runs_site):
+    url, info = runs_site
+    body = httpx.get(f"{url}/v1/runs/{RL_RUN}").json()
+    assert [e["kind"] for e in body["events"]] == ["checkpoint"] * (RL_STEPS // RL_EVAL_EVERY) + ["train"]
+    assert {r["run_id"] for r in body["related"] if r["relation"] == "evaluation"} == set(info["evals"])
+    assert body["episodes_total"] == len(info["episodes"])
+    for path in ("/v1/runs/no-such-run", "/ui/runs/no-such-run"):
+        r = httpx.get(url + path)
+        assert r.status_code == 404 and "no-such-run" in r.text
+
+
+def test_the_loop_chart_marks_each_training_event(site, runs_site):
+    from selenium.webdriver.common.by import By
+
+    url, info = runs_site
+    _, b, _ = site
+    driver = b.driver
+    driver.get(f"{url}/ui/loop")
+    shot(driver, "loop-chart")
+    body = httpx.get(f"{url}/v1/loop").json()
+    marks = driver.find_elements(By.CSS_SELECTOR, "#loop-over-time svg line.mark")
+    assert len(marks) == len(body["increments"]) == 1 + INCREMENTS + 3  # rl-1's end, the increments, 3 more
+    titles = [m.find_element(By.TAG_NAME, "title").get_attribute("textContent") for m in marks]
+    assert f"{info['increments'][0]} (increment 1)" in titles
+    points = chart_points(driver, "loop-over-time")
+    assert len(points["success rate"]) == len(body["rows"])
+    # split by kind: the evaluations' episodes (RL's at each step, the watcher's per weights), the served calls
+    # (one version), the skills' trajectories (other)
+    kinds = {(s["policy_version"], s["kind"]): s for s in body["split"]}
+    assert kinds[(f"tiny@{SERIAL}:2", "served")]["trajectories"] == len(info["served"])
+    assert {v for v, k in kinds if k == "evaluation"} >= {str(s) for s in range(RL_EVAL_EVERY, RL_STEPS + 1,
+                                                                               RL_EVAL_EVERY)}
+    assert len(points["served: success rate"]) == 1 and len(points["evaluation: success rate"]) == len(
+        [k for k in kinds if k[1] == "evaluation"])
+    assert sum(s["trajectories"] for s in body["split"]) == sum(r["trajectories"] for r in body["rows"])
+    assert sorted(y for _, y in points["success rate"]) == [pytest.approx(r, rel=5e-3)
+                                                            for r in sorted(r["success_rate"] for r in body["rows"])]
+
+
+# -- skills, views and the export button -------------------------------------------------------------------------
+def test_the_skills_page_shows_skills_their_effect_and_the_selection(site, runs_site):
+    from selenium.webdriver.common.by import By
+
+    url, info = runs_site
+    _, b, _ = site
+    driver = b.driver
+    driver.get(f"{url}/ui/skills")
+    shot(driver, "skills")
+    assert driver.title == "Skills · Lachesis" and no_alert(driver)
+    with Lake.open(info["lake"]).snapshot(for_query="SELECT * FROM skills_current") as snap:
+        current = [r[0] for r in snap.sql("SELECT name FROM skills_current ORDER BY name").fetchall()]
+    assert texts(driver, "#skills td.name") == current and "old-skill" not in current  # archived: not current
+    # skill_effect: deploy-check's users succeed 5 of 6; the same env without it 3 of 10 plus quick-notes' 1 of 4
+    effect = {row[0]: row[1:] for row in cells(driver, "effect", "skill", "trajectories", "success-rate", "baseline")}
+    assert effect["deploy-check"] == ("6", "83.3%", f"{100 * 4 / 14:.1f}%")
+    assert effect["quick-notes"] == ("4", "25.0%", f"{100 * 8 / 16:.1f}%")
+    # what skill_to_instruction would pick (its defaults; tests/test_skill_to_instruction.py has the same four)
+    assert texts(driver, "#selection td.name") == ["deploy-check", "fast-serve", "python-debug-loop", "quick-notes"]
+    form = driver.find_element(By.ID, "selection-filters")
+    for name, value in (("min_uses", "4"), ("provenance", "agent,bundled")):
+        field = form.find_element(By.NAME, name)
+        field.clear()
+        field.send_keys(value)
+    follow(driver, form.find_element(By.CSS_SELECTOR, "button"))
+    assert {"rare-skill", "gh-helper"} < set(texts(driver, "#selection td.name"))
+    r = httpx.get(f"{url}/v1/skills", params={"provenance": "nope"})
+    assert r.status_code == 400 and r.json()["param"] == "provenance"
+
+
+def test_the_views_page_lists_every_view_and_a_view_shows_its_rows(site, runs_site):
+    from selenium.webdriver.common.by import By
+    from views import VIEWS_DIR
+
+    url, info = runs_site
+    _, b, _ = site
+    driver = b.driver
+    driver.get(f"{url}/ui/views")
+    shot(driver, "views")
+    assert texts(driver, "#views a.view") == sorted(p.stem for p in VIEWS_DIR.glob("*.sql"))
+    follow(driver, driver.find_element(By.LINK_TEXT, "skill_effect"))
+    with Lake.open(info["lake"]).snapshot(for_query="SELECT * FROM skill_effect") as snap:
+        total = snap.sql("SELECT count(*) FROM skill_effect").fetchall()[0][0]
+        first = [r[0] for r in snap.sql("SELECT skill FROM skill_effect ORDER BY skill").fetchall()]
+    assert driver.find_element(By.ID, "total").text.startswith(f"{total} rows")
+    assert [tr.find_element(By.TAG_NAME, "td").text for tr in driver.find_elements(By.CSS_SELECTOR, "#rows tbody tr")
+            ] == first[:20]
+    assert httpx.get(f"{url}/v1/views/skill_effect", params={"limit": 2}).json()["total"] == total
+    assert httpx.get(f"{url}/ui/views/no_such_view").status_code == 404
+
+
+def test_the_export_button_runs_lake_export_into_the_exports_folder(site, runs_site, tmp_path):
+    """The button writes what `lake export VIEW --as-of PIN` writes: the same rows, event ids and versions."""
+    import subprocess
+
+    from selenium.webdriver.common.by import By
+
+    url, info = runs_site
+    _, b, _ = site
+    driver = b.driver
+    driver.get(f"{url}/ui/views/sft")
+    pin = driver.find_element(By.CSS_SELECTOR, "#export input[name=as_of]").get_attribute("value")
+    follow(driver, driver.find_element(By.CSS_SELECTOR, "#export button"))
+    shot(driver, "exported")
+    out = Path(driver.find_element(By.ID, "output").text)
+    assert out.parent == info["exports"] and (out / "manifest.json").is_file()
+    mine = json.loads((out / "manifest.json").read_text())
+    cli = tmp_path / "cli-export"
+    done = subprocess.run(lake_cmd() + ["export", "sft", "--lake", str(info["lake"]), "--as-of", pin, "--output",
+                                        str(cli), "--allow-empty"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    theirs = json.loads((cli / "manifest.json").read_text())
+    for key in ("row_count", "lake_versions", "event_ids_sha256", "view_sql_sha256", "splits"):
+        assert mine[key] == theirs[key], key
+    assert mine["lake_versions"] == json.loads(pin) and mine["row_count"] > 0
+
+
+@pytest.mark.attack
+def test_the_export_post_needs_this_page_token_and_this_origin(runs_site):
+    """Without the form's CSRF token, with another page's, or from another origin, nothing is written."""
+    import re
+
+    url, info = runs_site
+    before = set(info["exports"].iterdir()) if info["exports"].exists() else set()
+    page = httpx.get(f"{url}/ui/views/sft").text
+    token = re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)
+    with_cookie = httpx.get(f"{url}/ui/views/sft", cookies={"lachesis_token": "b3RoZXI"}).text  # another browser
+    other = re.search(r'name="csrf" value="([0-9a-f]+)"', with_cookie).group(1)
+    assert other != token
+    for data, headers in (({"as_of": ""}, {}), ({"csrf": "0" * 64}, {}), ({"csrf": other}, {}),
+                          ({"csrf": token}, {"Origin": "http://evil.example"}),
+                          ({"csrf": token}, {"Sec-Fetch-Site": "cross-site"}),
+                          ({"csrf": [token, token]}, {})):
+        r = httpx.post(f"{url}/ui/views/sft/export", data=data, headers=headers)
+        assert r.status_code == 403, (data, headers, r.text[:200])
+    assert httpx.post(f"{url}/ui/views/sft/export", json={"csrf": token}).status_code == 415
+    assert (set(info["exports"].iterdir()) if info["exports"].exists() else set()) == before
+    assert httpx.post(f"{url}/ui/views/no_such/export", data={"csrf": token}).status_code == 404
 
 
 def test_no_browser_is_left_behind(site):

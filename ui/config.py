@@ -4,6 +4,8 @@ the CLI builds its options from this class at start-up (lachesis/console.py `con
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
 
 from edge.errors import OptionError
 from edge.options import ServerOptions, server_field
@@ -22,6 +24,13 @@ class UiConfig(ServerOptions):
     query_timeout: float = field(default=QUERY_TIMEOUT_S, **helped(
         "Seconds one query of a page or of the read API may run (a `where` filter included) before it is "
         "interrupted and answered 400: an expensive filter cannot hold a worker."))
+    runs: Optional[Path] = field(default=None, **helped(
+        "A folder of run folders (runs/ by default for the trainers): a run's page draws its per-step loss from its "
+        "train_log.jsonl when the run's recorded folder is inside it (read without following links, regular files "
+        "only). Without it, run pages draw what the lake records (evaluations, increments)."))
+    exports: Optional[Path] = field(default=None, **helped(
+        "A folder (outside the lake) for the views page's export button: each press runs `lake export VIEW --as-of "
+        "PIN` into a new folder of it (the UI's only write; a CSRF token guards the form). Without it, no button."))
 
     def __post_init__(self):
         positive(self, "query_timeout", error=OptionError)

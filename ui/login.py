@@ -5,6 +5,8 @@
   server's --max-body-mb), checked against the server's tokens as the guard checks a bearer header (edge/guards.py
   login_client: one constant-time digest lookup); a right one is set as the login cookie (HttpOnly, SameSite=Strict,
   Path=/ui, Secure over https) and the browser sent to /ui (303), a wrong one is the form again (401) with a line;
+  an address with edge.attempts.LOGIN_FAILURES wrong tokens within LOGIN_WINDOW_S seconds is answered 429 with
+  Retry-After (the form again, saying when) before its token is looked at, until the oldest leaves the window;
 * `POST /ui/logout`: the cookie cleared, back to the form.
 
 All three are open routes (edge.guards.OPEN_PATHS): the guard takes the cookie on page reads only (GET and HEAD of
@@ -18,6 +20,7 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
+from edge.attempts import FailedAttempts
 from edge.errors import BadInput
 from edge.guards import (LOGIN_PATH, PAGES, TOKEN_COOKIE, ServerState, cookie_token, cookie_value, login_client,
                          read_limited, same_origin)
@@ -43,7 +46,14 @@ def login_page(request: Request, status: int = 200, error: str | None = None) ->
                 needed=bool(state.config.tokens), error=error, signed_in=signed_in, stale=stale)
 
 
-def login_router() -> APIRouter:
+def client_address(request: Request) -> str:
+    """The TCP peer's address (what the login's failures are counted by)."""
+    return request.client.host if request.client else ""
+
+
+def login_router(attempts: FailedAttempts | None = None) -> APIRouter:
+    """The login form, its POST and the logout; `attempts`: the failed logins by address (one per server)."""
+    attempts = attempts or FailedAttempts()
     router = APIRouter(prefix=PAGES, include_in_schema=False)
 
     @router.get("/login")
@@ -56,6 +66,12 @@ def login_router() -> APIRouter:
         await same_origin(request)
         if not state.config.tokens:  # nothing to log in to
             return RedirectResponse(PAGES, 303)
+        client = client_address(request)
+        wait = attempts.retry_after(client)
+        if wait is not None:
+            refused = login_page(request, 429, f"too many wrong tokens from this address: try again in {wait} s")
+            refused.headers["Retry-After"] = str(wait)
+            return refused
         ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if ctype != FORM_TYPE:
             return login_page(request, 415, f"send the form ({FORM_TYPE}), not {ctype[:60] or 'no body type'}")
@@ -73,6 +89,7 @@ def login_router() -> APIRouter:
         if len(tokens) != 1 or not tokens[0]:
             return login_page(request, 400, "give the token")
         if login_client(state, tokens[0]) is None:
+            attempts.failed(client)
             return login_page(request, 401, "wrong token")
         done = RedirectResponse(PAGES, 303)
         done.set_cookie(TOKEN_COOKIE, cookie_value(tokens[0]), path=PAGES, httponly=True, samesite="strict",

@@ -1,6 +1,9 @@
-"""The HTML pages under /ui: the overview, the trajectory list (the read API's filters as a form, pagination
-links), a trajectory's conversation, the runs (config and metrics summarised, pages) and the loop (success rate
-and mean reward by policy_version); the same reader and parameter grammar as the read API (ui/api.py).
+"""The HTML pages under /ui: the overview, the trajectory list (the read API's filters as a form, sortable column
+headers, pagination links), a trajectory's conversation (bounded: ui/conversation.py), the runs (config and metrics
+summarised, pages), a run (ui/runview.py: curves, lineage, evaluations), the loop (success rate and mean reward by
+policy_version, with its chart), the skills (usage, skill_effect, skill_to_instruction's selection) and the views
+(the rows each yields; the export button: ui/exports.py); the same reader and parameter grammar as the read API
+(ui/api.py).
 
 Safe by construction: jinja2 with autoescape on for every template (`<script>` in a message is text), values reach
 URLs only percent-encoded (`link`, `segment`: never as a scheme or a raw path), and every page is served with a
@@ -22,6 +25,8 @@ from fastapi.responses import HTMLResponse, Response
 
 from edge.guards import TOKEN_COOKIE
 from ui import conversation
+from ui.charts import number as chart_number
+from ui.runview import loop_chart, run_view
 from ui import params as P
 from ui.params import ParamError, read_params
 from ui.reader import LakeReader, QueryTimeout
@@ -48,11 +53,18 @@ def segment(value: Any) -> str:
     return quote(str(value), safe="")
 
 
+PRETTY_CHARS = 50_000
+
+
 def pretty(value: Any) -> str:
-    """A JSON value as indented text (a string as it is), for a <pre>: escaped by the template like any text."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    """A JSON value as indented text (a string as it is), for a <pre>: escaped by the template like any text; past
+    PRETTY_CHARS cut, saying so (the JSON API has it whole)."""
+    text = value if isinstance(value, str) else json.dumps(conversation.valid_text(value), indent=2,
+                                                           ensure_ascii=False, default=str)
+    text = conversation.valid_text(text)
+    if len(text) <= PRETTY_CHARS:
+        return text
+    return f"{text[:PRETTY_CHARS]}\n… (shown {PRETTY_CHARS:,} of {len(text):,} characters: the JSON API has it whole)"
 
 
 SUMMARY_ITEMS = 6
@@ -78,6 +90,29 @@ def summary(value: Any) -> str:
     return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS - 1] + "…"
 
 
+SHORT_CHARS = 300
+
+
+def short(value: Any) -> str:
+    """A field shown in a line or a cell (an id, a task, an env...): "" for None, valid Unicode, cut at SHORT_CHARS
+    with an ellipsis (a 5 MB task id is a page bound too; the JSON has it whole)."""
+    if value is None:
+        return ""
+    text = conversation.valid_text(value if isinstance(value, str) else str(value))
+    return text if len(text) <= SHORT_CHARS else text[:SHORT_CHARS - 1] + "…"
+
+
+def chartnum(value: Any) -> str:
+    """A chart's number as the points table shows it (blank for none)."""
+    return "" if value is None else chart_number(value)
+
+
+def sql_string(value: str) -> str:
+    """`value` as an SQL string literal (quotes doubled): for a `where` link the page builds (checked again by
+    ui.params.where when followed, like any filter)."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
 def rate(value: Any) -> str:
     """A fraction as a percentage with one decimal (blank for none)."""
     return "" if value is None else f"{100 * value:.1f}%"
@@ -100,7 +135,8 @@ def templates() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("ui", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(link=link, stylesheet=STYLESHEET)
-    env.filters.update(segment=segment, pretty=pretty, when=when, summary=summary, rate=rate, mean=mean)
+    env.filters.update(segment=segment, pretty=pretty, when=when, summary=summary, rate=rate, mean=mean,
+                       short=short, chartnum=chartnum)
     return env
 
 
@@ -137,7 +173,10 @@ def paged(request: Request, path: str, parsers: dict, fetch: Callable[[dict], di
                 first_link=link(path, **form) if q["cursor"] is not None else None, **context, **data)
 
 
-def pages_router(reader: LakeReader) -> APIRouter:
+def pages_router(reader: LakeReader, runs_root: Any = None, csrf: Callable[[Request], str] | None = None) -> APIRouter:
+    """The pages over `reader`; `runs_root`: the folder of run folders a run page may read curves from
+    (ui/runfiles.py; None: the lake's records only); `csrf`: the export form's token for a request
+    (ui/exports.py; None: exports are off and the view pages show no button)."""
     router = APIRouter(prefix="/ui", include_in_schema=False)
 
     def rendered(request: Request, build) -> Response:
@@ -159,7 +198,7 @@ def pages_router(reader: LakeReader) -> APIRouter:
     @router.get("/trajectories")
     def trajectories(request: Request) -> Response:
         return rendered(request, lambda: paged(request, "/ui/trajectories", P.TRAJECTORY_LIST, reader.trajectories,
-                                               "trajectories.jinja", "Trajectories", help=P.HELP))
+                                               "trajectories.jinja", "Trajectories", help=P.HELP, sorts=P.SORTS))
 
     @router.get("/trajectories/{trajectory_id:path}")
     def trajectory(trajectory_id: str, request: Request) -> Response:
@@ -169,9 +208,10 @@ def pages_router(reader: LakeReader) -> APIRouter:
             as_of = raw_as_of(request)
             if row is None:
                 return error_page(404, f"no trajectory {trajectory_id[:200]!r} in the lake at these versions", as_of)
-            return page("conversation.jinja", request=request, title=f"Trajectory {trajectory_id[:80]}",
-                        as_of=as_of, row=row, versions=versions, turns=conversation.turns(row.get("messages")),
-                        steps=conversation.steps(row.get("steps")), here=f"/ui/trajectories/{segment(trajectory_id)}")
+            return page("conversation.jinja", request=request, title=f"Trajectory {short(trajectory_id[:80])}",
+                        as_of=as_of, row=row, versions=versions, conv=conversation.conversation(row),
+                        json_link=link(f"/v1/trajectories/{segment(trajectory_id)}", as_of=as_of),
+                        here=f"/ui/trajectories/{segment(trajectory_id)}")
         return rendered(request, build)
 
     @router.get("/runs")
@@ -179,12 +219,63 @@ def pages_router(reader: LakeReader) -> APIRouter:
         return rendered(request, lambda: paged(request, "/ui/runs", P.RUN_LIST, reader.runs, "runs.jinja", "Runs",
                                                here="/ui/runs"))
 
+    @router.get("/runs/{run_id:path}")
+    def run(run_id: str, request: Request) -> Response:
+        def build() -> Response:
+            q = read_params(request.query_params.multi_items(), P.PINNED)
+            data = reader.run(run_id, q["as_of"])
+            as_of = raw_as_of(request)
+            if not data["events"]:
+                return error_page(404, f"no run {run_id[:200]!r} in the lake at these versions", as_of)
+            v = run_view(data, runs_root)
+            evals = sorted({t["eval_run_id"] for t in data["episodes"]})
+            where = ("json_extract_string(metadata, '$.eval_run_id') IN (" + ", ".join(map(sql_string, evals)) + ")"
+                     if evals else None)
+            return page("run.jinja", request=request, title=f"Run {short(run_id[:80])}", as_of=as_of, v=v,
+                        versions=data["versions"], served=data["served"], episodes=data["episodes"],
+                        episodes_total=data["episodes_total"], episodes_where=where,
+                        json_link=link(f"/v1/runs/{segment(run_id)}", as_of=as_of),
+                        here=f"/ui/runs/{segment(run_id)}")
+        return rendered(request, build)
+
+    @router.get("/skills")
+    def skills(request: Request) -> Response:
+        def build() -> Response:
+            q = read_params(request.query_params.multi_items(), P.SKILLS)
+            data = reader.skills(q["as_of"], q["min_uses"], q["provenance"])
+            return page("skills.jinja", request=request, title="Skills", as_of=raw_as_of(request), here="/ui/skills",
+                        **data)
+        return rendered(request, build)
+
+    @router.get("/views")
+    def views(request: Request) -> Response:
+        def build() -> Response:
+            read_params(request.query_params.multi_items(), P.PINNED)
+            return page("views.jinja", request=request, title="Views", as_of=raw_as_of(request), here="/ui/views",
+                        versions={}, views=reader.views(), exports_on=csrf is not None)
+        return rendered(request, build)
+
+    @router.get("/views/{name}")
+    def view(name: str, request: Request) -> Response:
+        def build() -> Response:
+            q = read_params(request.query_params.multi_items(), P.PINNED)
+            v = reader.view(name, q["as_of"])
+            as_of = raw_as_of(request)
+            if v is None:
+                return error_page(404, f"no view {name[:200]!r} in views/*.sql", as_of)
+            pin = json.dumps(v["versions"], separators=(",", ":"))  # an export of exactly what the page shows
+            return page("view.jinja", request=request, title=f"View {name}", as_of=as_of, versions=v["versions"],
+                        here=f"/ui/views/{segment(name)}", v=v, exports_on=csrf is not None, pin=pin,
+                        csrf=csrf(request) if csrf is not None else "")
+        return rendered(request, build)
+
     @router.get("/loop")
     def loop(request: Request) -> Response:
         def build() -> Response:
             q = read_params(request.query_params.multi_items(), P.PINNED)
+            data = reader.loop(q["as_of"])
             return page("loop.jinja", request=request, title="The loop", as_of=raw_as_of(request), here="/ui/loop",
-                        **reader.loop(q["as_of"]))
+                        chart=loop_chart(data["rows"], data["increments"], data["split"]), **data)
         return rendered(request, build)
 
     @router.get("/static/ui.css")

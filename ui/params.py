@@ -27,14 +27,22 @@ from lake.query import QueryError, check_filter
 LIMIT_DEFAULT = 50
 LIMIT_MAX = 500
 ORDERS = ("newest", "oldest")
+ORDER_SYNONYMS = {"desc": "newest", "asc": "oldest"}
+# what the trajectory list sorts by (ui/sql/trajectory_list.sql names each): ingestion time alone, or a column first
+SORTS = ("ingested", "reward", "turns", "steps", "task", "env", "split", "policy_version", "trajectory_id")
 CURSOR_MAX = 4096  # characters of a cursor: a pin of every table and a position are far less
+REASON_CHARS = 400  # characters of a ParamError's reason (DuckDB quotes the whole expression it refused)
 
 
 class ParamError(ValueError):
-    """A query parameter that cannot be taken: `param` names it, `reason` says why (one line)."""
+    """A query parameter that cannot be taken: `param` names it, `reason` says why (one line of at most
+    REASON_CHARS characters, whatever the value quoted in it)."""
 
     def __init__(self, param: str, reason: str):
-        self.param, self.reason = param, " ".join(str(reason).split())
+        reason = " ".join(str(reason).split())
+        if len(reason) > REASON_CHARS:
+            reason = reason[:REASON_CHARS // 2] + " … " + reason[-(REASON_CHARS // 2):]
+        self.param, self.reason = param, reason
         super().__init__(f"{param}: {self.reason}")
 
     def body(self) -> dict:
@@ -84,9 +92,29 @@ def limit(value: str) -> int:
     return n
 
 
+def count(value: str) -> int:
+    """A whole number >= 0 (a threshold such as min_uses)."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError(f"must be a whole number, not {value[:40]!r}") from None
+    if not 0 <= n <= 10 ** 9:
+        raise ValueError(f"must be between 0 and {10 ** 9}, not {n}")
+    return n
+
+
 def order(value: str) -> str:
+    """newest or oldest (desc and asc are their synonyms for a sorted list)."""
+    value = ORDER_SYNONYMS.get(value, value)
     if value not in ORDERS:
-        raise ValueError(f"must be one of {', '.join(ORDERS)}, not {value[:40]!r}")
+        raise ValueError(f"must be one of {', '.join(ORDERS + tuple(ORDER_SYNONYMS))}, not {value[:40]!r}")
+    return value
+
+
+def sort(value: str) -> str:
+    """A column the trajectory list may be sorted by (SORTS: a whitelist; the SQL names each)."""
+    if value not in SORTS:
+        raise ValueError(f"must be one of {', '.join(SORTS)}, not {value[:40]!r}")
     return value
 
 
@@ -117,9 +145,14 @@ class Cursor:
     after_us: int
     after_event: str
     order: str = "newest"
+    sort: str = "ingested"  # the list's sort column (SORTS), and the last row's key in it:
+    has: int = 1  # 1: the row has a value in the sorted column, 0: NULL
+    num: float = 0.0  # the value of a numeric column (reward, turns, steps)
+    text: str = ""  # the value of a text column (task, env, ...)
 
     def encode(self) -> str:
-        raw = orjson.dumps({"v": self.versions, "t": self.after_us, "e": self.after_event, "o": self.order})
+        raw = orjson.dumps({"v": self.versions, "t": self.after_us, "e": self.after_event, "o": self.order,
+                            "s": self.sort, "h": self.has, "n": self.num, "x": self.text})
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
@@ -132,12 +165,14 @@ def cursor(value: str) -> Cursor:
         obj = orjson.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
         versions = parse_as_of(obj["v"]) if isinstance(obj.get("v"), dict) else None
         t, e, o = obj["t"], obj["e"], obj["o"]
+        srt, has, num, txt = obj.get("s", "ingested"), obj.get("h", 1), obj.get("n", 0.0), obj.get("x", "")
     except (binascii.Error, ValueError, TypeError, KeyError, AttributeError, LakeError):
         raise ValueError(bad) from None
     if (not isinstance(versions, dict) or type(t) is not int or not isinstance(e, str) or o not in ORDERS
-            or not -(2 ** 63) <= t < 2 ** 63):
+            or not -(2 ** 63) <= t < 2 ** 63 or srt not in SORTS or has not in (0, 1) or type(has) is not int
+            or type(num) not in (int, float) or not math.isfinite(num) or not isinstance(txt, str)):
         raise ValueError(bad)
-    return Cursor(versions, t, e, o)
+    return Cursor(versions, t, e, o, srt, has, float(num), txt)
 
 
 # -- which parameters each route takes ---------------------------------------------------------------------------
@@ -145,9 +180,11 @@ PAGED = {"as_of": as_of, "limit": limit, "cursor": cursor, "order": order}
 TRAJECTORY_FILTERS = {"env": text, "split": text, "task": text, "success": boolean, "min_reward": number,
                       "max_reward": number, "policy_version": text, "source": text, "since": timestamp,
                       "until": timestamp, "where": where}
-TRAJECTORY_LIST = {**TRAJECTORY_FILTERS, **PAGED}
+TRAJECTORY_LIST = {**TRAJECTORY_FILTERS, **PAGED, "sort": sort}
 RUN_LIST = {"kind": text, "run_id": text, **PAGED}
 PINNED = {"as_of": as_of}
+SKILLS = {"as_of": as_of, "min_uses": count, "provenance": text}
+VIEW = {"as_of": as_of, "limit": limit}
 VERSIONS = {"limit": limit}
 
 
@@ -189,9 +226,13 @@ HELP = {
              "manifest paths over HTTP).",
     "limit": f"Rows per page, 1..{LIMIT_MAX} (default {LIMIT_DEFAULT}; for versions: commits per table).",
     "cursor": "The next_cursor of the previous page: the same pinned versions, the rows right after it.",
-    "order": "newest (default) or oldest first, by ingestion time.",
+    "order": "newest (default) or oldest first, by ingestion time; with `sort`, desc (= newest) or asc (= oldest).",
+    "sort": f"Sort by this column first ({', '.join(SORTS)}; default ingested: the time alone), then by "
+            "ingestion time; a row without a value sorts below every value.",
     "kind": "Only runs of this kind.",
     "run_id": "Only the events of this run (a run's start, increments and end share its run_id).",
+    "min_uses": "skill_to_instruction's --min-uses: keep skills used at least this often (default 5).",
+    "provenance": "skill_to_instruction's --provenance: agent (default), bundled, hub, a comma list, or all.",
 }
 
 
