@@ -127,7 +127,8 @@ def run_demo(cfg: DemoConfig, console) -> dict:
     from lake import Lake, resolve_root
     from trainers.runtime.runfolder import trainer_lake
     from trainers.sft.config import SFTConfig
-    from trainers.eval.evaluate import EvalSettings, run_eval
+    from trainers.eval.config import EvalSettings
+    from trainers.eval.evaluate import run_eval
     from trainers.modeling.models import model_label, resolve_model
     from trainers.runtime.plots import write_eval_plot
     from trainers.generation.rollouts import policy_rows
@@ -229,7 +230,9 @@ def run_demo(cfg: DemoConfig, console) -> dict:
     console.print(f"train {run['train_s']:.0f} s, {run['steps']} steps, {run['tokens_per_s']:.0f} tok/s, loss "
                   f"{run['first_loss']:.2f} -> {run['final_loss']:.3f}; plots: {', '.join(plots)}")
     console.print("times (s): " + ", ".join(f"{k} {v}" for k, v in times.items()))
-    result = {"workdir": str(work), "lake": str(lake_root), "model": name, "lora": lora, "rollouts": roll,
+    ui = f"lake ui --lake {lake_root}"  # every episode, the runs and the evaluations, in the browser
+    console.print(f"look at what it did: {literal(ui)}, then open http://127.0.0.1:8080/ui")
+    result = {"workdir": str(work), "lake": str(lake_root), "ui": ui, "model": name, "lora": lora, "rollouts": roll,
               "evals": {env: {"before": _strip(before[env]), "after": _strip(after[env])} for env in env_names},
               "train": {k: run[k] for k in ("run_id", "steps", "train_s", "tokens_per_s", "first_loss", "final_loss",
                                             "conversations", "adapter_path", "run_dir")},

@@ -29,6 +29,7 @@ def test_demo_runs_end_to_end_at_toy_size(tiny_dir, tmp_path):
     assert all((work / p.split("/demo/")[-1]).exists() for p in res["plots"])
     kinds = sorted(r["kind"] for r in Lake(work / "lake").snapshot().arrow("SELECT kind FROM runs").to_pylist())
     assert kinds == ["eval", "eval", "train"]
+    assert res["ui"] == f"lake ui --lake {res['lake']}" and res["lake"] == str(work / "lake")  # the README's last step
 
     # train-sft: the same lake again, every environment of its sft data evaluated (here the one it holds)
     again = run_demo(DemoConfig(model="tiny", workdir=str(tmp_path / "again"), from_lake=True, lake_root=str(work / "lake"),
