@@ -104,7 +104,7 @@ class Bench:
     def hermes_eval(self, path: str, policy) -> dict:
         import envs
 
-        from trainers.eval.evaluate import EvalSettings
+        from trainers.eval.config import EvalSettings
         from trainers.generation.episodes import Episode, play
 
         a = self.args

@@ -33,7 +33,7 @@ LAYERS: list[list[str]] = [
     ["trainers.runtime"],
     ["views", "ingest"],
     ["edge"],
-    ["lake", "envs"],
+    ["lake", "envs", "placement"],
     ["ground", "transcript"],
 ]
 SPLIT = {"trainers"}  # packages drawn by sub-package

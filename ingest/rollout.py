@@ -12,6 +12,9 @@ they finish.
   episodes not yet there: a resumed run writes no episode twice (the lake's duplicate rule skips a repeated id
   as well).
 
+- With `spec.ray`, the same episodes (the same index, task, seed and id) are played by Ray workers across a
+  cluster's nodes (ingest/rollout_ray.py) and written here, through the same commits and `--resume`.
+
 `lake rollout` (lachesis/rollout_cli.py) wires it to the command line, so a lake can be filled without a model.
 """
 from __future__ import annotations
@@ -49,7 +52,7 @@ def rollout_prefix(spec: RolloutSpec) -> str:
     --episodes, --workers or where screenshots go), so a resumed run finds the groups of the same rollout."""
     name = envs.resolve_name(spec.env)
     decides = {k: v for k, v in asdict(spec).items()
-               if k not in ("episodes", "workers", "commit_every", "resume", "screenshots")}
+               if k not in ("episodes", "workers", "commit_every", "resume", "screenshots", "ray")}
     decides["env"] = name
     if spec.tasks_file:
         decides["tasks_file"] = file_sha256(spec.tasks_file)
@@ -76,13 +79,49 @@ def _make_env(spec: RolloutSpec, name: str, tasks: list | None, pool=None):
     return envs.make(name, **kw)
 
 
-def _browser_pool(name: str, workers: int):
-    """A pool of `workers` browsers for a web environment's workers (None: the environment's default pool)."""
-    if workers < 2 or "web" not in envs.env_info(name).tags:
+def browser_pool(name: str, workers: int, own: bool = False):
+    """A pool of `workers` browsers for a web environment's workers (None: the environment's default pool, or with
+    `own` a pool even for one worker: a Ray worker's, shut down with it)."""
+    if (workers < 2 and not own) or "web" not in envs.env_info(name).tags:
         return None
     from envs.web.browser import BrowserPool
 
     return BrowserPool(max_browsers=workers)
+
+
+class EpisodePlayer:
+    """One worker's environment and scripted policy: `play(i)` is episode i of the rollout group, the same record
+    (or EpisodeLost) whichever worker plays it. The threads of `iter_rollouts` and the Ray workers of
+    ingest/rollout_ray.py both play through it."""
+
+    def __init__(self, spec: RolloutSpec, group_id: str, tasks: list | None = None, pool=None):
+        self.spec, self.group_id, self.name = spec, group_id, envs.resolve_name(spec.env)
+        self.env = _make_env(spec, self.name, tasks, pool)
+        self.tasks = self.env.unwrapped.suite.count(spec.split)
+        self.policy = envs.get_policy(self.name, spec.policy, seed=spec.seed)
+
+    def play(self, i: int) -> dict | EpisodeLost:
+        """Episode i: task (seed + i) % n of the split, seeded seed + i, its trajectory id `episode_id(group, i)`."""
+        seed = self.spec.seed + i
+        try:
+            return envs.policy_record(self.env, self.policy, seed=seed, options={"index": seed % self.tasks},
+                                      source=SOURCE, group_id=self.group_id,
+                                      trajectory_id=episode_id(self.group_id, i))
+        except EpisodeLost as exc:
+            return exc
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def check_tasks(spec: RolloutSpec, tasks: list | None) -> None:
+    """A split with no task is refused before any worker starts."""
+    name = envs.resolve_name(spec.env)
+    probe = _make_env(spec, name, tasks)
+    n = probe.unwrapped.suite.count(spec.split)
+    probe.close()
+    if n == 0:
+        raise ValueError(f"{name} has no {spec.split} tasks")
 
 
 def iter_rollouts(spec: RolloutSpec, *, group_id: str | None = None,
@@ -91,42 +130,30 @@ def iter_rollouts(spec: RolloutSpec, *, group_id: str | None = None,
     name = envs.resolve_name(spec.env)
     group_id = group_id or f"{rollout_prefix(spec)}-{uuid.uuid4().hex[:8]}"
     tasks = envs.load_tasks_file(spec.tasks_file) if spec.tasks_file else None  # once, not per worker
-    probe = _make_env(spec, name, tasks)
-    n = probe.unwrapped.suite.count(spec.split)
-    probe.close()
-    if n == 0:
-        raise ValueError(f"{name} has no {spec.split} tasks")
+    check_tasks(spec, tasks)
     todo: queue.SimpleQueue[int] = queue.SimpleQueue()
     for i in range(spec.episodes):
         if i not in skip:
             todo.put(i)
     done: queue.SimpleQueue = queue.SimpleQueue()
     stop = threading.Event()
-    pool = _browser_pool(name, spec.workers)
+    pool = browser_pool(name, spec.workers)
 
     def worker() -> None:
-        env = None
+        player = None
         try:
-            env = _make_env(spec, name, tasks, pool)
-            policy = envs.get_policy(name, spec.policy, seed=spec.seed)
+            player = EpisodePlayer(spec, group_id, tasks, pool)
             while not stop.is_set():
                 try:
                     i = todo.get_nowait()
                 except queue.Empty:
                     return
-                seed = spec.seed + i
-                try:
-                    rec = envs.policy_record(env, policy, seed=seed, options={"index": seed % n}, source=SOURCE,
-                                             group_id=group_id, trajectory_id=episode_id(group_id, i))
-                except EpisodeLost as exc:
-                    done.put((i, exc))
-                    continue
-                done.put((i, rec))
+                done.put((i, player.play(i)))
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which re-raises it as it was
             done.put((None, exc))
         finally:
-            if env is not None:
-                env.close()
+            if player is not None:
+                player.close()
             done.put((None, None))
 
     threads = [threading.Thread(target=worker, name=f"rollout-{k}", daemon=True)
@@ -234,6 +261,10 @@ def run_rollout(spec: RolloutSpec, lake_root=None, on_episode: Callable[[int, di
     skip = frozenset(i for i in range(spec.episodes) if episode_id(group, i) in present)
     result = RolloutResult(group_id=group, resumed=len(skip))
     writer = process_writer_id("rollout")
+    if spec.ray:  # the same episodes played on a Ray cluster's workers; written here all the same
+        from ingest.rollout_ray import iter_ray_rollouts as episodes
+    else:
+        episodes = iter_rollouts
     pending: list[dict] = []
     last = time.monotonic()
 
@@ -249,7 +280,7 @@ def run_rollout(spec: RolloutSpec, lake_root=None, on_episode: Callable[[int, di
         pending = []
 
     try:
-        for i, rec in iter_rollouts(spec, group_id=group, skip=skip):
+        for i, rec in episodes(spec, group_id=group, skip=skip):
             result.played += 1
             if isinstance(rec, EpisodeLost):
                 result.lost.append({"episode": i, "reason": str(rec)})

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ground.errors import UserError
 from ground.options import helped
 from ground.ranges import at_least
+from placement.ray_cluster import ADDRESS_HELP, check_address
 
 
 class RolloutInputError(UserError, ValueError):
@@ -31,7 +32,7 @@ class RolloutSpec:
     templates: tuple[str, ...] = field(default=(), **helped("Only these task templates (default: all)."))
     workers: int = field(default=1, **helped(
         "Episodes played at once, each in its own environment (a web environment's workers share one pool of "
-        "that many browsers)."))
+        "that many browsers; with --ray, the Ray workers, each with its own environment and browser)."))
     commit_every: int = field(default=25, **helped(
         "Finished episodes per lake commit (also committed every 10 s and when the run stops): a killed run loses "
         "at most the episodes not yet committed."))
@@ -41,6 +42,8 @@ class RolloutSpec:
     screenshots: str | None = field(default=None, **helped(
         "Folder for each episode's final page as a PNG, its path in the row's metadata (checks.details[0]"
         ".screenshot); environments tagged web only."))
+    ray: str | None = field(default=None, **helped(
+        ADDRESS_HELP + "; the episodes are the same, played by --workers Ray workers and written here"))
 
     def __post_init__(self):
         import envs  # here, not at the top: the `lake` CLI imports this module at start-up for the option help
@@ -57,3 +60,7 @@ class RolloutSpec:
             raise RolloutInputError(f"--screenshots: {self.env} has no page to take; only environments tagged "
                                     "web do")
         at_least(self, 1, "episodes", "max_steps", "workers", "commit_every", error=RolloutInputError)
+        if self.ray is not None:
+            object.__setattr__(self, "ray", check_address(self.ray))
+            if self.screenshots:  # the pages are taken on the workers' nodes, not where the command runs
+                raise RolloutInputError("--screenshots needs the pages on this machine: drop --ray or --screenshots")

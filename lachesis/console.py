@@ -188,10 +188,26 @@ def config_app(name: str, help_text: str, config: type, options: list[tuple[str,
     return app
 
 
+# Options whose value may be left out: `--ray` alone is `--ray local` (a Ray cluster started for the command;
+# placement/ray_cluster.py). Click has no optional values, so the value is filled in before it parses.
+BARE_VALUES = {"--ray": "local"}
+
+
+def fill_bare_values(args: list[str]) -> list[str]:
+    """`args` with the value of each BARE_VALUES option that stands alone (last, or before another option)."""
+    out: list[str] = []
+    for k, arg in enumerate(args):
+        out.append(arg)
+        if arg in BARE_VALUES and (k + 1 == len(args) or args[k + 1].startswith("-")):
+            out.append(BARE_VALUES[arg])
+    return out
+
+
 def run(app: typer.Typer, args: Optional[list[str]] = None, prog_name: Optional[str] = None) -> NoReturn:
     """Run a console script's app: a usage error is one line `error: ...` on stderr (exit 2) instead of typer's
     boxed rich panel, and a command's own `fail` keeps its code. Every console script's main calls this."""
     command = typer.main.get_command(app)
+    args = fill_bare_values(sys.argv[1:] if args is None else list(args))
     try:
         # standalone_mode=False: click raises its errors here instead of printing them its own way
         result = command.main(args=args, prog_name=prog_name, standalone_mode=False)

@@ -70,7 +70,7 @@ ONLINE_OPTIONS = [
     ("env", "--env"), ("steps", "--steps"), _both("eval_interval"), ("model", "--model"), ("init", "--init"),
     ("config", "--config"), ("tasks_file", "--tasks"), ("output", "--output"), ("resume", "--resume"),
     ("lake_root", "--lake"), ("seed", "--seed"), _both("micro_batch"), _both("max_context"), ("actors", "--actors"),
-    _both("gradient_checkpointing"), ("threads", "--threads"),
+    ("ray", "--ray"), _both("gradient_checkpointing"), ("threads", "--threads"),
     ("device", "--device"), ("bf16", "--bf16"), _both("tis_cap"), ("report_to", "--report-to", "--report_to"),
     ("plot", "--plot/--no-plot"), ("curriculum", "--curriculum/--no-curriculum"), _both("curriculum_floor"),
     _both("curriculum_decay"), _both("curriculum_prior"),

@@ -20,7 +20,8 @@ ROLLOUT_OPTIONS = [
     Extra("templates", Optional[str], typer.Option(None, "--templates",
                                                    help="Only these task templates, comma-separated (default: all).")),
     ("workers", "--workers"), ("commit_every", "--commit-every"), ("resume", "--resume"),
-    ("screenshots", "--screenshots", {"annotation": Optional[Path]}), Extra("lake", Optional[Path], LakeOption),
+    ("screenshots", "--screenshots", {"annotation": Optional[Path]}), ("ray", "--ray"),
+    Extra("lake", Optional[Path], LakeOption),
     Extra("json", bool, typer.Option(False, "--json", help="Print a JSON summary instead of text.")),
 ]
 

@@ -12,7 +12,7 @@ from typing import Callable
 
 from lachesis.console import config_app, new_console, print_json, run, table
 from trainers.sft.config import InstructConfig, SFTConfig, TrainConfig
-from trainers.eval.evaluate import EvalSettings
+from trainers.eval.config import EvalSettings
 
 
 def _console(quiet: bool):
@@ -41,7 +41,7 @@ EVAL_OPTIONS = [
     ("tasks_file", "--tasks"),
     ("lake_root", "--lake"), ("record_in_lake", "--record-in-lake/--no-lake"), ("threads", "--threads"),
     ("device", "--device"), ("chat_template", "--chat-template"), ("bf16", "--bf16"),
-    ("reuse_kv", "--reuse-kv/--no-reuse-kv"),
+    ("reuse_kv", "--reuse-kv/--no-reuse-kv"), ("ray", "--ray"), ("workers", "--workers"),
 ]
 
 

@@ -24,6 +24,7 @@ fi
 stamp=.venv/.lachesis-installed
 want="$(cat pyproject.toml constraints.txt scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  # the extras include ray (`--ray` of lake rollout and hermes_eval; tests/test_ray.py runs a two-node cluster)
   echo ">> installing torch (CPU build) and Lachesis with its extras"
   .venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt torch==2.13.0
   .venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[all]'

@@ -34,6 +34,12 @@ FAULT_TESTS = {
     "tests/test_train_online.py::test_kill_9_then_resume_neither_repeats_nor_skips_a_step": ["rl_train_online kill -9"],
     "tests/test_train_watch_kill.py": ["lake train watch kill -9"],
     "tests/test_lake_s3.py": [],
+    "tests/test_ray.py::test_a_rollout_worker_killed_mid_run_loses_and_duplicates_nothing": [
+        "lake rollout --ray worker kill -9"],
+    "tests/test_ray.py::test_a_node_removed_mid_rollout_loses_and_duplicates_nothing": [
+        "lake rollout --ray node removed"],
+    "tests/test_ray.py::test_a_ray_actor_killed_mid_run_is_replaced_and_every_rollout_is_consumed_once": [
+        "rl_train_online --ray actor kill -9"],
     "tests/test_serve_model_faults.py": ["lake serve-model kill -9 with --record sync",
                                          "serve-model --follow fed bad increments between good ones"],
 }

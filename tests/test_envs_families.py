@@ -110,7 +110,8 @@ def test_held_out_families_are_only_in_test_families(name):
 
 
 def test_family_split_through_make_eval_settings_and_template_filter():
-    from trainers.eval.evaluate import EvalSettings, load_eval_tasks
+    from trainers.eval.config import EvalSettings
+    from trainers.eval.evaluate import load_eval_tasks
 
     assert EvalSettings(task="shell", split=FAMILY_SPLIT).split == FAMILY_SPLIT
     tasks = load_eval_tasks("git_repo_env", FAMILY_SPLIT, None)

@@ -40,7 +40,8 @@ def _trainer_rollout() -> dict:
 def _hermes_eval(tok) -> dict:
     """hermes_eval's loop with the expert's replies as the "generated" tokens."""
     from trainers.generation.generate import END_OF_TURN
-    from trainers.eval.evaluate import EvalSettings, episode_record
+    from trainers.eval.config import EvalSettings
+    from trainers.eval.evaluate import episode_record
     from trainers.generation.episodes import Episode, play
     from trainers.generation.generate import Generation
 

@@ -10,7 +10,7 @@ from train_helpers import tiny_dir  # noqa: F401  (session fixture)
 def test_expert_replies_through_the_eval_loop_succeed_and_prompts_match_the_template(tiny_dir):
     import envs
 
-    from trainers.eval.evaluate import EvalSettings
+    from trainers.eval.config import EvalSettings
     from trainers.generation.episodes import Episode, play
     from trainers.generation.generate import Generation
     from trainers.modeling.models import load_tokenizer
@@ -84,7 +84,7 @@ def test_the_per_task_table_shows_every_task(tiny_dir):
 def test_task_aliases_are_the_registry_s():
     import envs
 
-    from trainers.eval.evaluate import resolve_env_name
+    from trainers.eval.config import resolve_env_name
 
     assert resolve_env_name("debug-python") == "python_debug_env"
     assert resolve_env_name("shell") == "bash_exec_env"
@@ -98,7 +98,7 @@ def test_an_unclosed_final_tool_call_is_run_by_the_env_and_counted_valid_by_the_
     import envs
 
     from trainers.generation.generate import END_OF_TURN
-    from trainers.eval.evaluate import EvalSettings
+    from trainers.eval.config import EvalSettings
     from trainers.generation.episodes import Episode, play
     from trainers.generation.generate import Generation
     from trainers.modeling.models import load_tokenizer
@@ -129,7 +129,7 @@ def test_first_call_validity_and_stop_reasons_are_counted_per_episode(tiny_dir):
     import envs
 
     from trainers.generation.generate import END_OF_TURN
-    from trainers.eval.evaluate import EvalSettings
+    from trainers.eval.config import EvalSettings
     from trainers.generation.episodes import Episode, play
     from trainers.generation.generate import Generation
     from trainers.modeling.models import load_tokenizer
@@ -175,7 +175,7 @@ def test_bad_eval_options_are_one_line_errors():
     import pytest
 
     from trainers.runtime.errors import TrainerInputError
-    from trainers.eval.evaluate import EvalSettings
+    from trainers.eval.config import EvalSettings
 
     assert EvalSettings(task="debug-python").task == "python_debug_env"
     for kw, msg in [({"batch_size": 0}, "--batch-size must be at least 1"), ({"split": "dev"}, "unknown --split"),

@@ -17,7 +17,8 @@ pytestmark = needs_browser
 def test_a_web_evaluation_leases_at_most_batch_size_tabs_and_records_every_episode(tiny_dir, tmp_path):
     import envs
     from lake import Lake
-    from trainers.eval.evaluate import EpisodeWriter, EvalSettings, evaluate_model
+    from trainers.eval.config import EvalSettings
+    from trainers.eval.evaluate import EpisodeWriter, evaluate_model
     from trainers.modeling.models import load_model, load_tokenizer
 
     tok = load_tokenizer(str(tiny_dir))

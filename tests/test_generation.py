@@ -148,7 +148,7 @@ def test_eval_episodes_are_the_same_with_and_without_the_exact_levers(tiny_dir):
     import envs
 
     from trainers.generation.generate import END_OF_TURN
-    from trainers.eval.evaluate import EvalSettings
+    from trainers.eval.config import EvalSettings
     from trainers.generation.episodes import Episode, play
     from trainers.generation.generate import Generation, Sampling, Turns, reference_generate
     from trainers.modeling.models import load_model, load_tokenizer

@@ -17,7 +17,7 @@ def played(tiny_dir):  # noqa: F811
     import envs
     import torch
 
-    from trainers.eval.evaluate import EvalSettings
+    from trainers.eval.config import EvalSettings
     from trainers.generation.episodes import play
     from trainers.generation.generate import Generation, Sampling, Turns
     from trainers.rl.grpo import group_advantages

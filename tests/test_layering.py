@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["ground", "transcript", "lake", "views", "edge", "ingest", "envs", "trainers", "serving", "ui", "lachesis"]
+PACKAGES = ["ground", "transcript", "lake", "views", "edge", "ingest", "envs", "trainers", "serving", "ui", "lachesis",
+            "placement"]
 
 
 def lint(tree: Path) -> tuple[int, str]:

@@ -211,7 +211,8 @@ def test_batched_eval_of_two_tasks_through_run_eval(smollm2_dir):
     gives alone (left padding, the shared prefix and the KV cache change nothing), scored and named smollm2. In
     float32: bf16 products round differently with the batch's shape, so there a batch need not give what one alone
     gives."""
-    from trainers.eval.evaluate import EvalSettings, run_eval
+    from trainers.eval.config import EvalSettings
+    from trainers.eval.evaluate import run_eval
 
     common = dict(model="SmolLM2", task="shell", split="test", max_new_tokens=12, max_turns=2,
                   record_in_lake=False, progress=False, threads=1, device="cpu", bf16="off")

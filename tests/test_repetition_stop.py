@@ -91,7 +91,7 @@ def test_generate_stops_a_looping_row_where_the_loop_is_found_and_leaves_the_oth
 
 def test_hermes_eval_stops_loops_by_default_and_checks_the_setting():
     from trainers.runtime.errors import TrainerInputError
-    from trainers.eval.evaluate import EvalSettings
+    from trainers.eval.config import EvalSettings
 
     assert EvalSettings(record_in_lake=False).stop_repetition == SPAN
     assert EvalSettings(record_in_lake=False, stop_repetition=0).stop_repetition == 0  # off

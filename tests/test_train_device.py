@@ -13,7 +13,7 @@ def test_device_values_are_validated_in_every_config():
     from lachesis.demo import DemoConfig
     from trainers.sft.config import InstructConfig, SFTConfig
     from trainers.runtime.errors import TrainerInputError
-    from trainers.eval.evaluate import EvalSettings
+    from trainers.eval.config import EvalSettings
 
     assert SFTConfig(data="x").device == "auto"
     assert EvalSettings(device=" CUDA:1 ").device == "cuda:1"

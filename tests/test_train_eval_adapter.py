@@ -13,7 +13,8 @@ def test_a_run_folder_is_an_adapter_for_hermes_eval(tiny_dir, tmp_path, full):
     import torch
 
     from trainers.sft.config import SFTConfig
-    from trainers.eval.evaluate import EvalSettings, run_eval
+    from trainers.eval.config import EvalSettings
+    from trainers.eval.evaluate import run_eval
     from trainers.modeling.models import load_model, resolve_adapter
     from trainers.sft.sft import run_sft
 

@@ -13,85 +13,22 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import envs
 from envs.core.episode import EpisodeLost
 from lake import Lake
 from trainers.generation.episodes import Episode, play
-from trainers.generation.generate import (
-    BF16_HELP,
-    STOP_REPETITION,
-    Sampling,
-    Turns,
-    check_bf16,
-    check_stop_repetition,
-    rollout_model,
-    use_bf16,
-)
-from trainers.runtime.device import check_device, set_threads, setup_env
+from trainers.eval.config import EvalSettings
+from trainers.generation.generate import Sampling, Turns, rollout_model, use_bf16
+from trainers.runtime.device import set_threads, setup_env
 from trainers.runtime.device import device as pick_device
 from trainers.runtime.errors import TrainerInputError
-from trainers.runtime.options import DEFAULT_SEED, DEVICE_HELP, LAKE_HELP, THREADS_HELP, at_least
-from trainers.runtime.options import helped as _help
 from trainers.runtime.progress import Progress
 from trainers.runtime.runfolder import trainer_lake
 
 SOURCE = "hermes_eval"
-
-
-@dataclass
-class EvalSettings:
-    """hermes_eval: which model, which tasks, how long episodes may run, where they are recorded."""
-
-    model: str | None = field(default=None, **_help(
-        "tiny | smollm2 | hermes-3 | a local model folder | a hub id (default: the model the --adapter run was "
-        "trained from, else tiny)"))
-    task: str = field(default="shell", **_help("an environment name or alias: debug-python | shell | git | a "
-                                               "registered environment"))
-    split: str = field(default="test", **_help(
-        "the task split to evaluate on (test: held-out names; test_families: whole task families held out of training)"))
-    adapter: str | None = field(default=None, **_help("a run folder (its adapter/ or, for --full runs, model/)"))
-    limit: int | None = field(default=None, **_help("evaluate only the first N tasks"))
-    offset: int = field(default=0, **_help("skip the first N tasks"))
-    seed: int = field(default=DEFAULT_SEED, **_help("seed of episode i is seed + i"))
-    max_new_tokens: int = field(default=128, **_help("tokens generated per turn at most"))
-    max_turns: int = field(default=6, **_help("turns per episode at most (the environment's step limit)"))
-    stop_repetition: int = field(default=STOP_REPETITION, **_help(
-        "end a reply whose last N tokens are one span of <= 16 tokens repeated (a loop) instead of running to "
-        "--max-new-tokens; 0: off"))
-    max_context: int = field(default=2048, **_help("an episode ends once its prompt reaches this many tokens"))
-    batch_size: int = field(default=64, **_help("episodes generated together"))
-    lake_root: str | None = field(default=None, **_help(LAKE_HELP))
-    record_in_lake: bool = field(default=True, **_help("record the episodes and a runs event in the lake"))
-    threads: int | None = field(default=None, **_help(THREADS_HELP))
-    device: str = field(default="auto", **_help(DEVICE_HELP))
-    chat_template: str | None = field(default=None, **_help("chatml (ours, Hermes-style) or a .jinja file"))
-    tasks_file: str | None = field(default=None, **_help("a tasks .jsonl file instead of the built-in suite"))
-    progress: bool = field(default=True, **_help("show a progress bar"))
-    bf16: str = field(default="auto", **_help(BF16_HELP))
-    reuse_kv: bool = field(default=True, **_help(
-        "keep each episode's KV cache across its turns and compute the prompts' shared system/tools prefix once "
-        "(exact: the same greedy outputs, ~2x fewer CPU-seconds)"))
-
-    def __post_init__(self):
-        self.task = resolve_env_name(self.task)
-        self.bf16 = check_bf16(self.bf16)
-        if self.split not in envs.SPLITS:
-            raise TrainerInputError(f"unknown --split {self.split!r}: use {' or '.join(envs.SPLITS)}")
-        at_least(self, 0, "offset", "stop_repetition")
-        check_stop_repetition(self.stop_repetition, "--stop-repetition")
-        at_least(self, 1, "limit", "max_new_tokens", "max_turns", "max_context", "batch_size", "threads")
-        self.device = check_device(self.device)
-
-
-def resolve_env_name(task: str) -> str:
-    """The registered environment for a --task name or alias (envs.core.registry holds the one alias table)."""
-    try:
-        return envs.resolve_name(task)
-    except envs.UnknownEnvironmentError as exc:
-        raise TrainerInputError(f"unknown task/environment {task!r}: use one of {', '.join(exc.known)}") from None
 
 
 def load_eval_tasks(env_name: str, split: str, tasks_file: str | None) -> list[envs.Task]:
@@ -110,8 +47,6 @@ def load_eval_tasks(env_name: str, split: str, tasks_file: str | None) -> list[e
 def run_eval(s: EvalSettings, console=None) -> dict:
     setup_env()
     from trainers.modeling.models import (
-        load_model,
-        load_tokenizer,
         model_label,
         resolve_adapter,
         resolve_model,
@@ -138,6 +73,33 @@ def run_eval(s: EvalSettings, console=None) -> dict:
     note = untrained_note(s.model, "--adapter", adapter)
     if note and console is not None and s.progress:  # not from the online trainer's own evaluations
         console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+    run_id = f"eval-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+    label = model_label(s.model)
+    writer = EpisodeWriter(lake, run_id=run_id, model=label, adapter=adapter) if lake is not None else None
+    try:
+        if s.ray:  # the same episodes played by Ray workers (trainers/eval/ray_eval.py), recorded here all the same
+            from trainers.eval.ray_eval import evaluate_on_ray
+
+            summary = evaluate_on_ray(s, tasks, console, run_id=run_id, label=label, adapter=adapter,
+                                      on_record=writer.add_record if writer else None)
+        else:
+            model, tok = load_eval_model(s, model_path, adapter, dev)
+            summary, _ = evaluate_model(model, tok, s, tasks, console, run_id=run_id, label=label, adapter=adapter,
+                                        on_episode=writer.add if writer else None)
+    finally:
+        if writer is not None:
+            writer.flush()  # what a stopped evaluation played is in the lake too
+    if writer is not None:
+        summary["lake_versions"] = {"trajectories": writer.version, "runs": _record_run(lake, s, summary, label,
+                                                                                          adapter)}
+    return summary
+
+
+def load_eval_model(s: EvalSettings, model_path: str, adapter: str | None, dev):
+    """(model, tokenizer) as hermes_eval generates with them: the adapter's tokenizer when it has one, the merged
+    bf16 copy where --bf16 says so (run_eval, and each Ray worker of --ray)."""
+    from trainers.modeling.models import load_model, load_tokenizer
+
     set_threads(s.threads)
     import torch
 
@@ -147,19 +109,7 @@ def run_eval(s: EvalSettings, console=None) -> dict:
     model = load_model(model_path, adapter, device=dev).eval()
     if use_bf16(s.bf16, dev):  # generate with the merged bf16 copy alone: the float32 model is not needed
         model = rollout_model(model, True)
-    run_id = f"eval-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
-    label = model_label(s.model)
-    writer = EpisodeWriter(lake, run_id=run_id, model=label, adapter=adapter) if lake is not None else None
-    try:
-        summary, _ = evaluate_model(model, tok, s, tasks, console, run_id=run_id, label=label, adapter=adapter,
-                                    on_episode=writer.add if writer else None)
-    finally:
-        if writer is not None:
-            writer.flush()  # what a stopped evaluation played is in the lake too
-    if writer is not None:
-        summary["lake_versions"] = {"trajectories": writer.version, "runs": _record_run(lake, s, summary, label,
-                                                                                          adapter)}
-    return summary
+    return model, tok
 
 
 def evaluate_model(model, tok, s: EvalSettings, tasks: list[envs.Task], console=None, *, run_id: str, label: str,
@@ -211,7 +161,15 @@ def evaluate_model(model, tok, s: EvalSettings, tasks: list[envs.Task], console=
     wall = time.perf_counter() - t0
     order = {t.task_id: i for i, t in enumerate(tasks)}
     finished.sort(key=lambda e: order.get(e.task_id, 0))
-    results = [e.result() for e in finished]
+    summary = eval_summary(s, [e.result() for e in finished], lost, sum(1 for e in finished if e.fault),
+                           run_id=run_id, label=label, adapter=adapter, wall_s=wall, generate_s=gen_s)
+    return summary, finished
+
+
+def eval_summary(s: EvalSettings, results: list[dict], lost: list[dict], faults: int, *, run_id: str, label: str,
+                 adapter: str | None, wall_s: float, generate_s: float) -> dict:
+    """An evaluation's summary from its episodes' results in task order (one process's, or the Ray workers' put
+    together: the same figures from the same results)."""
     n = max(1, len(results))
     summary = {"run_id": run_id, "kind": "eval", "env": s.task, "split": s.split, "model": label,
                "adapter": adapter, "episodes": len(results), "success_rate": sum(r["success"] for r in results) / n,
@@ -221,10 +179,11 @@ def evaluate_model(model, tok, s: EvalSettings, tasks: list[envs.Task], console=
                "repetition_stops": sum(r["repetition_stops"] for r in results),
                "length_stops": sum(r["length_stops"] for r in results),
                "loops_at_limit": sum(r["loops_at_limit"] for r in results),
-               "mean_turns": sum(r["turns"] for r in results) / n, "wall_s": round(wall, 3), "generate_s": round(gen_s, 3),
-               "seed": s.seed, "lost": lost, "faults": sum(1 for e in finished if e.fault),
+               "mean_turns": sum(r["turns"] for r in results) / n, "wall_s": round(wall_s, 3),
+               "generate_s": round(generate_s, 3),
+               "seed": s.seed, "lost": lost, "faults": faults,
                "peak_rss_mb": peak_rss_mb(), "per_task": results}
-    return summary, finished
+    return summary
 
 
 def peak_rss_mb() -> float:
@@ -253,7 +212,11 @@ class EpisodeWriter:
         self.version: int | None = None
 
     def add(self, e: Episode) -> None:
-        self.pending.append(episode_record(e, run_id=self.run_id, model=self.model, adapter=self.adapter))
+        self.add_record(episode_record(e, run_id=self.run_id, model=self.model, adapter=self.adapter))
+
+    def add_record(self, record: dict) -> None:
+        """An episode_record made elsewhere (a Ray worker's), committed as `add`'s are."""
+        self.pending.append(record)
         if len(self.pending) >= self.COMMIT_EVERY:
             self.flush()
 

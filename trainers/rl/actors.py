@@ -60,12 +60,50 @@ def seed_key(version: int, index: int, count: int) -> int:
 
 
 # ----------------------------------------------------------------------------------------------- the actor
+class RunFolderPolicies:
+    """Where an actor process finds the policy: the run folder's newest checkpoint (complete by construction), its
+    weights folder and curriculum state; told to stop by actors/STOP or by its learner's end (the parent changed).
+    trainers/rl/ray_actors.py's `BoardPolicies` is the same for Ray actors, through Ray's object store."""
+
+    def __init__(self, run_dir: Path, learner_pid: int):
+        self.run_dir, self.learner_pid = run_dir, learner_pid
+
+    def stopped(self) -> bool:
+        return (self.run_dir / DIR / STOP).exists() or os.getppid() != self.learner_pid
+
+    def newest(self) -> tuple[int, Path] | None:
+        """(version, checkpoint) of the newest policy, None before the first."""
+        ckpt = checkpoint.latest(self.run_dir)
+        return (checkpoint.step_of(ckpt), ckpt) if ckpt else None
+
+    def fetch(self, version: int, ckpt: Path) -> tuple[str, dict]:
+        """(weights folder, curriculum state) of that version."""
+        return str(checkpoint.weights(ckpt)), checkpoint.read_state(ckpt).get("curriculum") or {}
+
+    def gone(self, version: int, ckpt: Path) -> bool:
+        """Whether the learner removed that checkpoint meanwhile (it keeps a few): then take the newest."""
+        return not ckpt.exists()
+
+    def last_played(self) -> int:
+        """The newest version this actor's index wrote a batch of before it started (-1: none; an actor process is
+        never restarted: a killed learner's run starts new ones from its --resume)."""
+        return -1
+
+    def played(self, version: int) -> None:
+        """The batch of `version` is in the lake."""
+
+
 def run_actor(run_dir: Path, index: int, count: int, learner_pid: int) -> int:
     """Play batches until STOP or the learner is gone; returns the number of batches written."""
+    return play_batches(read_run_config(run_dir), index, count, RunFolderPolicies(run_dir, learner_pid))
+
+
+def play_batches(cfg, index: int, count: int, policies) -> int:
+    """The actor's loop, wherever it runs: one batch per policy version `policies` publishes, appended to the lake,
+    until `policies.stopped()`; returns the number of batches written."""
     import torch
 
     setup_env()
-    cfg = read_run_config(run_dir)
     hp, spec = ProjectConfig(**cfg.project), PolicySpec(**cfg.policy)
     set_threads(cfg.threads)
     dev = pick_device(cfg.device)
@@ -75,22 +113,22 @@ def run_actor(run_dir: Path, index: int, count: int, learner_pid: int) -> int:
     stream = (CurriculumStream(tasks, hp.seed, hp.group_size, floor=cfg.curriculum_floor, decay=cfg.curriculum_decay)
               if cfg.curriculum else TaskStream(tasks, hp.seed))
     label = model_label(cfg.model)
-    played, written = -1, 0
-    stop = run_dir / DIR / STOP
-    while not stop.exists() and os.getppid() == learner_pid:
-        ckpt = checkpoint.latest(run_dir)
-        version = checkpoint.step_of(ckpt) if ckpt else -1
+    played, written = policies.last_played(), 0  # an actor replacing a dead one does not play its versions again
+    while not policies.stopped():
+        newest = policies.newest()
+        version = newest[0] if newest else -1
         if version <= played:  # one batch per policy version: wait for the learner's next update
             time.sleep(POLL_S)
             continue
         try:
-            model, _ = build_policy(spec, str(checkpoint.weights(ckpt)), dev)
+            weights, curriculum = policies.fetch(*newest)
+            model, _ = build_policy(spec, weights, dev)
             if cfg.curriculum:  # the learner's curriculum as of this version: it picks this batch's tasks
-                stream.load_state(checkpoint.read_state(ckpt).get("curriculum") or {})
+                stream.load_state(curriculum)
         except (OSError, TrainerInputError):
-            if ckpt.exists():
+            if not policies.gone(*newest):
                 raise
-            continue  # the learner removed that checkpoint meanwhile (it keeps a few): take the newest
+            continue  # the learner removed that version meanwhile: take the newest
         key = seed_key(version, index, count)
         torch.manual_seed(hp.seed * 1_000_003 + key)
         position = (version * count + index) * hp.batch_size
@@ -98,6 +136,7 @@ def run_actor(run_dir: Path, index: int, count: int, learner_pid: int) -> int:
         rows = rollout_rows(res, label, hp, SOURCE, str(version), f"{cfg.run_id}/actor{index}-v{version}", position,
                             {"train_run_id": cfg.run_id, "actor": index})
         writer.append("trajectories", rows)
+        policies.played(version)
         played, written = version, written + 1
     return written
 
@@ -156,6 +195,13 @@ class ActorPool:
         """After a learner error: no actor outlives it."""
         self.stopped = True
         processes.stop(self.procs, 0, term=False)
+
+    def publish(self, version: int, ckpt: Path) -> None:
+        """A new policy version: the actor processes read it from the run folder themselves."""
+
+    def report(self) -> dict:
+        """What the run's summary says of its actors (Ray actors also count restarts and lost batches)."""
+        return {}
 
 
 if __name__ == "__main__":

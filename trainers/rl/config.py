@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from trainers.eval.evaluate import resolve_env_name
+from placement.ray_cluster import ADDRESS_HELP, check_address
+from trainers.eval.config import resolve_env_name
 from trainers.generation.generate import BF16_HELP, check_bf16
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.options import GRADIENT_CHECKPOINTING_HELP, ModelConfig, at_least, helped
@@ -47,6 +48,9 @@ class OnlineConfig(ModelConfig):
         "1: rollouts are played in the training process; N > 1: N actor processes play them with the latest "
         "policy checkpoint and append them to the lake, and the trainer (the learner) consumes them from the "
         "lake's change feed"))
+    ray: str | None = field(default=None, **helped(
+        ADDRESS_HELP + "; the --actors are Ray actors on the cluster's nodes, the policy reaches them through Ray's "
+        "object store, and they append to the lake (a root every node reaches, or s3://)"))
     max_context: int = field(default=2048, **helped("an episode ends once its prompt reaches this many tokens"))
     bf16: str = field(default="auto", **helped(BF16_HELP))
     tis_cap: float = field(default=2.0, **helped(
@@ -93,3 +97,5 @@ class OnlineConfig(ModelConfig):
             raise TrainerInputError(f"--curriculum-floor must be in (0, 1] and --curriculum-decay in [0, 1], not "
                                     f"{self.curriculum_floor} and {self.curriculum_decay}")
         at_least(self, 0, "curriculum_prior")
+        if self.ray is not None:
+            self.ray = check_address(self.ray)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import envs
 from envs.core.episode import EpisodeLost
-from trainers.eval.evaluate import EvalSettings
+from trainers.eval.config import EvalSettings
 from trainers.generation.episodes import play
 from trainers.generation.generate import Sampling, Turns
 from trainers.modeling.token_columns import token_columns

@@ -51,23 +51,33 @@ class LakeLearner(OnlineTrainer):
         # a new run reads from the lake's version at its start; a resumed one from its checkpoint's offset
         self.offset = (checkpoint.read_state(resume_from, ("lake_offset",))["lake_offset"] if resume_from
                        else run.lake.version(TABLE))
-        self.pool = ActorPool(run.path, cfg.actors, cfg.threads)
+        if cfg.ray:  # Ray actors on a cluster's nodes (trainers/rl/ray_actors.py): the same loop, placed there
+            from trainers.rl.ray_actors import RayActorPool
+
+            self.pool = RayActorPool(cfg, str(run.lake.root))
+        else:
+            self.pool = ActorPool(run.path, cfg.actors, cfg.threads)
 
     def rollout_plan(self) -> str:
-        return (f"{self.cfg.actors} actor processes, each {self.hp.batch_size} tasks x {self.hp.group_size} rollouts "
+        where = f"Ray actors on {self.cfg.ray}" if self.cfg.ray else "actor processes"
+        return (f"{self.cfg.actors} {where}, each {self.hp.batch_size} tasks x {self.hp.group_size} rollouts "
                 "per policy version, read back from the lake")
 
     # -------------------------------------------------------------------------------- the actors
     def before_steps(self) -> None:
-        if checkpoint.latest(self.run.path) is None:  # policy version 0, what the actors start from; no runs
+        latest = checkpoint.latest(self.run.path)
+        if latest is None:  # policy version 0, what the actors start from; no runs
             self.save_checkpoint(0, record=False)     # event (its seq is the first evaluation's, written next)
+        else:  # a resumed run: its newest version, for actors that do not read the run folder
+            self.pool.publish(checkpoint.step_of(latest), latest)
         self.pool.start()  # the actors load while the learner evaluates the starting policy
 
     def run_all(self, progress=None) -> dict:
         try:
-            return super().run_all(progress)
+            summary = super().run_all(progress)
         finally:
             self.pool.kill()  # stopped before the last step; killed here only when the learner failed
+        return {**summary, **self.pool.report()}  # Ray actors: where they ran, how many were replaced
 
     # -------------------------------------------------------------------------------- the change feed
     def _poll(self) -> list[dict]:
@@ -148,12 +158,13 @@ class LakeLearner(OnlineTrainer):
     def save_checkpoint(self, step: int, record: bool = True) -> Path:
         path = super().save_checkpoint(step, record)
         self.run.lake.register_consumer(self.consumer_name, {TABLE: self.offset})  # after the state: never ahead
+        self.pool.publish(step, path)  # the next policy version (Ray actors get it through the object store)
         return path
 
 
 def make_trainer(cfg, hp, spec, run, resume_from: Path | None = None) -> OnlineTrainer:
-    """The in-process loop for --actors 1, the learner of actor processes otherwise."""
-    cls = LakeLearner if cfg.actors > 1 else OnlineTrainer
+    """The in-process loop for --actors 1, the learner of actor processes (or of Ray actors: --ray) otherwise."""
+    cls = LakeLearner if cfg.actors > 1 or cfg.ray else OnlineTrainer
     return cls(cfg, hp, spec, run, resume_from)
 
 

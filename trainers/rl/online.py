@@ -94,7 +94,9 @@ def start(cfg: OnlineConfig, method: str = METHOD, make_trainer=OnlineTrainer) -
         if ckpt is None:
             raise TrainerInputError(f"{folder} has no checkpoint yet (the run stopped before its first one): start "
                                     "it again without --resume")
-        rec = replace(rec, threads=cfg.threads or rec.threads, device=cfg.device, progress=cfg.progress)
+        # --ray given again names the cluster now (the one the run started on may be gone)
+        rec = replace(rec, threads=cfg.threads or rec.threads, device=cfg.device, progress=cfg.progress,
+                      ray=cfg.ray or rec.ray)
         hp = ProjectConfig(**rec.project)
         spec = PolicySpec(**rec.policy)
         state = checkpoint.read_state(ckpt)
@@ -108,7 +110,8 @@ def start(cfg: OnlineConfig, method: str = METHOD, make_trainer=OnlineTrainer) -
     run = RunFolder.create(cfg, method, SOURCE)
     with run.setting_up():
         spec = resolve_spec(cfg.model, cfg.init, hp.lora_rank, hp.lora_alpha, cfg.freeze_layers)
-        cfg = replace(cfg, run_id=run.run_id, full=spec.full, project=asdict(hp), policy=asdict(spec))
+        cfg = replace(cfg, run_id=run.run_id, full=spec.full, project=asdict(hp), policy=asdict(spec),
+                      ray=cfg.ray or hp.ray or None)  # --ray, else the project file's key
         run.write_manifest({"env": cfg.env, "tasks_file": cfg.tasks_file, "init": cfg.init,
                             "train_tasks": len(load_eval_tasks(cfg.env, "train", cfg.tasks_file))})
         run.write_config(cfg, spec.base)

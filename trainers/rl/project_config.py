@@ -74,6 +74,9 @@ class ProjectConfig:
     partial_credit: float = field(default=0.5, **helped(
         "total weight of partial credit on a failed episode: this times the share of checks or tests passing"))
     checkpoint_every: int = field(default=100, **helped("write a checkpoint every this many training steps"))
+    ray: str = field(default="", **helped(
+        "the Ray cluster rl_train_online's actors run on when --ray is not given: local, auto or the head's address "
+        "(empty = actor processes on this machine)"))
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

@@ -16,7 +16,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ground.jsonl import read_jsonl
-from trainers.eval.evaluate import EvalSettings, evaluate_model, load_eval_tasks
+from trainers.eval.config import EvalSettings
+from trainers.eval.evaluate import evaluate_model, load_eval_tasks
 from trainers.generation.generate import rollout_model, use_bf16
 from trainers.modeling.freeze import checksums, freeze_report, model_depth, trainable_names
 from trainers.modeling.models import checkpoint_activations, model_label

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from trainers.eval.evaluate import resolve_env_name
+from trainers.eval.config import resolve_env_name
 from trainers.rl.config import SEED_FROM_PROJECT, OnlineConfig
 from trainers.runtime.errors import TrainerInputError
 from trainers.runtime.options import GRADIENT_CHECKPOINTING_HELP, LAKE_HELP, CommonConfig, at_least, helped

@@ -30,7 +30,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from lake import Lake
-from trainers.eval.evaluate import resolve_env_name
+from trainers.eval.config import resolve_env_name
 from trainers.modeling.freeze import check_layers, checksums, freeze_report, model_depth, trainable_names
 from trainers.modeling.policy import build_policy, resolve_spec, spec_depth
 from trainers.transfer.config import TransferInitConfig, TransferOnlineConfig, TransferSFTConfig, TransferTrainConfig

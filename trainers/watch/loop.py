@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Callable
 
 from ground.atomic import read_json, write_json_atomic
-from trainers.eval.evaluate import EvalSettings, run_eval
+from trainers.eval.config import EvalSettings
+from trainers.eval.evaluate import run_eval
 from trainers.modeling.batches import encode_all
 from trainers.modeling.models import load_model, load_tokenizer, model_label, resolve_model
 from trainers.runtime import checkpoint
