@@ -169,19 +169,21 @@ def end(actors: list, close: str | None = "close", timeout: float = 30.0) -> Non
     own code, not left behind), waited for `timeout` seconds in all, then the process; one already dead is no
     error."""
     ray = require_ray()
+    from ray import exceptions as rx
+
     if close:
         refs = []
         for a in actors:
             try:
                 refs.append(getattr(a, close).remote())
-            except Exception:  # noqa: BLE001 - an actor gone with its node takes no call
+            except (rx.RayError, ConnectionError):  # an actor gone with its node takes no call
                 pass
         if refs:
             ray.wait(refs, num_returns=len(refs), timeout=timeout)
     for a in actors:
         try:
             ray.kill(a)
-        except Exception:  # noqa: BLE001 - gone with its node already
+        except (rx.RayError, ConnectionError, ValueError):  # gone with its node already
             pass
 
 

@@ -65,13 +65,21 @@ def no_alert(driver) -> bool:
 def follow(driver, element) -> None:
     """Click `element` (a link, a submit button) and wait until the browser has left the page it was on: a click
     returns before the next page loads, and reading the old one then is a stale element or a wrong answer."""
+    from selenium.common.exceptions import TimeoutException, WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     old = driver.find_element(By.TAG_NAME, "html")
-    element.click()
-    WebDriverWait(driver, 20).until(expected_conditions.staleness_of(old))
+    failed = None
+    try:
+        element.click()
+    except WebDriverException as exc:  # under load the navigation can outrun chromedriver's bookkeeping of the click
+        failed = exc  # ("Node with given id does not belong to the document"): whether the page left is what counts
+    try:
+        WebDriverWait(driver, 20).until(expected_conditions.staleness_of(old))
+    except TimeoutException:
+        raise AssertionError(f"the page did not change after the click ({failed})") from None
 
 
 def texts(driver, css: str) -> list[str]:

@@ -54,7 +54,7 @@ def env():
 def test_registered_with_tag_aliases_and_splits():
     listed = {e["name"]: e for e in envs.list_environments(tag="web")}
     # the suite, its two groups and the generated forms (tests/test_web_generated.py)
-    assert sorted(listed) == ["web_click_env", "web_fill_env", "web_form_env", "web_gen_env"]
+    assert sorted(listed) == ["web_click_env", "web_fill_env", "web_form_env", "web_gen_env", "web_mix_env"]
     assert listed["web_form_env"]["aliases"] == ["web-form", "web"]
     assert listed["web_form_env"]["tasks"] == {"train": 3000, "test": 250, "test_families": 300}
     assert envs.resolve_name("web") == envs.resolve_name("web-form") == "web_form_env"

@@ -199,16 +199,18 @@ class RayActorPool:
         if self.ended:
             return
         self.ended = True
+        from ray import exceptions as rx
+
         try:
             ray_cluster.end([a for a in self.actors if a is not None] + [self.board], close=None)
-        except Exception:  # noqa: BLE001 - a cluster already gone has nothing left to end
+        except (rx.RayError, ConnectionError, ray_cluster.ClusterGone):  # a cluster already gone has nothing to end
             pass
         if self.ours:
             ray_cluster.disconnect()
 
     def _call(self, fn):
         """Ray's connection errors as the one-line ClusterGone."""
-        ray = ray_cluster.require_ray()
+        ray_cluster.require_ray()
         from ray import exceptions as rx
 
         try:
