@@ -69,6 +69,12 @@ def ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def literal(value: str) -> str:
+    """`value` as an SQL string literal (a `'` in it doubled): for text DuckDB takes no parameter in (a file list of
+    read_parquet, a COPY target) or a filter written for a user to read; values of a query go in as parameters."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

@@ -19,17 +19,13 @@ import pyarrow as pa
 
 from lake import duck
 from lake.as_of import AsOf, parse_as_of
-from lake.query import check_query, ident
+from lake.query import check_query, ident, literal
 from lake.schemas import table_schema
 from lake.tables import TableSet, TableState
 
 
 class ViewError(RuntimeError):
     pass
-
-
-def _quote(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
 
 
 def referenced_names(sql: str) -> set[str] | None:
@@ -118,7 +114,7 @@ class Snapshot:
             names = self._query_db.names(files)
         else:  # object storage: through lake.duck's bridge
             names = duck.file_names(self.table_set.store, files)
-        source = (f"read_parquet([{', '.join(_quote(f) for f in names)}], hive_partitioning=true, "
+        source = (f"read_parquet([{', '.join(literal(f) for f in names)}], hive_partitioning=true, "
                   f"hive_types_autocast=false{union})")
         cols = []
         for field in fields:

@@ -24,6 +24,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from edge.guards import TOKEN_COOKIE
+from lake.query import literal
 from ui import conversation
 from ui.charts import number as chart_number
 from ui.runview import loop_chart, run_view
@@ -105,12 +106,6 @@ def short(value: Any) -> str:
 def chartnum(value: Any) -> str:
     """A chart's number as the points table shows it (blank for none)."""
     return "" if value is None else chart_number(value)
-
-
-def sql_string(value: str) -> str:
-    """`value` as an SQL string literal (quotes doubled): for a `where` link the page builds (checked again by
-    ui.params.where when followed, like any filter)."""
-    return "'" + str(value).replace("'", "''") + "'"
 
 
 def rate(value: Any) -> str:
@@ -229,7 +224,7 @@ def pages_router(reader: LakeReader, runs_root: Any = None, csrf: Callable[[Requ
                 return error_page(404, f"no run {run_id[:200]!r} in the lake at these versions", as_of)
             v = run_view(data, runs_root)
             evals = sorted({t["eval_run_id"] for t in data["episodes"]})
-            where = ("json_extract_string(metadata, '$.eval_run_id') IN (" + ", ".join(map(sql_string, evals)) + ")"
+            where = ("json_extract_string(metadata, '$.eval_run_id') IN (" + ", ".join(map(literal, evals)) + ")"
                      if evals else None)
             return page("run.jinja", request=request, title=f"Run {short(run_id[:80])}", as_of=as_of, v=v,
                         versions=data["versions"], served=data["served"], episodes=data["episodes"],

@@ -33,7 +33,7 @@ from ground.errors import UserError
 from lake import Lake
 from lake.output_folder import check_output_folder
 from lake.as_of import MANIFEST_NAME, AsOf
-from lake.query import QueryError, ident, where_clause
+from lake.query import QueryError, ident, literal, where_clause
 from lake.snapshot import Snapshot
 from views import list_views, view_order
 from views.registry import view_sql_hash
@@ -358,13 +358,9 @@ def _write_jsonl(table: pa.Table, path: Path) -> None:
     try:
         con.execute("SET TimeZone = 'UTC'")
         con.register("__jsonl_rows", table)
-        con.execute(f"COPY (SELECT * FROM __jsonl_rows) TO {_sql_str(str(path))} (FORMAT json)")
+        con.execute(f"COPY (SELECT * FROM __jsonl_rows) TO {literal(str(path))} (FORMAT json)")
     finally:
         con.close()
-
-
-def _sql_str(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
 
 
 def _writer_info(fmt: str) -> dict:
