@@ -21,7 +21,6 @@ from envs.core.tasks import FAMILY_SPLIT, Task
 from envs.web import suite as form
 from envs.web.env import WebFormEnv
 from envs.web.generated import env as gen
-from envs.web.generated.spec import LAYOUTS
 
 ENV = "web_mix_env"
 PER_FAMILY = form.TRAIN_TASKS // len(form.TRAIN_FAMILIES)  # train tasks of each family, as web_form_env's
@@ -31,7 +30,7 @@ def families(split: str) -> tuple[str, ...]:
     """The families a split's built-in tasks cycle through: the generated layouts are in the train split alone."""
     if split == FAMILY_SPLIT:
         return form.HELD_OUT
-    return form.TRAIN_FAMILIES + (LAYOUTS if split == "train" else ())
+    return form.TRAIN_FAMILIES + (gen.LAYOUTS if split == "train" else ())
 
 
 class MixSuite(Suite):
@@ -41,16 +40,21 @@ class MixSuite(Suite):
         return families(split)
 
 
+def is_layout(template: str) -> bool:
+    """Whether a task's template (ResetInfo's `template`) names a generated form's layout, not a MiniWoB page."""
+    return template in gen.LAYOUTS + gen.HELD_OUT_LAYOUTS
+
+
 def is_generated(task: Task) -> bool:
     """A generated form task (web_gen_env's checker), else a MiniWoB one."""
-    return task.checker.get("generator") == "form" or task.template in gen.LAYOUTS + gen.HELD_OUT_LAYOUTS
+    return task.checker.get("generator") == "form" or is_layout(task.template)
 
 
 def generate(split: str, index: int, template: str) -> Task:
     """Built-in task `index` of a split: the task of that kind whose own index is the same slice of its family."""
     q = index // len(families(split))
-    if template in LAYOUTS:
-        task = gen.generate(split, q * len(LAYOUTS) + LAYOUTS.index(template), template)
+    if template in gen.LAYOUTS:
+        task = gen.generate(split, q * len(gen.LAYOUTS) + gen.LAYOUTS.index(template), template)
     else:
         own = form.TRAIN_FAMILIES if split != FAMILY_SPLIT else form.HELD_OUT
         task = form.generate(split, q * len(own) + own.index(template), template)
@@ -113,7 +117,7 @@ class MixPolicy:
     policies: dict = field(default_factory=dict)
 
     def reset(self, info: ResetInfo) -> None:
-        name = gen.ENV if info.get("template", "") in gen.LAYOUTS + gen.HELD_OUT_LAYOUTS else form.ENV
+        name = gen.ENV if is_layout(info.get("template", "")) else form.ENV
         if name not in self.policies:
             self.policies[name] = self.make(name, self.kind, self.seed)
         self.current = self.policies[name]
