@@ -66,18 +66,20 @@ def follow(driver, element) -> None:
     """Click `element` (a link, a submit button) and wait until the browser has left the page it was on: a click
     returns before the next page loads, and reading the old one then is a stale element or a wrong answer."""
     from selenium.common.exceptions import TimeoutException, WebDriverException
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
-    old = driver.find_element(By.TAG_NAME, "html")
+    # A mark on the old page's window: the next document's window has none. (selenium's staleness_of asks the old
+    # node, and under load chromedriver answers that with "Node with given id does not belong to the document", a
+    # WebDriverException rather than a stale element.)
+    driver.execute_script("window.__lachesis_old_page = true;")
     failed = None
     try:
         element.click()
     except WebDriverException as exc:  # under load the navigation can outrun chromedriver's bookkeeping of the click
-        failed = exc  # ("Node with given id does not belong to the document"): whether the page left is what counts
+        failed = exc  # (the same message): whether the page left is what counts
     try:
-        WebDriverWait(driver, 20).until(expected_conditions.staleness_of(old))
+        WebDriverWait(driver, 20, ignored_exceptions=(WebDriverException,)).until(lambda d: d.execute_script(
+            "return window.__lachesis_old_page === undefined && document.readyState === 'complete';"))
     except TimeoutException:
         raise AssertionError(f"the page did not change after the click ({failed})") from None
 
