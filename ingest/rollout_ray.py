@@ -68,7 +68,9 @@ def iter_ray_rollouts(spec: RolloutSpec, *, group_id: str,
     if not todo:
         return
     workers = min(spec.workers, len(todo))
-    with ray_cluster.connected(spec.ray, num_cpus=ray_cluster.worker_count(workers)):
+    kept = ("the episodes committed so far stay in the lake: the same `lake rollout` with --resume plays only the "
+            "missing ones")
+    with ray_cluster.connected(spec.ray, num_cpus=ray_cluster.worker_count(workers), after=kept):
         actors = ray_cluster.spread(RolloutWorker, workers, spec, group_id, tasks)
         try:
             for chunk, result in ray_cluster.dispatch(actors, "play", chunks(todo, workers)):

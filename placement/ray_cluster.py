@@ -14,16 +14,22 @@ Contracts:
   An error raised by our code in a worker is raised here as itself (a one-line user error stays one).
 - `end(actors)` closes each actor's resources through its own `close` method, then ends its process.
 - A cluster that cannot be reached, or whose loss Ray reports in Python, is `ClusterGone`: one line, exit status 1.
-  (When the raylet beside a driver dies, Ray's core worker ends the driver's process itself, exit status 1, with a
-  log line of its own, before any Python code runs: what was committed stays whole, lake commits and run checkpoints
-  being atomic.)
+  When the raylet or object store beside a driver dies, Ray's core worker ends the driver's process itself (exit
+  status 1, `_Exit`: no Python code runs, no atexit). For that end `connect(..., after=...)` starts a last-word
+  watcher beside the command: a small process holding one end of a pipe, told "done" when the command disconnects
+  or exits through Python. A pipe closed without "done" means the process was ended from outside; the watcher then
+  prints the one line (the cluster gone, if its head no longer answers, or the process ended abruptly) and `after`,
+  what was kept and how to go on (lake commits and run checkpoints are atomic: what was committed stays whole).
 
 Ray is imported only inside these functions: without it, nothing of ours that imports this module changes.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import socket
+import subprocess
+import sys
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -87,9 +93,9 @@ def _reachable(address: str) -> None:
         raise ClusterGone(f"no Ray cluster answers at {address} ({exc.strerror or exc})") from None
 
 
-def connect(address: str, *, num_cpus: int, log_to_driver: bool = False) -> bool:
+def connect(address: str, *, num_cpus: int, log_to_driver: bool = False, after: str = "") -> bool:
     """Connect this process to `address` (see the module); False when it was connected already (then the caller
-    must not `disconnect` it)."""
+    must not `disconnect` it). `after`: what the last-word line adds if Ray ends this process (see the module)."""
     ray = require_ray()
     if ray.is_initialized():
         return False
@@ -108,18 +114,71 @@ def connect(address: str, *, num_cpus: int, log_to_driver: bool = False) -> bool
         ray.init(**kw)
     except ConnectionError as exc:  # `auto` with no cluster here, a head that refused us
         raise ClusterGone(f"cannot connect to the Ray cluster {address}: {first_line(exc)}") from None
+    if not address.startswith("ray://"):  # a Ray Client's driver has no core worker here: Ray raises in Python
+        _LastWord.start(ray.get_runtime_context().gcs_address, after)
     return True
 
 
 def disconnect() -> None:
     """End this process's connection (and a `local` cluster with it)."""
+    _LastWord.done()
     require_ray().shutdown()
 
 
+# The watcher's program: standard library only, so that it starts in milliseconds. It reads its stdin (the pipe)
+# to the end; without "done" there, it asks the cluster's head and prints the line. Its own session: Ctrl-C at the
+# terminal is the command's to handle, not the watcher's.
+_WATCHER = r"""
+import os, socket, sys
+address, after = sys.argv[1], sys.argv[2]
+said = b""
+while chunk := os.read(0, 64):
+    said += chunk
+if b"done" not in said:
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+        what = "the command's process ended abruptly (killed, or ended by Ray when its node left the cluster)"
+    except (OSError, ValueError):
+        what = f"the Ray cluster at {address} went away mid-run and Ray ended the command's process"
+    os.write(2, f"error: {what}{'; ' + after if after else ''}\n".encode())
+"""
+
+
+class _LastWord:
+    """The watcher of this process's connection (see the module): one at a time, as there is one connection."""
+
+    pipe: int | None = None
+    proc: subprocess.Popen | None = None
+
+    @classmethod
+    def start(cls, address: str, after: str) -> None:
+        cls.done()
+        read, write = os.pipe()  # not inherited by what this process starts later (Ray's own processes)
+        try:
+            cls.proc = subprocess.Popen([sys.executable, "-c", _WATCHER, address, after], stdin=read,
+                                        stdout=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            os.close(read)
+        cls.pipe = write
+        atexit.unregister(cls.done)
+        atexit.register(cls.done)
+
+    @classmethod
+    def done(cls) -> None:
+        if cls.pipe is not None:
+            os.write(cls.pipe, b"done")
+            os.close(cls.pipe)
+            cls.pipe = None
+        if cls.proc is not None:
+            cls.proc.wait()
+            cls.proc = None
+
+
 @contextmanager
-def connected(address: str, *, num_cpus: int, log_to_driver: bool = False) -> Iterator[Any]:
+def connected(address: str, *, num_cpus: int, log_to_driver: bool = False, after: str = "") -> Iterator[Any]:
     """The ray module, connected to `address` for the block (see the module)."""
-    ours = connect(address, num_cpus=num_cpus, log_to_driver=log_to_driver)
+    ours = connect(address, num_cpus=num_cpus, log_to_driver=log_to_driver, after=after)
     try:
         yield require_ray()
     finally:

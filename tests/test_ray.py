@@ -409,9 +409,9 @@ def test_a_ray_actor_killed_mid_run_is_replaced_and_every_rollout_is_consumed_on
 @pytest.mark.fault
 def test_a_cluster_that_goes_away_ends_online_rl_with_the_last_checkpoint_intact(tiny_dir, tmp_path):
     """rl_train_online --ray on a cluster of its own, shut down after the first step: the command ends (exit status
-    1, no traceback) and its newest checkpoint reads whole, for --resume on another cluster. Not one `error:` line:
-    when the raylet beside it dies, Ray's core worker ends the learner's process itself (its own log line), before
-    any Python code can say so."""
+    1, no traceback) with one line saying the cluster went away and how to resume, and its newest checkpoint reads
+    whole, for --resume on another cluster. (Ray's core worker ends the learner's process itself when the raylet
+    beside it dies: the line is the last-word watcher's, placement/ray_cluster.py.)"""
     from lake import Lake
     from test_train_online import write_project, write_tasks
     from trainers.runtime import checkpoint
@@ -419,7 +419,7 @@ def test_a_cluster_that_goes_away_ends_online_rl_with_the_last_checkpoint_intact
     loopback = on_loopback()
     loopback.__enter__()
     c = start_cluster(1)
-    session = c.head_node.get_session_dir_path()
+    session, address = c.head_node.get_session_dir_path(), c.address
     run_dir, lake_root = tmp_path / "run", tmp_path / "lake"
     Lake.init(lake_root)
     try:
@@ -441,8 +441,40 @@ def test_a_cluster_that_goes_away_ends_online_rl_with_the_last_checkpoint_intact
         loopback.__exit__()
     _, err = proc.communicate(timeout=180)
     assert proc.returncode == 1 and "Traceback" not in err, err[-3000:]
+    last = err.strip().splitlines()[-1]  # the last-word watcher's, after Ray's own log lines
+    assert last.startswith(f"error: the Ray cluster at {address} went away mid-run") and [
+        line for line in err.splitlines() if line.startswith("error:")] == [last], err[-3000:]
+    assert f"rl_train_online --resume {run_dir} --ray ADDRESS" in last
     assert checkpoint.usable(run_dir) == checkpoint.latest(run_dir) is not None  # the last one reads whole
     deadline = time.monotonic() + 20
     while ray_processes(session) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert ray_processes(session) == []
+
+
+def test_the_last_word_is_said_only_when_the_process_is_ended_from_outside():
+    """The watcher connect() starts (placement/ray_cluster.py): a process ended by `_exit` (as Ray's core worker ends
+    a driver whose raylet died) gets one line, naming the cluster when its head no longer answers; a process that
+    disconnects or exits through Python gets none."""
+    import socket
+
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    alive = "127.0.0.1:%d" % listening.getsockname()[1]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        gone = "127.0.0.1:%d" % s.getsockname()[1]  # bound, not listening: nothing answers there
+    try:
+        for address, ending, said in (
+                (gone, "os._exit(1)", f"error: the Ray cluster at {gone} went away mid-run and Ray ended the "
+                                      "command's process; kept"),
+                (alive, "os._exit(1)", "error: the command's process ended abruptly (killed, or ended by Ray when "
+                                       "its node left the cluster); kept"),
+                (gone, "sys.exit(1)", ""), (gone, "ray_cluster._LastWord.done(); os._exit(1)", "")):
+            code = (f"import os, sys; from placement import ray_cluster; "
+                    f"ray_cluster._LastWord.start({address!r}, 'kept'); {ending}")
+            done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+            assert (done.returncode, done.stderr.strip()) == (1, said), (address, ending)
+    finally:
+        listening.close()

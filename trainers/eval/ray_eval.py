@@ -68,7 +68,8 @@ def evaluate_on_ray(s: EvalSettings, tasks: list[envs.Task], console=None, *, ru
     lost: list[dict] = []
     work = shards(tasks, s.workers, s.batch_size)
     workers = min(s.workers, len(work))
-    with ray_cluster.connected(s.ray, num_cpus=ray_cluster.worker_count(workers)):
+    kept = "the episodes recorded so far stay in the lake" if s.record_in_lake else ""
+    with ray_cluster.connected(s.ray, num_cpus=ray_cluster.worker_count(workers), after=kept):
         actors = ray_cluster.spread(EvalWorker, workers, s, run_id, label, adapter)
         try:
             with Progress(console if s.progress else None, "eval", len(tasks), unit="episodes",

@@ -54,7 +54,7 @@ class LakeLearner(OnlineTrainer):
         if cfg.ray:  # Ray actors on a cluster's nodes (trainers/rl/ray_actors.py): the same loop, placed there
             from trainers.rl.ray_actors import RayActorPool
 
-            self.pool = RayActorPool(cfg, str(run.lake.root))
+            self.pool = RayActorPool(cfg, str(run.lake.root), run.path)
         else:
             self.pool = ActorPool(run.path, cfg.actors, cfg.threads)
 

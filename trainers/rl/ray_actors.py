@@ -15,8 +15,9 @@ have moved past that version (it waits for N batches), so the dead actor's unfin
 written twice (a batch is one commit: a killed actor wrote nothing of it). Only a kill between a batch's commit and
 its note on the board plays that batch once more: consumed like any other, with ids of its own. The run's summary
 counts the restarts. A cluster that goes away ends the run: `ClusterGone`'s one line where Ray raises in Python,
-else Ray's core worker ends the process itself (the raylet beside it died); every checkpoint is written atomically
-in the run folder, so the last one is intact for `--resume`.
+else Ray's core worker ends the process itself (the raylet beside it died) and the last-word watcher
+(placement.ray_cluster) prints the line; every checkpoint is written atomically in the run folder, so the last one
+is intact for `--resume`.
 """
 from __future__ import annotations
 
@@ -125,10 +126,12 @@ class RayActorPool:
     """The learner's N Ray actors, with trainers/rl/actors.py ActorPool's interface (start, check, stop, kill) and
     `publish`, which puts each new policy version on the board."""
 
-    def __init__(self, cfg, lake_root: str):
+    def __init__(self, cfg, lake_root: str, run_path: Path):
         # an absolute lake root: a Ray actor's working folder is Ray's, not the learner's
         self.cfg, self.count = replace(cfg, lake_root=lake_root), cfg.actors
-        self.ours = ray_cluster.connect(cfg.ray, num_cpus=ray_cluster.worker_count(cfg.actors))
+        kept = (f"the checkpoints in {run_path} are whole: `rl_train_online --resume {run_path} --ray ADDRESS` "
+                "continues on another cluster")
+        self.ours = ray_cluster.connect(cfg.ray, num_cpus=ray_cluster.worker_count(cfg.actors), after=kept)
         ray = ray_cluster.require_ray()
         self.board = ray.remote(num_cpus=0)(PolicyBoard).remote()
         self.actors: list = [None] * self.count
