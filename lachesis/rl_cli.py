@@ -77,8 +77,8 @@ ONLINE_OPTIONS = [
     ("drop_zero_variance", "--drop-zero-variance/--keep-zero-variance"),
 ]
 TRANSFER_INIT_OPTIONS = [
-    _both("source_env"), _both("target_env"), _both("freeze_layers"), ("from_run", "--from"), ("config", "--config"),
-    ("lake_root", "--lake"), ("output", "--output"),
+    _both("source_env"), _both("target_env"), _both("freeze_layers"), ("from_run", "--from"), ("adapter", "--adapter"),
+    ("config", "--config"), ("lake_root", "--lake"), ("output", "--output"),
 ]
 TRANSFER_TRAIN_OPTIONS = [
     _both("max_steps"), ("method", "--method"), ("spec", "--spec"), _both("eval_interval"), ("data", "--data"),
@@ -125,7 +125,8 @@ def _transfer_init(values: dict, as_json: bool, quiet: bool) -> None:
         return
     typer.echo(f"transfer spec {spec['spec_id']}: {spec['source_env']} -> {spec['target_env']} from run "
                f"{spec['source_run_id']} ({spec['model']}, {spec['mode']}, {spec['depth']} layers); frozen: embeddings "
-               f"+ layers {spec['freeze_spec'] or '(none)'}; written to {spec['spec_path']} and the lake's runs "
+               f"+ layers {spec['freeze_spec'] or '(none)'}"
+               f"{'; a new adapter over the merged source ' + spec['merged_model'] if spec['merged_model'] else ''}; written to {spec['spec_path']} and the lake's runs "
                f"(kind transfer_spec); next: rl_train_transfer")
 
 

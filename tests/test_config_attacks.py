@@ -149,7 +149,7 @@ def test_a_symlinked_lachesis_toml_is_edited_through_its_link(tmp_path, monkeypa
 
 # ------------------------------------------------------------------------------------------------ item 10
 @pytest.mark.attack
-@pytest.mark.parametrize("case", ["passwd", "no-model", "not-an-object", "fifo"])
+@pytest.mark.parametrize("case", ["passwd", "no-model", "not-an-object", "fifo", "merged-not-a-folder"])
 def test_a_spec_that_is_not_a_transfer_spec_is_one_line(case, tmp_path):
     good = {"model": "tiny", "target_env": "git_repo_env", "source_run_dir": str(tmp_path), "freeze_layers": [0]}
     spec = tmp_path / "spec.json"
@@ -161,6 +161,9 @@ def test_a_spec_that_is_not_a_transfer_spec_is_one_line(case, tmp_path):
     elif case == "not-an-object":
         spec.write_text("[1, 2]")
         words = "is not a JSON object"
+    elif case == "merged-not-a-folder":  # --adapter fresh's merged model: a folder, or the spec is refused
+        spec.write_text(json.dumps({**good, "merged_model": "/etc/passwd"}))
+        words = "field 'merged_model' is not a folder"
     else:
         os.mkfifo(spec)
         words = "is a FIFO"

@@ -309,6 +309,42 @@ def test_train_transfer_keeps_frozen_layers_bit_identical(source_lake, tmp_path,
     assert summary["env"] == "git_repo_env" and summary["frozen_identical"]
 
 
+def test_a_fresh_adapter_trains_over_the_merged_lora_source(source_lake, tmp_path):
+    """rl_transfer_init --adapter fresh: the source's LoRA adapter is merged into its base beside the spec, and the
+    target SFT run trains a new adapter on that merged model (none on the frozen layer) whose run names the merged
+    model as its base; a fully fine-tuned source has no adapter to merge (one line)."""
+    from trainers.modeling.policy import run_base_model
+    from trainers.runtime.errors import TrainerInputError
+    from trainers.sft.config import SFTConfig
+    from trainers.sft.sft import run_sft
+    from trainers.transfer.config import TransferInitConfig, TransferTrainConfig
+    from trainers.transfer.transfer import run_train_transfer, run_transfer_init
+
+    with pytest.raises(TrainerInputError, match="--adapter fresh: the source run .* trained the whole model"):
+        run_transfer_init(TransferInitConfig(freeze_layers="0", lake_root=str(source_lake), adapter="fresh",
+                                             output=str(tmp_path / "full.json")))
+    assert not (tmp_path / "full.merged").exists()
+    lora = tmp_path / "bash-lora"
+    run_sft(SFTConfig(model="tiny", full=False, data="sft", lake_root=str(source_lake), output=str(lora),
+                      max_steps=2, batch_size=4, learning_rate=1e-2, progress=False, plot=False))
+    project = write_project(tmp_path / "l.toml", learning_rate=3e-3)
+    spec = run_transfer_init(TransferInitConfig(freeze_layers="0", from_run=str(lora), adapter="fresh",
+                                                config=str(project), lake_root=str(source_lake),
+                                                output=str(tmp_path / "spec.json")))
+    merged = tmp_path / "spec.merged"
+    assert spec["merged_model"] == str(merged.resolve()) and (merged / "model.safetensors").is_file()
+    assert json.loads((merged / "lachesis_export.json").read_text())["lora"] is True  # the adapter was merged
+    summary = run_train_transfer(TransferTrainConfig(method="sft", max_steps=2, batch_size=4, micro_batch=4,
+                                                     spec=str(tmp_path / "spec.json"), lake_root=str(source_lake),
+                                                     config=str(project), output=str(tmp_path / "target"),
+                                                     progress=False, plot=False))
+    target = tmp_path / "target"
+    adapter = json.loads((target / "adapter" / "adapter_config.json").read_text())
+    assert adapter["layers_to_transform"] == [1]  # a new adapter, on the layer not frozen only
+    assert run_base_model(str(target))[1] == str(merged.resolve())  # what hermes_eval --adapter loads it on
+    assert summary["frozen_identical"] and summary["trained_changed"] > 0
+
+
 def test_lora_transfer_puts_no_adapter_on_frozen_layers(tiny_dir):
     from trainers.modeling.freeze import frozen_names
     from trainers.modeling.policy import PolicySpec, build_policy

@@ -15,6 +15,7 @@ from trainers.runtime.options import GRADIENT_CHECKPOINTING_HELP, LAKE_HELP, Com
 from trainers.sft.config import SFTConfig
 
 METHODS = ("online", "sft")
+ADAPTERS = ("continue", "fresh")
 
 
 @dataclass(kw_only=True)
@@ -28,6 +29,10 @@ class TransferInitConfig:
         "config; empty: the embeddings only)"))
     from_run: str | None = field(default=None, **helped(
         "the source run folder or run id (default: the latest run in the lake's runs trained on --source_env)"))
+    adapter: str = field(default="continue", **helped(
+        "for a LoRA source: continue (its adapter trains on, its tensors in the frozen layers kept) or fresh (the "
+        "source's adapter merged into its base, written beside the spec as <spec>.merged/, and a new adapter on "
+        "the layers not frozen)"))
     config: str | None = field(default=None, **helped(
         "the project config file (default: lachesis.toml found upward from the working directory)"))
     lake_root: str | None = field(default=None, **helped(LAKE_HELP))
@@ -36,6 +41,9 @@ class TransferInitConfig:
     COMMAND: ClassVar[str] = "rl_transfer_init"
 
     def __post_init__(self):
+        self.adapter = str(self.adapter).lower()
+        if self.adapter not in ADAPTERS:
+            raise TrainerInputError(f"unknown --adapter {self.adapter!r}: use continue or fresh")
         self.source_env = resolve_env_name(self.source_env)
         self.target_env = resolve_env_name(self.target_env)
         if self.source_env == self.target_env:

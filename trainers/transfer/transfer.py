@@ -16,7 +16,9 @@ rl_train_transfer trains on the target environment from the source run's weights
 the named layers frozen (trainers/modeling/policy.py: requires_grad False for full fine-tuning; with LoRA a new adapter
 only on the other layers, or the source's adapter continued with its tensors in the frozen layers frozen), by
 online RL (trainers/rl/online.py, the default) or by SFT on the target environment's rows of the lake's sft view
-(--method sft, trainers/sft/sft.py), at the project config's learning rate. The frozen tensors and the trained
+(--method sft, trainers/sft/sft.py), at the project config's learning rate. With `rl_transfer_init --adapter fresh`
+a LoRA source's adapter is merged into its base once (written beside the spec) and the target trains a new adapter
+on that merged model instead of continuing the source's. The frozen tensors and the trained
 ones are hashed (sha256) before and after; frozen_checksums.json in the run folder has both lists.
 """
 from __future__ import annotations
@@ -39,6 +41,7 @@ from trainers.rl.project_config import MAX_LAYER, load_config, parse_layer_spec,
 from trainers.runtime.device import device as pick_device
 from trainers.runtime.device import setup_env
 from trainers.runtime.errors import TrainerInputError
+from trainers.runtime.model_folder import TINY_MARKER
 from trainers.runtime.run_reader import RunReader
 from trainers.runtime.runfolder import trainer_lake
 
@@ -110,10 +113,15 @@ def run_transfer_init(cfg: TransferInitConfig) -> dict:
     policy = resolve_spec(model, str(folder), hp.lora_rank, hp.lora_alpha, layers)
     depth = spec_depth(policy)
     check_layers(layers, depth, spec_text)
+    if cfg.adapter == "fresh" and not policy.init_adapter:
+        raise TrainerInputError(f"--adapter fresh: the source run {folder} trained the whole model, not a LoRA "
+                                "adapter: there is no adapter to merge (its weights are trained on as they are)")
     spec_id = f"transfer-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
     path = Path(cfg.output or Path("runs") / f"{spec_id}.json").expanduser()
+    merged = merge_source(folder, path) if cfg.adapter == "fresh" else None
     spec = {"spec_id": spec_id, "source_env": cfg.source_env, "target_env": cfg.target_env,
             "source_run_id": source_id, "source_run_dir": str(folder.resolve()), "source_weights": policy.init_weights,
+            "adapter": cfg.adapter, "merged_model": merged,
             "model": model, "model_path": policy.model_path, "mode": "full" if policy.full else "lora",
             "depth": depth, "freeze_layers": layers, "freeze_spec": spec_text, "freeze_embeddings": True,
             "trainable_layers": [i for i in range(depth) if i not in layers], "learning_rate": hp.learning_rate,
@@ -127,6 +135,28 @@ def run_transfer_init(cfg: TransferInitConfig) -> dict:
                                              "source_run_id": source_id, "spec_path": str(path.resolve()),
                                              "command": cfg.COMMAND}}])
     return {**spec, "lake_version": res.version}
+
+
+def merge_source(folder: Path, spec_path: Path) -> str:
+    """--adapter fresh: the source run's adapter merged into its base (`lake export-model`'s merge), written beside
+    the spec as <spec>.merged/; the target trains a new adapter on it. Returns the folder."""
+    from trainers.export.config import ExportModelConfig
+    from trainers.export.merged import export_model
+
+    out = spec_path.with_name(spec_path.stem + ".merged")
+    export_model(ExportModelConfig(run=str(folder), output=str(out)))
+    # the source trained a LoRA adapter, so its merged model is trained with one again: a from-scratch marker
+    # copied from a tiny base would make the target run a full fine-tune
+    (out / TINY_MARKER).unlink(missing_ok=True)
+    return str(out.resolve())
+
+
+def starting_point(spec: dict) -> tuple[str, str | None]:
+    """(--model, --init) of the target run: the source's base and run folder, or with --adapter fresh the merged
+    source alone (a new adapter goes on it)."""
+    if spec.get("merged_model"):
+        return spec["merged_model"], None
+    return spec["model"], spec["source_run_dir"]
 
 
 def source_model(folder: Path) -> str:
@@ -171,6 +201,9 @@ def check_spec(spec: object, source: str) -> dict:
         target = resolve_env_name(spec["target_env"])
     except TrainerInputError as exc:
         raise TrainerInputError(f"{source}: field 'target_env': {exc}") from None
+    merged = spec.get("merged_model")
+    if merged is not None and not (isinstance(merged, str) and Path(merged).is_dir()):
+        raise TrainerInputError(f"{source}: field 'merged_model' is not a folder: run rl_transfer_init again")
     layers = spec["freeze_layers"]
     if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= MAX_LAYER for i in layers):
         raise TrainerInputError(f"{source}: field 'freeze_layers' must list layer indices 0..{MAX_LAYER}")
@@ -215,9 +248,10 @@ def run_train_transfer(cfg: TransferTrainConfig, console=None) -> dict:
 
 
 def _train_online(cfg: TransferTrainConfig, spec: dict, console) -> dict:
+    model, init = starting_point(spec)
     online = TransferOnlineConfig(
-        env=spec["target_env"], steps=cfg.max_steps, eval_interval=cfg.eval_interval, model=spec["model"],
-        init=spec["source_run_dir"], config=cfg.config, output=cfg.output, lake_root=cfg.lake_root, seed=cfg.seed,
+        env=spec["target_env"], steps=cfg.max_steps, eval_interval=cfg.eval_interval, model=model,
+        init=init, config=cfg.config, output=cfg.output, lake_root=cfg.lake_root, seed=cfg.seed,
         threads=cfg.threads, device=cfg.device, report_to=cfg.report_to, progress=cfg.progress, plot=cfg.plot,
         freeze_layers=list(spec["freeze_layers"]), actors=cfg.actors, micro_batch=cfg.micro_batch,
         gradient_checkpointing=cfg.gradient_checkpointing, transfer=spec)
@@ -248,8 +282,8 @@ def _train_sft(cfg: TransferTrainConfig, spec: dict, console) -> dict:
     from trainers.sft.sft import run_sft
 
     hp = load_config(cfg.config)
-    policy = resolve_spec(spec["model"], spec["source_run_dir"], hp.lora_rank, hp.lora_alpha,
-                          list(spec["freeze_layers"]))
+    model, init = starting_point(spec)
+    policy = resolve_spec(model, init, hp.lora_rank, hp.lora_alpha, list(spec["freeze_layers"]))
     held: dict = {}
 
     def build(settled):
