@@ -124,23 +124,24 @@ def strategy_online(c: Commands, size: Size, lake: Path, seed: int, init: Path, 
 NO_TRANSFER = "same base, no transfer"  # strategy_no_transfer's arm
 
 
-def transfer_arm(freeze: str) -> str:
+def transfer_arm(freeze: str, adapter: str = "continue") -> str:
     """strategy_transfer's arm name for the frozen layers `freeze` (rl_transfer_init's --freeze_layers; empty: the
-    embeddings only)."""
-    return f"transfer, layers {freeze} frozen" if freeze else "transfer, embeddings only frozen"
+    embeddings only) and its --adapter (fresh: a new adapter over the merged source)."""
+    fresh = ", a fresh adapter over the merged source" if adapter == "fresh" else ""
+    return (f"transfer{fresh}, layers {freeze} frozen" if freeze else f"transfer{fresh}, embeddings only frozen")
 
 
 def strategy_transfer(c: Commands, size: Size, lake: Path, seed: int, source: Path, freeze: str,
                       source_eval: dict | None = None, source_env: str = BASH, target_env: str = GIT,
-                      extra: tuple = ()) -> list[dict]:
+                      extra: tuple = (), adapter: str = "continue") -> list[dict]:
     """`source_eval`: the source's figures on the target when already measured (greedy: the same for every seed);
-    `extra`: more rl_train_transfer options (as --micro_batch)."""
+    `extra`: more rl_train_transfer options (as --micro_batch); `adapter`: rl_transfer_init's --adapter."""
     cfg = c.project_file(f"transfer-seed{seed}", learning_rate=size.transfer_lr, seed=seed)
     spec = c.work / "s3" / f"spec-seed{seed}.json"
     c.run("rl_transfer_init", "--source_env", source_env, "--target_env", target_env, "--freeze_layers", freeze,
-          "--from", source,
+          "--from", source, *(("--adapter", adapter) if adapter != "continue" else ()),
           "--config", cfg, "--lake", lake, "--output", spec, "--quiet", log=f"s3-init-seed{seed}")
-    arm = transfer_arm(freeze)
+    arm = transfer_arm(freeze, adapter)
     # step 0 of the transfer arm is the source model itself (the bash SFT run), on the git tasks
     recs = [{"strategy": "transfer", "arm": arm, "seed": seed, "step": 0, "run": str(source),
              **(source_eval or c.evaluate(target_env, size.eval_limit, source, log=f"s3-eval-source-seed{seed}"))}]

@@ -59,6 +59,23 @@ def ratio_of(transfer: int | None, base: int | None, last: int) -> str:
     return "both at step 0" if base == 0 else f"{transfer / base:.2f}"
 
 
+def earlier_baseline(path: Path, size, target: str) -> list[dict]:
+    """The no-transfer records of an earlier transfer.json, checked to be of the same target, data and size (the
+    base trained on the same target rows does not depend on the source)."""
+    was = json.loads(path.read_text())
+    keys = ("transfer_steps", "transfer_batch", "transfer_lr", "git_expert", "eval_limit", "seeds")
+    same = {"target_env": (was["target_env"], target), **{k: (was["size"][k], v) for k, v in asdict(size).items()
+                                                          if k in keys}}
+    same["transfer_steps"] = (list(same["transfer_steps"][0]), list(same["transfer_steps"][1]))
+    for key, (then, now) in same.items():
+        if then != now:
+            raise SystemExit(f"--baseline-from {path}: it has {key} {then!r}, this run {now!r}")
+    recs = [r for r in was["records"] if r["arm"] == NO_TRANSFER]
+    if {r["seed"] for r in recs} != set(range(size.seeds)):
+        raise SystemExit(f"--baseline-from {path}: its no-transfer arm lacks some of seeds 0..{size.seeds - 1}")
+    return recs
+
+
 def table(records: list[dict], size, arms: list[str], target: str, levels: tuple) -> list[str]:
     seeds = sorted({r["seed"] for r in records})
     steps = [0, *size.transfer_steps]
@@ -126,6 +143,11 @@ def main() -> None:
     ap.add_argument("--lr", type=float, help="the target SFT learning rate, both arms (default 1e-3)")
     ap.add_argument("--freeze", help="the transfer arm's --freeze_layers (default 0-8, the guide's; an empty string: "
                                      "the embeddings only)")
+    ap.add_argument("--adapter", choices=("continue", "fresh"), default="continue",
+                    help="the transfer arm's rl_transfer_init --adapter (fresh: a new adapter over the merged source)")
+    ap.add_argument("--baseline-from", type=Path,
+                    help="an earlier transfer.json of the same target, data, steps, seeds and size: its no-transfer "
+                         "arm is taken from there instead of trained again")
     ap.add_argument("--levels", type=float, nargs="+", default=list(LEVELS),
                     help="target test success levels whose steps are compared (default 0.05 0.10 0.15)")
     ap.add_argument("--quick", action="store_true", help="tiny model, a few steps and tasks: checks that it runs")
@@ -153,6 +175,7 @@ def main() -> None:
     src, dst, levels = args.source_env, args.target_env, tuple(args.levels)
     out = args.out or ROOT / "bench" / "transfer_arms" / ("quick" if args.quick else Path(model).name)
     out.mkdir(parents=True, exist_ok=True)
+    baseline = earlier_baseline(args.baseline_from, size, dst) if args.baseline_from else None
     work = work_folder(args, ap, "lachesis-transfer-")
     c = Commands(work, model, resume=args.resume)
     load0, t0 = os.getloadavg()[0], time.time()
@@ -178,9 +201,10 @@ def main() -> None:
         seeds = range(size.seeds)
         jobs = [f for sd in seeds for f in (
             lambda sd=sd: strategy_transfer(c, size, lake, sd, source, size.freeze, source_eval=source_eval,
-                                            source_env=src, target_env=dst, extra=micro),
-            lambda sd=sd: strategy_no_transfer(c, size, lake, sd, env=dst, micro_batch=args.micro_batch))]
-        records = [r for rs in pool(size.jobs, jobs) for r in rs]
+                                            source_env=src, target_env=dst, extra=micro, adapter=args.adapter),
+            *([] if baseline else [
+                lambda sd=sd: strategy_no_transfer(c, size, lake, sd, env=dst, micro_batch=args.micro_batch)]))]
+        records = [r for rs in pool(size.jobs, jobs) for r in rs] + (baseline or [])
         records += [{"strategy": "transfer", "arm": NO_TRANSFER, "seed": sd, "step": 0, "run": "base", **base_eval}
                     for sd in seeds]
         spent = time_spent(t0, c.logs)
@@ -189,7 +213,7 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
     for r in records:
         r["run"] = r["run"] if not r["run"].startswith(str(work)) else str(Path(r["run"]).relative_to(work))
-    arms = [transfer_arm(size.freeze), NO_TRANSFER]
+    arms = [transfer_arm(size.freeze, args.adapter), NO_TRANSFER]
     load1 = os.getloadavg()[0]
     (out / "transfer.json").write_text(json.dumps({"size": asdict(size), "model": model, "source": str(source),
                                                    "source_env": src, "target_env": dst, "levels": levels, "machine": machine(), "load": [load0, load1],
@@ -202,6 +226,8 @@ def main() -> None:
                                                 ("limit", args.limit), ("batch", args.batch),
                                                 ("micro-batch", args.micro_batch), ("lr", args.lr)) if v)
     flags += f" --freeze '{args.freeze}'" if args.freeze is not None else ""
+    flags += f" --adapter {args.adapter}" if args.adapter != "continue" else ""
+    flags += " --baseline-from EARLIER" if args.baseline_from else ""
     flags += f" --steps {' '.join(map(str, args.steps))}" if args.steps else ""
     flags += f" --levels {' '.join(map(str, levels))}" if levels != LEVELS else ""
     took = (f"resumed: the commands' own times sum to {spent['commands_s'] / 60:.0f} min" if args.resume else
@@ -214,8 +240,9 @@ def main() -> None:
              f"steps of {size.transfer_batch} expert chats of {dst} (from {size.git_expert} rollouts) at lr "
              f"{size.transfer_lr}: from the {src} SFT model{source_about(args, size)} with the embeddings"
              f"{f' and layers {size.freeze}' if size.freeze else ''} frozen (step 0: the source itself), and from "
-             f"the base model without transfer (step 0: the base); means with a 95% t-interval over {size.seeds} "
-             "seeds.", "",
+             f"the base model without transfer (step 0: the base"
+             f"{f'; its records from {args.baseline_from}, the same target rows, steps and seeds' if args.baseline_from else ''}"
+             f"); means with a 95% t-interval over {size.seeds} seeds.", "",
              *table(records, size, arms, dst, levels), "",
              f"Curve: [{png.name}]({png.name}). Raw records: transfer.json."]
     (out / "TRANSFER.md").write_text("\n".join(lines) + "\n")

@@ -61,3 +61,25 @@ def test_an_empty_freeze_names_the_embeddings_only_arm():
     ta = _bench()
     assert ta.transfer_arm("") == "transfer, embeddings only frozen"
     assert ta.transfer_arm("0-8") == "transfer, layers 0-8 frozen"
+
+
+def test_a_baseline_from_an_earlier_run_must_be_of_the_same_target_and_size(tmp_path):
+    """--baseline-from: the no-transfer records of an earlier transfer.json are reused only when its target, data,
+    step grid and seeds are this run's; else one line naming what differs."""
+    import json
+    from dataclasses import asdict
+
+    import pytest
+
+    ta = _bench()
+    size = ta.size_for("tiny", True, 2, (2, 4), 5)
+    recs = [{"arm": ta.NO_TRANSFER, "seed": sd, "step": k, "success": 0.1} for sd in (0, 1) for k in (0, 2, 4)]
+    recs.append({"arm": "transfer, layers 0 frozen", "seed": 0, "step": 2, "success": 0.3})
+    path = tmp_path / "transfer.json"
+    path.write_text(json.dumps({"target_env": "web_fill_env", "size": asdict(size), "records": recs}))
+    got = ta.earlier_baseline(path, size, "web_fill_env")
+    assert len(got) == 6 and {r["arm"] for r in got} == {ta.NO_TRANSFER}
+    with pytest.raises(SystemExit, match="target_env 'web_fill_env', this run 'git_repo_env'"):
+        ta.earlier_baseline(path, size, "git_repo_env")
+    with pytest.raises(SystemExit, match="transfer_steps"):
+        ta.earlier_baseline(path, replace(size, transfer_steps=(2, 8)), "web_fill_env")
