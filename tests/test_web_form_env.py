@@ -262,7 +262,13 @@ def test_a_hanging_page_ends_the_episode_and_the_next_reset_works():
     pool = browsers.BrowserPool(command_timeout_s=4.0)
     e = envs.make("web_form_env", pool=pool)
     try:
-        obs, _ = _reset(e, "click-test")
+        for attempt in range(3):  # the set-up: a page load past the 4 s deadline on a very busy machine is a fault
+            try:                  # too (tested below), not this test's subject
+                obs, _ = _reset(e, "click-test")
+                break
+            except browsers.BrowserGone:
+                if attempt == 2:
+                    raise
         b = e.unwrapped.page.browser
         e.unwrapped.page.run("setTimeout(function () { while (true) {} }, 50);")
         time.sleep(0.2)

@@ -11,7 +11,8 @@
   one-line reason, after the browser was ended: the pool starts a fresh one on the next lease.
   `command_timeout_s` is a deadline on every command (the step timeout of a web environment): chromedriver's
   page-load and script timeouts end a hung page a little before it, and the HTTP client's read timeout (one try,
-  no retries) ends the wait for a driver or browser that is stopped (SIGSTOP) or hung at it. A browser ended for a
+  no retries) ends the wait for a driver or browser that is stopped (SIGSTOP) or hung at it; the browser's start
+  alone has START_TIMEOUT_S (a busy machine's Chromium takes longer than a step). A browser ended for a
   fault is killed (SIGKILL ends stopped processes too), never asked to quit; a stopped browser is not `alive`.
 - `BrowserPool`: up to `max_browsers` browsers per process, each with up to `max_pages` tabs. An environment
   leases a page at reset and returns it at close; an idle tab is reused, preferably one already showing the
@@ -41,6 +42,9 @@ from ground.errors import UserError
 
 PACKAGES_HINT = ("web_form_env needs Chromium and its driver: `apt-get install chromium chromium-driver` "
                  "(Debian/Ubuntu; scripts/bootstrap.sh does it as root) and `pip install miniwob selenium`")
+# A browser's start (chromedriver's new session: Chromium's start) may take this long: over 10 s on 2 cores beside
+# other work, where a step's deadline would call a healthy browser unavailable
+START_TIMEOUT_S = 60.0
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
 DRIVER_CANDIDATES = ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
 # Flags: headless without a GPU or sandbox (containers run as root), no network traffic of the browser's own
@@ -190,12 +194,14 @@ class Browser:
         except (WebDriverException, OSError) as exc:
             shutil.rmtree(self.tag, ignore_errors=True)
             raise BrowserUnavailable(f"chromedriver did not start ({_one_line(exc)}); {PACKAGES_HINT}") from None
+        connection, config = self._connection(service.service_url)
         try:
-            self.driver = webdriver.Remote(command_executor=self._connection(service.service_url), options=options)
+            self.driver = webdriver.Remote(command_executor=connection, options=options)
         except (WebDriverException, OSError, HTTPError) as exc:  # the browser failed to start: end what did start
             watchdog.end_browser(service.process.pid, self.tag)
             shutil.rmtree(self.tag, ignore_errors=True)
             raise BrowserUnavailable(f"chromium did not start ({_one_line(exc)}); {PACKAGES_HINT}") from None
+        config.timeout = self.command_timeout_s  # started: from now on every command has the step's deadline
         self.service = service
         self.pgid = service.process.pid  # start_new_session: the driver leads its own group
         STARTED.append((self.pgid, self.tag))
@@ -215,18 +221,21 @@ class Browser:
         return self.command_timeout_s - min(1.0, 0.2 * self.command_timeout_s)
 
     def _connection(self, url: str):
-        """The client side of chromedriver: every HTTP request answers within `command_timeout_s` or raises urllib3's
-        ReadTimeoutError, tried once (urllib3 retries a GET or DELETE three times by default, and selenium's own
-        read timeout is 120 s); no proxy (the driver is on loopback). Selenium's public ClientConfig, given to the
-        connection webdriver.Chrome would build itself (vendor "goog"); the pool arguments nest under their own
-        name, as selenium reads them."""
+        """(connection, its config): the client side of chromedriver. Every HTTP request answers within the
+        config's timeout or raises urllib3's ReadTimeoutError, tried once (urllib3 retries a GET or DELETE three
+        times by default, and selenium's own read timeout is 120 s); no proxy (the driver is on loopback). The
+        timeout starts at START_TIMEOUT_S, for the new session (Chromium's start, which takes over 10 s on a busy
+        machine), and `start` sets it to `command_timeout_s` once the browser is up (selenium reads it on each
+        request). Selenium's public ClientConfig, given to the connection webdriver.Chrome would build itself
+        (vendor "goog"); the pool arguments nest under their own name, as selenium reads them."""
         from selenium.webdriver.chromium.remote_connection import ChromiumRemoteConnection
         from selenium.webdriver.remote.client_config import ClientConfig
 
-        config = ClientConfig(remote_server_addr=url, keep_alive=True, timeout=self.command_timeout_s,
+        config = ClientConfig(remote_server_addr=url, keep_alive=True,
+                              timeout=max(START_TIMEOUT_S, self.command_timeout_s),
                               init_args_for_pool_manager={"init_args_for_pool_manager": {"retries": False}})
         return ChromiumRemoteConnection(url, vendor_prefix="goog", browser_name="chrome", ignore_proxy=True,
-                                        client_config=config)
+                                        client_config=config), config
 
     @property
     def alive(self) -> bool:
