@@ -321,7 +321,7 @@ def test_lake_ui_help_lists_its_options_with_help():
                          env={**os.environ, "COLUMNS": "200"})
     assert out.returncode == 0, out.stderr
     for flag in ("--lake", "--host", "--port", "--token", "--token-file", "--allowed-hosts", "--query-timeout",
-                 "--max-connections", "--header-timeout"):
+                 "--max-connections", "--header-timeout", "--runs", "--exports", "--screenshots"):
         assert flag in out.stdout, flag
     assert "interrupted" in out.stdout and "read-only web UI" in out.stdout
 

@@ -2,9 +2,10 @@
 through envs/web/browser.py's Browser: its flags, and its end leaves no process behind) against `lake ui` on a real
 lake (tests/ui_helpers.py): hostile values render as text and never run, the conversation page shows tool calls
 with their arguments, thinking folded, step rewards and the final reward, the list's filters and pagination work,
-the as_of pin is carried in links, the runs and loop pages show what the lake holds, and the browser's login on a
-server with a token (`lake ui` and `lake serve`) lets a browser in without ever opening a write route. Screenshots go
-to $LACHESIS_UI_SHOTS when it is set."""
+the as_of pin is carried in links, the runs and loop pages show what the lake holds, the conversation's log-prob
+heat, a web episode's screenshot (served from inside `--screenshots` only) and the exports holding a trajectory
+(`--exports`), and the browser's login on a server with a token (`lake ui` and `lake serve`) lets a browser in
+without ever opening a write route. Screenshots go to $LACHESIS_UI_SHOTS when it is set."""
 from __future__ import annotations
 
 import json
@@ -849,6 +850,275 @@ def test_the_export_post_needs_this_page_token_and_this_origin(runs_site):
     assert httpx.post(f"{url}/ui/views/sft/export", json={"csrf": token}).status_code == 415
     assert (set(info["exports"].iterdir()) if info["exports"].exists() else set()) == before
     assert httpx.post(f"{url}/ui/views/no_such/export", data={"csrf": token}).status_code == 404
+
+
+# -- the conversation's log-prob heat, a web episode's screenshot, the exports holding a trajectory ---------------
+HEAT_ID, LONG_ID, LATE_ID, PLAIN_ID, SHOTS_ID = "heat", "long-heat", "late", "plain", "bad-shots"
+HEAT_LPS = [1.0, 1.0, 1.0, -0.01, -0.5, -2.5, -0.105, -4.0]  # three prompt tokens (Atropos' 1.0), five sampled
+LONG_PROMPT, LONG_TOKENS = 3500, 5000
+OUTSIDE = "refused: not inside the screenshots folder "  # and the folder
+SHOT_ROWS = {"shot-out": OUTSIDE, "shot-climb": OUTSIDE, "shot-link": OUTSIDE, "shot-txt": "refused: not a .png file",
+             "shot-gone": "not shown: no such file in the screenshots folder"}
+
+
+def get(url: str) -> httpx.Response:
+    return httpx.get(url, timeout=60)  # a loaded machine: a page may take seconds
+
+
+def png(width: int = 3, height: int = 2) -> bytes:
+    """A real PNG (RGB, every pixel red)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    raw = b"".join(b"\0" + b"\xff\0\0" * width for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+@pytest.fixture(scope="module")
+def extras(tmp_path_factory):
+    """`lake ui --screenshots --exports` over a lake of web episodes with screenshots (one inside the folder, the
+    others outside it, through `..` or a link, not a .png, gone) and rows with token log-probs, and an exports folder
+    of real `lake export`s (views.export.export_view): sft at each of two versions (parquet, then jsonl) and
+    family_success (no trajectory id column)."""
+    from transcript.trajectory_row import trajectory_row
+    from views.export import export_snapshot, export_view
+
+    tmp = tmp_path_factory.mktemp("ui-extras")
+    shots, ex = tmp / "shots", tmp / "exports"
+    shots.mkdir()
+    (shots / "end.png").write_bytes(png())
+    (tmp / "outside.png").write_bytes(png())
+    (shots / "link.png").symlink_to(tmp / "outside.png")
+    (shots / "end.txt").write_text("not a picture")
+    paths = {"shot-out": str(tmp / "outside.png"), "shot-climb": f"{shots}/../outside.png",
+             "shot-link": str(shots / "link.png"), "shot-txt": str(shots / "end.txt"),
+             "shot-gone": str(shots / "gone.png")}
+
+    def row(tid: str, success: bool = False, pictures: list[str] = (), **cols) -> dict:
+        meta = {"checks": {"passed": 1, "total": 1, "details": [{"type": "miniwob", "screenshot": p} for p in pictures]}}
+        return trajectory_row(trajectory_id=tid, task_id=f"task-{tid}", env="web_form_env", split="train",
+                              reward=1.0 if success else 0.0, success=success, metadata=meta,
+                              messages=[{"role": "user", "content": f"fill the form {tid}"},
+                                        {"role": "assistant", "content": f"done {tid}"}], **cols)
+
+    lake = Lake.init(tmp / "lake")
+    srv = ServerProcess(tmp / "lake", command="ui", extra=["--screenshots", str(shots), "--exports", str(ex)],
+                        log_path=tmp / "ui.log").spawn()  # it starts while the rows and the exports are written
+    try:
+        lake.append("trajectories", [
+            row(HEAT_ID, True, [str(shots / "end.png")], tokens=list(range(101, 109)),
+                masks=[-100, -100, -100] + list(range(104, 109)), inference_logprobs=HEAT_LPS),
+            row(LONG_ID, tokens=list(range(LONG_TOKENS)),
+                masks=[-100] * LONG_PROMPT + list(range(LONG_PROMPT, LONG_TOKENS)),
+                inference_logprobs=[1.0] * LONG_PROMPT + [-0.05] * (LONG_TOKENS - LONG_PROMPT)),
+            row(PLAIN_ID, tokens=[1, 2, 3]),  # tokens without log-probs: no heat
+            row(SHOTS_ID, pictures=list(paths.values()))])
+        export_view(lake, "sft", ex / "sft-v1")
+        lake.append("trajectories", [row(LATE_ID, True)])
+        with lake.snapshot(for_query="SELECT 1 FROM sft, family_success", read_only=True) as snap:  # one for both
+            export_snapshot(snap, "sft", ex / "sft-v2", format="jsonl")
+            export_snapshot(snap, "family_success", ex / "family-v2")
+        srv.wait_healthy(60)
+        get(f"{srv.url}/ui/trajectories/{HEAT_ID}")  # the lake opened, a first export read: the tests' pages warm
+        yield {"url": srv.url, "tmp": tmp, "shots": shots, "exports": ex, "paths": paths}
+    finally:
+        srv.kill()
+
+
+def heat_cells(html: str) -> list[tuple[str, str]]:
+    """(class, title) of each cell of the page's heat strip."""
+    import html as htmllib
+    import re
+
+    strip = re.search(r'<div class="heat" id="heat-strip"[^>]*>(.*?)</div>', html, re.S).group(1)
+    return [(c, htmllib.unescape(t)) for c, t in re.findall(r'<span class="tok (\w+)" title="([^"]*)"></span>', strip)]
+
+
+def test_the_conversation_shows_token_log_probs_as_a_heat(extras):
+    import math
+    import re
+
+    url = extras["url"]
+    r = get(f"{url}/ui/trajectories/{HEAT_ID}")
+    assert r.status_code == 200
+    cells = heat_cells(r.text)
+    # one cell per token: the prompt grey (Atropos' 1.0 is no log-prob), each sampled one by its probability's decile
+    assert [c for c, _ in cells] == ["ns", "ns", "ns", "h9", "h6", "h0", "h9", "h0"]
+    assert cells[0][1] == "#0 · token 101 · prompt (masked) · not sampled"
+    assert cells[5][1] == f"#5 · token 106 · trained on · p {math.exp(-2.5):.4f} · log-prob -2.5000"
+    # the accessible summary (the strip's name too): count, mean and min probability
+    sampled = [math.exp(v) for v in HEAT_LPS[3:]]
+    summary = (f"8 tokens, 5 sampled: mean p {sum(sampled) / 5:.3f}, min p {min(sampled):.4f}, "
+               f"mean log-prob {sum(HEAT_LPS[3:]) / 5:.3f}")
+    assert f'<p id="heat-summary">{summary}.</p>' in r.text and f'aria-label="{summary}"' in r.text
+    # the least likely tokens as a table (readable without a mouse), least likely first
+    least = re.search(r'id="least-likely">.*?<tbody>(.*?)</tbody>', r.text, re.S).group(1)
+    assert [int(p) for p in re.findall(r"<tr><td>(\d+)</td>", least)] == [7, 5, 4, 6, 3]
+    # no script and no style attribute: the colours are the stylesheet's classes (the CSP allows no other)
+    assert "<script" not in r.text and "style=" not in r.text
+    assert ".tok.h0" in get(f"{url}/ui/static/ui.css").text
+    # a row without log-probs has no heat
+    plain = get(f"{url}/ui/trajectories/{PLAIN_ID}").text
+    assert 'id="heat"' not in plain and "Log-probs" not in plain
+
+
+def test_a_long_heat_is_bounded_from_the_first_sampled_token_and_says_so(extras):
+    from ui.heat import MAX_CELLS
+
+    r = get(f"{extras['url']}/ui/trajectories/{LONG_ID}")
+    cells = heat_cells(r.text)
+    start = LONG_TOKENS - MAX_CELLS  # the window ends at the last token: as much of the sampled part as fits
+    assert len(cells) == MAX_CELLS and cells[0][1].startswith(f"#{start} · token {start} ")
+    assert sum(c == "ns" for c, _ in cells) == LONG_PROMPT - start
+    assert (f"tokens {start:,} to {LONG_TOKENS - 1:,} shown ({MAX_CELLS:,} of {LONG_TOKENS:,}, from the first "
+            "sampled token)") in r.text
+    assert f"{LONG_TOKENS:,} tokens, {LONG_TOKENS - LONG_PROMPT:,} sampled" in r.text  # the summary: every token
+
+
+def test_token_heat_takes_no_log_prob_for_a_placeholder_nan_or_a_missing_value():
+    from ui.heat import token_heat
+
+    h = token_heat({"tokens": [5, 6, 7, 8], "masks": [-100, 6], "inference_logprobs": [1.0, float("nan"), -0.0, 0.5]})
+    assert [c.level for c in h.cells] == ["ns", "ns", "h9", "ns"] and h.sampled == 1 and h.min_prob == 1.0
+    assert not h.aligned and h.lengths == {"tokens": 4, "masks": 2, "inference_logprobs": 4}
+    assert h.cells[3].title == "#3 · token 8 · not sampled"  # no mask recorded for it: none claimed
+    assert token_heat({"tokens": [1, 2], "inference_logprobs": []}) is None
+    assert token_heat({"inference_logprobs": [1.0, 1.0]}).summary == "2 tokens, none with a sampling log-prob"
+
+
+def test_a_web_episode_shows_its_screenshot_inline_from_the_screenshots_folder(site, extras):
+    from selenium.webdriver.common.by import By
+
+    url = extras["url"]
+    r = get(f"{url}/ui/trajectories/{HEAT_ID}")
+    assert '<img src="/ui/screenshots/end.png"' in r.text and "img-src 'self'" in r.headers["content-security-policy"]
+    pic = get(f"{url}/ui/screenshots/end.png")
+    assert pic.status_code == 200 and pic.headers["content-type"] == "image/png" and pic.content == png()
+    assert pic.headers["x-content-type-options"] == "nosniff"
+    # in the browser: the picture loads under the page's CSP, the heat's colours come from the stylesheet
+    _, b, _ = site
+    driver = b.driver
+    driver.get(f"{url}/ui/trajectories/{HEAT_ID}")
+    driver.execute_script("document.getElementById('screenshots').scrollIntoView();")
+    shot(driver, "conversation-screenshot")
+    driver.execute_script("document.getElementById('heat').scrollIntoView();")
+    shot(driver, "conversation-heat")
+    img = driver.find_element(By.CSS_SELECTOR, "#screenshots img")
+    assert driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth;", img) == 3
+    colour = "return getComputedStyle(document.querySelector(arguments[0])).backgroundColor;"
+    hot, cool, grey = (driver.execute_script(colour, f"#heat-strip .tok.{c}") for c in ("h0", "h9", "ns"))
+    assert len({hot, cool, grey}) == 3 and "rgba(0, 0, 0, 0)" not in (hot, cool, grey)
+    assert driver.find_element(By.ID, "heat-strip").get_attribute("aria-label").startswith("8 tokens, 5 sampled")
+    assert no_alert(driver)
+
+
+@pytest.mark.attack
+def test_a_screenshot_path_outside_the_folder_is_text_and_the_route_refuses_it(extras):
+    """A screenshot's path is data any writer of the lake chose: outside --screenshots (absolute, climbing with
+    `..`, through a link in the folder), not a .png or not there, the page shows it as text and says why, and the
+    route serves nothing for it, asked by the recorded path or relative to the folder."""
+    import html as htmllib
+    import re
+
+    url, shots = extras["url"], extras["shots"]
+    r = get(f"{url}/ui/trajectories/{SHOTS_ID}")
+    assert r.status_code == 200 and "<img" not in r.text
+    shown = dict(re.findall(r'<p class="screenshot-path"><code>([^<]*)</code> <span class="cut">([^<]*)</span>', r.text))
+    assert {htmllib.unescape(k): htmllib.unescape(v) for k, v in shown.items()} == {
+        p: SHOT_ROWS[tid] + (str(shots.resolve()) if SHOT_ROWS[tid] == OUTSIDE else "")
+        for tid, p in extras["paths"].items()}
+    for tid, recorded in extras["paths"].items():  # the path as recorded, and relative to the folder (`..` encoded)
+        for asked in (quote(recorded), quote(os.path.relpath(recorded, shots)).replace(".", "%2E")):
+            got = get(f"{url}/ui/screenshots/{asked.lstrip('/')}" if asked[0] != "/" else
+                            f"{url}/ui/screenshots/{asked}")
+            assert got.status_code == (404 if tid == "shot-gone" else 403), (tid, asked, got.status_code)
+            assert got.content[:8] != b"\x89PNG\r\n\x1a\n" and "image" not in got.headers["content-type"]
+
+
+@pytest.mark.attack
+def test_a_file_named_png_that_is_no_png_is_not_served(extras):
+    (extras["shots"] / "fake.png").write_text("<script>document.title='pwned'</script>")
+    r = get(f"{extras['url']}/ui/screenshots/fake.png")
+    assert r.status_code == 403 and "not a PNG" in r.text and "<script>document" not in r.text
+
+
+def test_the_conversation_links_every_export_holding_it(extras):
+    import re
+
+    url = extras["url"]
+
+    def links(tid: str) -> tuple[list[str], str]:
+        page = get(f"{url}/ui/trajectories/{tid}").text
+        return re.findall(r'<a class="export" href="/ui/exports/([^"]+)">', page), page
+
+    found, page = links(HEAT_ID)
+    assert sorted(found) == ["sft-v1", "sft-v2"]  # both sft exports hold it (parquet and jsonl)
+    # an export of a view whose rows carry no trajectory id: said, not guessed
+    assert re.search(r'id="exports-no-column">[^<]*family-v2 \(family_success\)', page)
+    assert links(LATE_ID)[0] == ["sft-v2"]  # appended after the first export
+    none, page = links(LONG_ID)  # a failure: in no sft export
+    assert none == [] and 'id="exports-none"' in page
+    # a link leads to the export's manifest, and to the view at the export's versions
+    shown = get(f"{url}/ui/exports/sft-v1")
+    manifest = json.loads((extras["exports"] / "sft-v1" / "manifest.json").read_text())
+    assert shown.status_code == 200 and manifest["event_ids_sha256"] in shown.text
+    assert get(f"{url}/ui/exports/no-such").status_code == 404
+    assert get(f"{url}/ui/exports/%2E%2E").status_code == 404
+
+
+def test_an_export_is_read_once_until_its_manifest_changes(extras):
+    """Kept per export folder by its manifest's mtime and size: its files are not read again at the next page; a
+    new manifest is read again (here: its data file gone, so it is listed as not read, saying why)."""
+    import shutil
+
+    url, ex = extras["url"], extras["exports"]
+    copy = ex / "sft-copy"
+    shutil.copytree(ex / "sft-v1", copy)
+    try:
+        assert "sft-copy" in get(f"{url}/ui/trajectories/{HEAT_ID}").text
+        for f in copy.glob("*.parquet"):
+            f.unlink()
+        assert '/ui/exports/sft-copy"' in get(f"{url}/ui/trajectories/{HEAT_ID}").text  # kept: not read again
+        st = (copy / "manifest.json").stat()
+        os.utime(copy / "manifest.json", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        page = get(f"{url}/ui/trajectories/{HEAT_ID}").text
+        assert '/ui/exports/sft-copy"' not in page and "sft-copy: its files are not read" in page
+    finally:
+        shutil.rmtree(copy)
+
+
+@pytest.mark.attack
+def test_an_export_manifest_naming_a_file_outside_its_folder_or_a_link_is_not_read(extras, monkeypatch):
+    """A manifest is data: a file it names outside its export folder, or through a link, is never opened; and the
+    scan is bounded (exports looked at, rows read), saying so."""
+    import shutil
+
+    from ui import export_index
+    from ui.export_index import ExportIndex
+
+    ex = extras["tmp"] / "exports-hostile"
+    shutil.copytree(extras["exports"], ex)
+    manifest = json.loads((ex / "sft-v1" / "manifest.json").read_text())
+    (ex / "climbs").mkdir()
+    (ex / "climbs" / "manifest.json").write_text(json.dumps(
+        {**manifest, "files": [{**f, "path": "../sft-v1/" + f["path"]} for f in manifest["files"]]}))
+    shutil.copytree(ex / "sft-v1", ex / "linked")
+    for f in manifest["files"]:
+        (ex / "linked" / f["path"]).unlink()
+        (ex / "linked" / f["path"]).symlink_to(ex / "sft-v1" / f["path"])
+    held = ExportIndex(ex).holding(HEAT_ID)
+    assert sorted(e.name for e in held.found) == ["sft-v1", "sft-v2"]
+    why = {e.name: e.why for e in held.unread}
+    assert "not a path inside the folder" in why["climbs"] and "symbolic link" in why["linked"]
+    monkeypatch.setattr(export_index, "MAX_EXPORTS", 2)
+    monkeypatch.setattr(export_index, "MAX_EXPORT_ROWS", 0)
+    held = ExportIndex(ex).holding(HEAT_ID)
+    assert held.cut and (held.looked, held.total) == (2, 5) and held.found == []
+    assert all("not read" in e.why for e in held.unread)
 
 
 def test_no_browser_is_left_behind(site):

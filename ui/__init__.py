@@ -1,7 +1,8 @@
 """The read-only web UI over the lake and the read API its pages use (`lake ui`, and `lake serve` beside its own
 routes), by job:
 
-* config.py: `UiConfig`, the options of `lake ui` (edge's ServerOptions, the query time limit, --runs, --exports);
+* config.py: `UiConfig`, the options of `lake ui` (edge's ServerOptions, the query time limit, --runs, --exports,
+  --screenshots);
 * params.py: the query parameters of the read API and the pages, parsed once (a bad one is a `ParamError` naming
   it), the `as_of` pin (lake/as_of.py's spellings, never a file path) and the opaque keyset cursor;
 * reader.py: `LakeReader`, every query the UI runs, on a read-only snapshot (lake.Lake.snapshot(read_only=True),
@@ -10,6 +11,9 @@ routes), by job:
   page read, and the skills page's answers kept per pin;
 * conversation.py: a trajectory row as the turns a page shows (tool calls split by transcript's one parser), within
   a page's bounds (turns, steps, characters: what is cut says so);
+* heat.py: a row's per-token log-probs as the conversation's heat strip (classes, no style attribute) and its
+  summary; screenshots.py: a web episode's screenshot, served only from inside `lake ui --screenshots`;
+  export_index.py: which exports of `lake ui --exports` hold a trajectory (their id columns read once, kept);
 * charts.py: line charts drawn on the server as inline SVG (templates/chart.jinja; no script);
   runview.py: a run's page (config, loss and evaluation curves, lineage, evaluations) and the loop's chart;
   runfiles.py: a run folder's train_log.jsonl, read only inside `lake ui --runs`;
@@ -23,7 +27,8 @@ routes), by job:
 * routes.py: `ui_router(lake_root, ...)`, all of it, for `lake serve` (ingest/app.py takes extra routers) and
   `lake ui`; app.py: `lake ui` alone: the same router behind edge's guards (Host check, token) and HTTP limits.
 
-No route writes into the lake; the one route that writes at all is the export button's, into `--exports`. Of ours
+No route writes into the lake; the one route that writes at all is the export button's, into `--exports`. The
+files read outside the lake are only inside the folders the server was given (--runs, --exports, --screenshots). Of ours
 it imports the ground, the lake, the views (their SQL, the export and skill_to_instruction's selection), edge and
 transcript only, and nothing but the face (lachesis) imports it: the contract `ui-on-lake-views` in pyproject.toml.
 """

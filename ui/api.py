@@ -80,6 +80,8 @@ def api_router(reader: LakeReader) -> APIRouter:
             row, versions = one()
         except ParamError as exc:
             return json_response(exc.body(), 400)
+        except QueryTimeout as exc:  # a lookup by id takes no filter of the client's: the server is busy
+            return json_response({"detail": f"the lake did not answer in time ({exc}): try again"}, 503)
         if row is None:
             return json_response({"detail": f"no trajectory {trajectory_id[:200]!r} in the lake at these versions",
                                   "versions": versions}, 404)

@@ -30,7 +30,12 @@ class UiConfig(ServerOptions):
         "only). Without it, run pages draw what the lake records (evaluations, increments)."))
     exports: Optional[Path] = field(default=None, **helped(
         "A folder (outside the lake) for the views page's export button: each press runs `lake export VIEW --as-of "
-        "PIN` into a new folder of it (the UI's only write; a CSRF token guards the form). Without it, no button."))
+        "PIN` into a new folder of it (the UI's only write; a CSRF token guards the form), and a conversation page "
+        "links every export of it whose rows hold that trajectory. Without it, no button and no such links."))
+    screenshots: Optional[Path] = field(default=None, **helped(
+        "The folder web episodes save their screenshots in (web_form_env's `screenshots`): a conversation page shows "
+        "the screenshot its row records (metadata.checks.details[0].screenshot) when that file, links resolved, is a "
+        ".png inside this folder; any other path is shown as text and never read. Without it, paths as text only."))
 
     def __post_init__(self):
         positive(self, "query_timeout", error=OptionError)

@@ -13,6 +13,9 @@ Off unless `--exports` is given (and never on `lake serve`, which carries the UI
 * edge.guards.same_origin: a POST whose Origin or Sec-Fetch-Site says another site is refused (403);
 * the cookie itself is SameSite=Strict: a browser does not send it on another site's form.
 One export at a time (a second while one runs is a 429); the form is an urlencoded body of at most FORM_MAX_BYTES.
+
+`GET /ui/exports/{name}` shows one export of that folder (its manifest, read without following a link), the page a
+conversation links for each export whose rows hold its trajectory (ui/export_index.py).
 """
 from __future__ import annotations
 
@@ -32,6 +35,8 @@ from starlette.concurrency import run_in_threadpool
 
 from edge.errors import BadInput
 from edge.guards import TOKEN_COOKIE, read_limited, same_origin
+from ground.files import Refusal
+from ui.export_index import read_manifest
 from ui.pages import error_page, page, raw_as_of, short
 from ui.params import ParamError, as_of as parse_pin
 from ui.reader import LakeReader
@@ -90,6 +95,24 @@ def exports_router(reader: LakeReader, exports: Path | None, secret: bytes | Non
             return await run_in_threadpool(run_export, reader, view, pin, exports, request)
         finally:
             busy.release()
+
+    @router.get("/exports/{name}")
+    def shown(name: str, request: Request) -> Response:
+        """One export of the exports folder (what a conversation page links): its manifest, as after the button."""
+        if exports is None:
+            return error_page(404, "exports are off on this server (lake ui --exports FOLDER turns them on)")
+        try:
+            manifest = read_manifest(exports, name)
+        except (Refusal, OSError, ValueError) as exc:
+            return error_page(404, f"no export {short(name)!r} in the exports folder: "
+                                   f"{short(getattr(exc, 'reason', None) or exc)}")
+        if not isinstance(manifest.get("row_count"), int) or not isinstance(manifest.get("lake_versions"), dict):
+            return error_page(404, f"{short(name)!r} holds no manifest of `lake export`")
+        view = str(manifest.get("view") or "")
+        shown = {"format": "", "event_ids_sha256": "", "view_sql_sha256": "", "splits": None,
+                 **manifest, "view": view}
+        return page("exported.jinja", request=request, title=f"Export {short(name)}", as_of=None,
+                    versions=manifest["lake_versions"], view=view, output=str(exports / name), manifest=shown)
 
     return router
 

@@ -1,5 +1,6 @@
 """The HTML pages under /ui: the overview, the trajectory list (the read API's filters as a form, sortable column
-headers, pagination links), a trajectory's conversation (bounded: ui/conversation.py), the runs (config and metrics
+headers, pagination links), a trajectory's conversation (bounded: ui/conversation.py; its log-prob heat: ui/heat.py,
+its screenshot: ui/screenshots.py, the exports holding it: ui/export_index.py), the runs (config and metrics
 summarised, pages), a run (ui/runview.py: curves, lineage, evaluations), the loop (success rate and mean reward by
 policy_version, with its chart), the skills (usage, skill_effect, skill_to_instruction's selection) and the views
 (the rows each yields; the export button: ui/exports.py); the same reader and parameter grammar as the read API
@@ -25,7 +26,9 @@ from fastapi.responses import HTMLResponse, Response
 
 from edge.guards import TOKEN_COOKIE
 from lake.query import literal
-from ui import conversation
+from ui import conversation, screenshots
+from ui.export_index import ExportIndex
+from ui.heat import token_heat
 from ui.charts import number as chart_number
 from ui.runview import loop_chart, run_view
 from ui import params as P
@@ -52,6 +55,11 @@ def segment(value: Any) -> str:
     """A value as one path segment: every reserved character encoded, `/` included (a trajectory id of `../x` or
     `a?b` stays one segment)."""
     return quote(str(value), safe="")
+
+
+def segments(path: str) -> str:
+    """A relative path as URL path segments, each percent-encoded (its `/` kept between them)."""
+    return "/".join(segment(p) for p in path.split("/"))
 
 
 PRETTY_CHARS = 50_000
@@ -131,7 +139,7 @@ def templates() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(link=link, stylesheet=STYLESHEET)
     env.filters.update(segment=segment, pretty=pretty, when=when, summary=summary, rate=rate, mean=mean,
-                       short=short, chartnum=chartnum)
+                       short=short, chartnum=chartnum, segments=segments)
     return env
 
 
@@ -168,11 +176,15 @@ def paged(request: Request, path: str, parsers: dict, fetch: Callable[[dict], di
                 first_link=link(path, **form) if q["cursor"] is not None else None, **context, **data)
 
 
-def pages_router(reader: LakeReader, runs_root: Any = None, csrf: Callable[[Request], str] | None = None) -> APIRouter:
+def pages_router(reader: LakeReader, runs_root: Any = None, csrf: Callable[[Request], str] | None = None,
+                 screenshots_root: Any = None, exports: ExportIndex | None = None) -> APIRouter:
     """The pages over `reader`; `runs_root`: the folder of run folders a run page may read curves from
     (ui/runfiles.py; None: the lake's records only); `csrf`: the export form's token for a request
-    (ui/exports.py; None: exports are off and the view pages show no button)."""
+    (ui/exports.py; None: exports are off and the view pages show no button); `screenshots_root`: the folder web
+    episodes' screenshots are served from (ui/screenshots.py; None: their paths as text); `exports`: the exports
+    whose rows a conversation page looks its trajectory up in (ui/export_index.py; None: none)."""
     router = APIRouter(prefix="/ui", include_in_schema=False)
+    exports = exports or ExportIndex(None)
 
     def rendered(request: Request, build) -> Response:
         try:
@@ -203,11 +215,21 @@ def pages_router(reader: LakeReader, runs_root: Any = None, csrf: Callable[[Requ
             as_of = raw_as_of(request)
             if row is None:
                 return error_page(404, f"no trajectory {trajectory_id[:200]!r} in the lake at these versions", as_of)
+            shots = [screenshots.locate(screenshots_root, p) for p in screenshots.recorded(row)]
             return page("conversation.jinja", request=request, title=f"Trajectory {short(trajectory_id[:80])}",
                         as_of=as_of, row=row, versions=versions, conv=conversation.conversation(row),
+                        heat=token_heat(row), shots=shots, holding=exports.holding(trajectory_id),
                         json_link=link(f"/v1/trajectories/{segment(trajectory_id)}", as_of=as_of),
                         here=f"/ui/trajectories/{segment(trajectory_id)}")
         return rendered(request, build)
+
+    @router.get("/screenshots/{path:path}")
+    def screenshot(path: str) -> Response:
+        """A web episode's screenshot: a .png inside --screenshots only (ui/screenshots.py), else 404 or 403."""
+        data, shot = screenshots.read(screenshots_root, path)
+        if data is None:
+            return error_page(shot.status, f"screenshot {short(path)!r}: {shot.why}")
+        return Response(data, media_type="image/png", headers={**SECURITY_HEADERS, "Cache-Control": "max-age=300"})
 
     @router.get("/runs")
     def runs(request: Request) -> Response:
