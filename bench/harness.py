@@ -107,8 +107,10 @@ class Commands:
 
     def evaluate(self, env: str, limit: int, adapter: Path | None, log: str, split: str = "test") -> dict:
         """hermes_eval's figures; keys prefixed `fam_` for the test_families split."""
-        extra = ["--adapter", adapter] if adapter else []
-        out = json.loads(self.run("hermes_eval", "--model", self.model, "--task", env, "--split", split,
+        # a run is evaluated on its own base model (a transfer run with a fresh adapter trained over the merged
+        # source, not over --model)
+        extra = ["--adapter", adapter] if adapter else ["--model", self.model]
+        out = json.loads(self.run("hermes_eval", "--task", env, "--split", split,
                                   "--limit", limit, "--json", "--quiet", "--no-lake", *extra, log=log))
         pre = "" if split == "test" else "fam_"
         return {f"{pre}{k}": out[key] for k, key in (

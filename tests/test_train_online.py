@@ -309,7 +309,7 @@ def test_train_transfer_keeps_frozen_layers_bit_identical(source_lake, tmp_path,
     assert summary["env"] == "git_repo_env" and summary["frozen_identical"]
 
 
-def test_a_fresh_adapter_trains_over_the_merged_lora_source(source_lake, tmp_path):
+def test_a_fresh_adapter_trains_over_the_merged_lora_source(source_lake, tmp_path, tiny_dir):
     """rl_transfer_init --adapter fresh: the source's LoRA adapter is merged into its base beside the spec, and the
     target SFT run trains a new adapter on that merged model (none on the frozen layer) whose run names the merged
     model as its base; a fully fine-tuned source has no adapter to merge (one line)."""
@@ -343,6 +343,12 @@ def test_a_fresh_adapter_trains_over_the_merged_lora_source(source_lake, tmp_pat
     assert adapter["layers_to_transform"] == [1]  # a new adapter, on the layer not frozen only
     assert run_base_model(str(target))[1] == str(merged.resolve())  # what hermes_eval --adapter loads it on
     assert summary["frozen_identical"] and summary["trained_changed"] > 0
+    # the source's own base has the same shapes: put under this adapter it would load and answer nonsense
+    from trainers.modeling.models import load_model
+
+    with pytest.raises(TrainerInputError, match=f"was trained on {merged.resolve()}, not on {tiny_dir}"):
+        load_model(str(tiny_dir), str(target))
+    assert load_model(str(merged.resolve()), str(target)) is not None
 
 
 def test_lora_transfer_puts_no_adapter_on_frozen_layers(tiny_dir):

@@ -15,7 +15,7 @@ from trainers.modeling.tiny import TINY_NAMES, tiny_model_path
 from trainers.runtime.device import load_dtype, quiet_transformers, setup_env
 from trainers.runtime.device import device as pick_device
 from trainers.runtime.errors import TrainerInputError
-from trainers.runtime.model_folder import WEIGHT_FILES, adapter_base, is_model_folder
+from trainers.runtime.model_folder import WEIGHT_FILES, adapter_base, adapter_base_differs, is_model_folder
 from trainers.runtime.run_reader import RunReader
 
 ALIASES = {"hermes-3": "NousResearch/Hermes-3-Llama-3.1-8B", "hermes3": "NousResearch/Hermes-3-Llama-3.1-8B"}
@@ -129,6 +129,10 @@ def load_model(path: str, adapter: str | None = None, trainable: bool = False, d
     adapter = resolve_adapter(adapter)
     if adapter and is_model_folder(Path(adapter)) and not (Path(adapter) / "adapter_config.json").exists():
         path, adapter = adapter, None
+    other = adapter_base_differs(adapter, path) if adapter else None
+    if other:  # the same shapes with other weights loads without a word and answers nonsense
+        raise TrainerInputError(f"the adapter {adapter} was trained on {other}, not on {path}: give that model "
+                                "with --model (or leave --model out to use the run's own)")
     dev = device if device is not None else pick_device()
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or load_dtype(dev))
