@@ -209,7 +209,8 @@ def test_every_namespace_mode_contains_the_basics(mode, spawner, tmp_path, monke
     monkeypatch.setenv("LACHESIS_SANDBOX_SPAWNER", spawner)  # "0": commands fork from this process
     if mode == "full" and os.geteuid() != 0:
         pytest.skip("full isolation needs root")
-    box = Sandbox(FAST, isolation=mode)
+    # FAST's 2 s: a python3 start and a 1 s connect can take longer beside other work; containment is the subject
+    box = Sandbox(Limits(timeout_s=20.0, cpu_s=10, processes=32, workspace_bytes=48 << 20), isolation=mode)
     try:
         probe = box.run("true")
     except (OSError, subprocess.SubprocessError) as exc:  # the kernel refuses this mode (forked here)

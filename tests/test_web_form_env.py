@@ -18,6 +18,7 @@ import time
 import pytest
 
 import envs
+from envs.core.episode import play_retrying
 from envs.sandbox.processes import killpg
 from envs.web import browser as browsers
 from transcript.toolcalls import format_tool_call
@@ -142,7 +143,7 @@ def test_expert_solves_each_task(env, template):
     policy = envs.get_policy("web_form_env", "expert")
     for k in range(1):
         split, index = _index_of("test_families" if template in HELD_OUT else "test", template, k)
-        rec = envs.play(env, policy, seed=k, options={"split": split, "index": index})
+        rec = play_retrying(env, policy, seed=k, options={"split": split, "index": index})
         first = rec.messages[1]["content"]
         assert first.startswith("Task: ") and "\nPage:\n[" in first and len(first) < 3000
         assert rec.success, (template, k, [s["action"] for s in rec.steps], rec.steps[-1]["result"])
@@ -155,7 +156,7 @@ def test_expert_solves_each_task(env, template):
 def test_expert_success_rate(env, template):
     policy = envs.get_policy("web_form_env", "expert")
     split = "test_families" if template in HELD_OUT else "train"
-    wins = sum(envs.play(env, policy, seed=k, options={"split": split, "index": _index_of(split, template, k)[1]})
+    wins = sum(play_retrying(env, policy, seed=k, options={"split": split, "index": _index_of(split, template, k)[1]})
                .success for k in range(40))
     assert wins / 40 >= 0.95, (template, wins)
 
@@ -167,7 +168,7 @@ def test_noisy_expert_makes_mistakes_and_recovers(env):
     outcomes: dict[str, list[bool]] = {}
     for template in ("login-user", "enter-password", "click-checkboxes", "click-option", "multi-orderings"):
         for k in range(4):
-            rec = envs.play(env, policy, seed=k, options=dict(zip(("split", "index"), _index_of(
+            rec = play_retrying(env, policy, seed=k, options=dict(zip(("split", "index"), _index_of(
                 "test_families" if template in HELD_OUT else "train", template, k))))
             outcomes.setdefault(policy.notes()["mistake"], []).append(rec.success)
     repaired = {m: ok for m, ok in outcomes.items() if m in ("wrong field", "typo", "wrong click")}

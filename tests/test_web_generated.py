@@ -19,6 +19,7 @@ from collections import Counter
 import pytest
 
 import envs
+from envs.core.episode import play_retrying
 from transcript.toolcalls import format_tool_call
 from web_helpers import assert_no_browser_left, needs_browser
 from envs.web.experts import parse_elements
@@ -152,8 +153,8 @@ def test_a_task_file_task_plays(tmp_path):
 def test_expert_solves_at_least_95_percent(env, split, n):
     policy = envs.get_policy("web_gen_env", "expert")
     wins, failed = 0, []
-    for i in range(n):
-        rec = envs.play(env, policy, seed=0, options={"split": split, "index": i})
+    for i in range(n):  # a page that did not load (a busy machine) is the environment's fault: played again, as
+        rec = play_retrying(env, policy, seed=0, options={"split": split, "index": i})  # lake rollout does
         wins += rec.success
         if not rec.success:
             failed.append((i, rec.final["checks"]["details"][0].get("reason")))
@@ -167,7 +168,7 @@ def test_noisy_expert_makes_mistakes_and_repairs_them(env):
     for kind, seed in (("noisy", 3), ("recover", 4)):
         policy = envs.get_policy("web-gen", kind, seed=seed)
         for i in range(8):
-            rec = envs.play(env, policy, seed=0, options={"split": "train", "index": 100 + i})
+            rec = play_retrying(env, policy, seed=0, options={"split": "train", "index": 100 + i})
             outcomes.setdefault(policy.notes()["mistake"], []).append(rec.success)
             assert rec.final is not None  # the episode ended by itself: a submit or the step limit
     repaired = {m: ok for m, ok in outcomes.items() if m in ("wrong field", "typo", "wrong click")}
