@@ -161,8 +161,9 @@ def run_in_work(args: argparse.Namespace, work: Path, run) -> dict:
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    for r in result["records"]:
-        r["run"] = str(Path(r["run"]).relative_to(work))
+    for r in result["records"]:  # (records taken from an earlier run's JSON are relative already)
+        if Path(r["run"]).is_relative_to(work):
+            r["run"] = str(Path(r["run"]).relative_to(work))
     return result
 
 

@@ -31,13 +31,12 @@ import argparse
 import json
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench_json import machine
-from harness import BASH, ROOT, Commands, fmt_ci, pool, run_in_work, time_spent
+from harness import BASH, ROOT, Commands, fmt_ci, pool, run_in_work, time_spent, work_folder, work_options
 from strategies import online_curve
 
 LEARNING_RUN = {"learning_rate": 2e-4, "batch_size": 2}  # bench/learning.py --size cpu: 2 tasks x 4 rollouts a step
@@ -176,7 +175,7 @@ def main() -> None:
                          "(task families no training row shows)")
     ap.add_argument("--jobs", type=int, help="commands side by side (default 2)")
     ap.add_argument("--out", type=Path, help="where the table and records go (default bench/online_arms/<model>)")
-    ap.add_argument("--work", type=Path, help="work folder kept for inspection (default: a temp folder, removed)")
+    work_options(ap)
     ap.add_argument("--seed-from", type=int, default=0,
                     help="run seeds from this one on and take the lower seeds' records from --out's arms.json "
                          "(the same model, environment, --init, arms and size): a second seed added to a first")
@@ -190,9 +189,8 @@ def main() -> None:
                                       if v}})
     out = args.out or ROOT / "bench" / "online_arms" / ("quick" if args.quick else args.model)
     out.mkdir(parents=True, exist_ok=True)
-    work = args.work or Path(tempfile.mkdtemp(prefix="lachesis-arms-"))
-    work.mkdir(parents=True, exist_ok=True)
-    c = Commands(work, args.model)
+    work = work_folder(args, ap, "lachesis-arms-")
+    c = Commands(work, args.model, resume=args.resume)
     earlier = earlier_records(out / "arms.json", args, size) if args.seed_from else None
     load0, t0 = os.getloadavg()[0], time.time()
     print(f"online arms: model {args.model}, {size.seeds} seeds x {len(args.arms)} arms, work {work}, "
