@@ -205,8 +205,9 @@ def main() -> None:
             *([] if baseline else [
                 lambda sd=sd: strategy_no_transfer(c, size, lake, sd, env=dst, micro_batch=args.micro_batch)]))]
         records = [r for rs in pool(size.jobs, jobs) for r in rs] + (baseline or [])
-        records += [{"strategy": "transfer", "arm": NO_TRANSFER, "seed": sd, "step": 0, "run": "base", **base_eval}
-                    for sd in seeds]
+        if not baseline:  # (an earlier run's no-transfer arm has its step 0 already)
+            records += [{"strategy": "transfer", "arm": NO_TRANSFER, "seed": sd, "step": 0, "run": "base", **base_eval}
+                        for sd in seeds]
         spent = time_spent(t0, c.logs)
     finally:
         if args.work is None:
