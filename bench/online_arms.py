@@ -226,8 +226,10 @@ def main() -> None:
              f"{f' --seeds {args.seeds}' if args.seeds else ''}{f' --eval-limit {args.eval_limit}' if args.eval_limit else ''}{' --families' if args.families else ''}"
              f"{f' --seed-from {args.seed_from}' if args.seed_from else ''}` on "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; 1-minute load {load0:.2f} at the start, "
-             f"{load1:.2f} at the end; {spent['total_s'] / 60:.0f} min, {spent['cpu_s'] / 60:.0f} CPU-min"
-             f"{f' (seeds {args.seed_from} on; the lower ones from the earlier arms.json)' if args.seed_from else ''}.", "",
+             f"{load1:.2f} at the end; "
+             + (f"resumed: the commands' own times sum to {spent['commands_s'] / 60:.0f} min" if args.resume else
+                f"{spent['total_s'] / 60:.0f} min, {spent['cpu_s'] / 60:.0f} CPU-min")
+             + f"{f' (seeds {args.seed_from} on; the lower ones from the earlier arms.json)' if args.seed_from else ''}.", "",
              f"Held-out success (greedy, {args.env} test split, first {size.eval_limit} tasks) of rl_train_online "
              f"--curriculum from the same SFT model ({'--init: ' + init.name if args.init else f'{size.sft_steps} steps on {size.expert} expert rollouts'}), {size.steps} steps of `batch_size` tasks x `group_size` rollouts (4 unless an arm's keys say); means with "
              "a 95% t-interval over seeds. Each arm's lachesis.toml keys (the rest are the defaults): "
