@@ -299,6 +299,7 @@ def actor_pids(title: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow  # in `just faults` and `just test-all`: the default suite keeps the 2-node RL and eval tests
 @pytest.mark.fault
 def test_a_rollout_worker_killed_mid_run_loses_and_duplicates_nothing(cluster, tmp_path):
     """kill -9 of a Ray worker after the first episode came back: the chunk it was playing is played by the other
@@ -327,6 +328,7 @@ def test_a_rollout_worker_killed_mid_run_loses_and_duplicates_nothing(cluster, t
     assert sorted(r["trajectory_id"] for r in rows) == sorted(episode_id(result.group_id, i) for i in range(16))
 
 
+@pytest.mark.slow  # in `just faults` and `just test-all`: the default suite keeps the 2-node RL and eval tests
 @pytest.mark.fault
 def test_a_node_removed_mid_rollout_loses_and_duplicates_nothing(cluster, tmp_path):
     """The second node removed (its raylet and workers gone) after the first episode came back: its worker's chunk is
