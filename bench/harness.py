@@ -29,6 +29,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -165,6 +166,23 @@ def run_in_work(args: argparse.Namespace, work: Path, run) -> dict:
         if Path(r["run"]).is_relative_to(work):
             r["run"] = str(Path(r["run"]).relative_to(work))
     return result
+
+
+def earlier_records(path: Path, option: str, same: Callable[[dict], dict[str, tuple]],
+                    keep: Callable[[dict], bool], seeds: int) -> tuple[dict, list[dict]]:
+    """(the earlier bench JSON at `path`, its records that `keep` takes) for `option`, which reuses them: `same(was)`
+    maps each setting that must agree to (its value there, this run's), compared as JSON (a tuple here is a list
+    there); a difference, a missing file or a seed below `seeds` without records is one line (SystemExit)."""
+    if not path.is_file():
+        raise SystemExit(f"{option}: no earlier records at {path}")
+    was = json.loads(path.read_text())
+    for key, (then, now) in same(was).items():
+        if then != json.loads(json.dumps(now)):
+            raise SystemExit(f"{option}: {path} has {key} {then!r}, this run {now!r}")
+    recs = [r for r in was["records"] if keep(r)]
+    if {r["seed"] for r in recs} != set(range(seeds)):
+        raise SystemExit(f"{option}: {path} lacks records of some of seeds 0..{seeds - 1}")
+    return was, recs
 
 
 def cpu_seconds() -> float:

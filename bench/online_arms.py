@@ -36,7 +36,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench_json import machine
-from harness import BASH, ROOT, Commands, fmt_ci, pool, run_in_work, time_spent, work_folder, work_options
+from harness import (BASH, ROOT, Commands, earlier_records, fmt_ci, pool, run_in_work, time_spent, work_folder,
+                     work_options)
 from strategies import online_curve
 
 LEARNING_RUN = {"learning_rate": 2e-4, "batch_size": 2}  # bench/learning.py --size cpu: 2 tasks x 4 rollouts a step
@@ -135,21 +136,15 @@ def table(records: list[dict], arms: list[str], size: Size, init_families: float
     return rows
 
 
-def earlier_records(path: Path, args: argparse.Namespace, size: Size) -> dict:
+def seeds_before(path: Path, args: argparse.Namespace, size: Size) -> dict:
     """The records of seeds below --seed-from in an earlier arms.json, checked to be of the same experiment."""
-    if not path.is_file():
-        raise SystemExit(f"--seed-from {args.seed_from}: no earlier records at {path}")
-    was = json.loads(path.read_text())
-    same = {"model": (was["model"], args.model), "env": (was["env"], args.env),
+    was, recs = earlier_records(
+        path, f"--seed-from {args.seed_from}", lambda was: {
+            "model": (was["model"], args.model), "env": (was["env"], args.env),
             "init": (was["init"], str(args.init.resolve()) if args.init else None),
             "arms": (sorted(was["arms"]), sorted(args.arms)),
-            **{k: (was["size"][k], v) for k, v in asdict(size).items() if k not in ("seeds", "jobs")}}
-    for key, (then, now) in same.items():
-        if then != now:
-            raise SystemExit(f"--seed-from {args.seed_from}: {path} has {key} {then!r}, this run {now!r}")
-    recs = [r for r in was["records"] if r["seed"] < args.seed_from]
-    if {r["seed"] for r in recs} != set(range(args.seed_from)):
-        raise SystemExit(f"--seed-from {args.seed_from}: {path} lacks some of seeds 0..{args.seed_from - 1}")
+            **{k: (was["size"][k], v) for k, v in asdict(size).items() if k not in ("seeds", "jobs")}},
+        lambda r: r["seed"] < args.seed_from, args.seed_from)
     return {"init_families": was["init_families"], "records": recs}
 
 
@@ -191,7 +186,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     work = work_folder(args, ap, "lachesis-arms-")
     c = Commands(work, args.model, resume=args.resume)
-    earlier = earlier_records(out / "arms.json", args, size) if args.seed_from else None
+    earlier = seeds_before(out / "arms.json", args, size) if args.seed_from else None
     load0, t0 = os.getloadavg()[0], time.time()
     print(f"online arms: model {args.model}, {size.seeds} seeds x {len(args.arms)} arms, work {work}, "
           f"load {load0:.2f}", flush=True)

@@ -29,8 +29,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from bench_json import machine
-from harness import (BASH, GIT, ROOT, Commands, band, by, first_step_at, fmt_ci, pool, time_spent, work_folder,
-                     work_options)
+from harness import (BASH, GIT, ROOT, Commands, band, by, earlier_records, first_step_at, fmt_ci, pool, time_spent,
+                     work_folder, work_options)
 from strategies import (NO_TRANSFER, PRETRAINED, SIZES, strategy_no_transfer, strategy_sft, strategy_transfer,
                         transfer_arm)
 
@@ -62,18 +62,11 @@ def ratio_of(transfer: int | None, base: int | None, last: int) -> str:
 def earlier_baseline(path: Path, size, target: str) -> list[dict]:
     """The no-transfer records of an earlier transfer.json, checked to be of the same target, data and size (the
     base trained on the same target rows does not depend on the source)."""
-    was = json.loads(path.read_text())
     keys = ("transfer_steps", "transfer_batch", "transfer_lr", "git_expert", "eval_limit", "seeds")
-    same = {"target_env": (was["target_env"], target), **{k: (was["size"][k], v) for k, v in asdict(size).items()
-                                                          if k in keys}}
-    same["transfer_steps"] = (list(same["transfer_steps"][0]), list(same["transfer_steps"][1]))
-    for key, (then, now) in same.items():
-        if then != now:
-            raise SystemExit(f"--baseline-from {path}: it has {key} {then!r}, this run {now!r}")
-    recs = [r for r in was["records"] if r["arm"] == NO_TRANSFER]
-    if {r["seed"] for r in recs} != set(range(size.seeds)):
-        raise SystemExit(f"--baseline-from {path}: its no-transfer arm lacks some of seeds 0..{size.seeds - 1}")
-    return recs
+    return earlier_records(
+        path, "--baseline-from", lambda was: {"target_env": (was["target_env"], target),
+                                              **{k: (was["size"][k], v) for k, v in asdict(size).items() if k in keys}},
+        lambda r: r["arm"] == NO_TRANSFER, size.seeds)[1]
 
 
 def table(records: list[dict], size, arms: list[str], target: str, levels: tuple) -> list[str]:
