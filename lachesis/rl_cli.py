@@ -123,10 +123,10 @@ def _transfer_init(values: dict, as_json: bool, quiet: bool) -> None:
     if as_json:
         print_json(spec)
         return
+    fresh = f"; a new adapter over the merged source {spec['merged_model']}" if spec["merged_model"] else ""
     typer.echo(f"transfer spec {spec['spec_id']}: {spec['source_env']} -> {spec['target_env']} from run "
                f"{spec['source_run_id']} ({spec['model']}, {spec['mode']}, {spec['depth']} layers); frozen: embeddings "
-               f"+ layers {spec['freeze_spec'] or '(none)'}"
-               f"{'; a new adapter over the merged source ' + spec['merged_model'] if spec['merged_model'] else ''}; written to {spec['spec_path']} and the lake's runs "
+               f"+ layers {spec['freeze_spec'] or '(none)'}{fresh}; written to {spec['spec_path']} and the lake's runs "
                f"(kind transfer_spec); next: rl_train_transfer")
 
 

@@ -36,8 +36,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ground.files import Refusal, open_fd, read_regular
+from lake.as_of import MANIFEST_NAME as MANIFEST  # the name views/export.py writes
 
-MANIFEST = "manifest.json"  # lake.as_of.MANIFEST_NAME, the name views/export.py writes
 MAX_MANIFEST_BYTES = 4 << 20
 MAX_EXPORTS = 100
 MAX_EXPORT_ROWS = 2_000_000
