@@ -6,8 +6,9 @@ HF_DATASETS_OFFLINE := "1"
 TOKENIZERS_PARALLELISM := "false"
 venv_python := justfile_directory() / ".venv/bin/python"
 py := if path_exists(venv_python) == "true" { venv_python } else { "python" }
-# 2 workers on 2 cores: the suite is 14 min in one process, 7 min in two (tests hold 1 torch thread each)
-test_workers := env("LACHESIS_TEST_WORKERS", "2")
+# 3 workers on 2 cores (tests hold 1 torch thread each): a worker often waits on a subprocess, a server, a browser or
+# a Ray node, and a third fills that time (2026-12-07, quiet: 10 min 33 s with 2 workers, 8 min 48 s with 3; docs/results.md)
+test_workers := env("LACHESIS_TEST_WORKERS", "3")
 
 # List the recipes.
 default:
@@ -17,7 +18,7 @@ default:
 setup:
     bash scripts/bootstrap.sh
 
-# The whole default test suite (slow tests excluded), one worker per core by file (LACHESIS_TEST_WORKERS, default 2).
+# The whole default test suite (slow tests excluded), by file on LACHESIS_TEST_WORKERS workers (default 3).
 test *ARGS:
     {{py}} -m pytest -n {{test_workers}} --dist loadfile {{ARGS}}
 

@@ -57,9 +57,11 @@ def prepare_data(s: SFTConfig, data: str, work_dir=None) -> Prepared:
     """The rows cut to --max-length (the model's context by default: `settle_length`) and tokenized."""
     rows, manifest, source = load_rows(data, s.lake_root, work_dir)
     model_path = resolve_model(s.model)
-    tok = load_tokenizer(model_path, s.chat_template)
     max_length = s.settle_length(model_path).max_length
     convs, data_stats = conversations(rows, source, s.split, max_length)
+    # the tokenizer only after the rows are known good: loading it imports most of transformers (about 2 s), which a
+    # bad dataset's one-line error does not need
+    tok = load_tokenizer(model_path, s.chat_template)
     examples, enc_stats = encode_all(tok, convs, max_length)
     if not examples:
         raise TrainerInputError(f"dataset {source}: no conversation has assistant tokens within --max-length "
