@@ -18,6 +18,7 @@ UI_OPTIONS = [
     Extra("lake", Optional[Path], LakeOption), ("host", "--host"), ("port", "--port"),
     ("token", "--token", {"envvar": ["LACHESIS_TOKEN", "LAKE_TOKEN"], "show_envvar": True}),
     ("token_file", "--token-file"), ("allowed_hosts", "--allowed-hosts"), ("query_timeout", "--query-timeout"),
+    ("query_memory_mb", "--query-memory-mb"),
     ("runs", "--runs"), ("exports", "--exports"), ("screenshots", "--screenshots"),
     ("log_level", "--log-level"), ("limits", HTTP_LIMIT_OPTIONS),
 ]

@@ -27,6 +27,7 @@ import hashlib
 import io
 import itertools
 import os
+import tempfile
 import threading
 import weakref
 
@@ -210,15 +211,28 @@ class _ReadOnlyFS(_StoreFS):
     mkdir = makedirs = rm = rm_file = _rm = rmdir = mv = cp_file = copy = touch = pipe_file = put_file = _refuse
 
 
+def spill_folder() -> str:
+    """Where a memory-bounded QueryDatabase spills: one folder per process under the system's temporary folder
+    (DuckDB creates it at the first spill and removes its files when the database closes). Not the working folder,
+    DuckDB's default (`.tmp`), which a server started anywhere would litter."""
+    return os.path.join(tempfile.gettempdir(), f"lachesis-duckdb-{os.getpid()}")
+
+
 class QueryDatabase:
     """A database of its own for one snapshot that runs user SQL: data files named through a `_ReadOnlyFS` of
     the lake root (`names`), then `lock()`: that filesystem is the only allowed directory, external access is
     off and the configuration is locked, so no later statement can reach another file or undo the settings.
-    Costs a `duckdb.connect()` (~14 ms) per snapshot, and no Parquet footer cache shared with other snapshots."""
+    Costs a `duckdb.connect()` (~14 ms) per snapshot, and no Parquet footer cache shared with other snapshots.
+    `memory_mb`: the most memory (MiB) its queries may hold; past it DuckDB spills sorts, joins and aggregates to a
+    temporary folder of this process (`spill_folder`) or, for what cannot spill, fails the query with an
+    OutOfMemoryException. None: DuckDB's default (80% of the machine's memory)."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, memory_mb: float | None = None):
         self.con = duckdb.connect()
         self.con.execute("SET parquet_metadata_cache = true")  # the footers read when the views bind, kept
+        if memory_mb is not None:
+            self.con.execute(f"SET memory_limit = '{int(memory_mb * 1024)}KiB'")
+            self.con.execute("SET temp_directory = ?", [spill_folder()])
         root = str(store.root)
         self.protocol = f"lakeq{hashlib.sha256(root.encode()).hexdigest()[:12]}"
         fs_class = type(f"ReadOnlyFS_{self.protocol}", (_ReadOnlyFS,), {"protocol": self.protocol,

@@ -209,11 +209,13 @@ class Lake:
         return out
 
     # -- reading ----------------------------------------------------------------------------------------
-    def snapshot(self, as_of: AsOf = None, for_query: str | None = None, read_only: bool = False) -> Snapshot:
+    def snapshot(self, as_of: AsOf = None, for_query: str | None = None, read_only: bool = False,
+                 memory_mb: float | None = None) -> Snapshot:
         """A DuckDB view of the lake pinned at `as_of` (any spelling of lake.as_of; a bad one is an AsOfError,
         a LakeError); `for_query` registers only the tables and views that SQL reads; `read_only` for a user's
-        SQL (lake/query.py: it can read the lake's files and write none)."""
-        return Snapshot(self.table_set, as_of, self.views_dir, for_query=for_query, read_only=read_only)
+        SQL (lake/query.py: it can read the lake's files and write none), its queries within `memory_mb` MiB."""
+        return Snapshot(self.table_set, as_of, self.views_dir, for_query=for_query, read_only=read_only,
+                        memory_mb=memory_mb)
 
     def resolve_versions(self, as_of: AsOf = None) -> dict[str, int]:
         return self.table_set.resolve_versions(as_of)

@@ -43,11 +43,12 @@ class Snapshot:
     Delta logs. `versions` still lists every table: the others are pinned when it is first read.
     `refresh()` advances the registered tables to their latest versions, reading only the new commits:
     a long-lived process keeps one snapshot and refreshes it instead of opening a new one.
-    `read_only`: for user SQL, on a locked database that can only read the lake's files (not refreshable).
+    `read_only`: for user SQL, on a locked database that can only read the lake's files (not refreshable), whose
+    queries hold at most `memory_mb` MiB (lake.duck.QueryDatabase; None: DuckDB's default).
     """
 
     def __init__(self, table_set: TableSet, as_of: AsOf = None, views_dir: str | os.PathLike | None = None,
-                 for_query: str | None = None, read_only: bool = False):
+                 for_query: str | None = None, read_only: bool = False, memory_mb: float | None = None):
         self.table_set = table_set
         self.views_dir = Path(views_dir) if views_dir else None
         self._as_of = parse_as_of(as_of)
@@ -55,7 +56,7 @@ class Snapshot:
         needed = view_closure(for_query, view_sql) if for_query else None
         tables = [t for t in table_set.tables() if needed is None or t in needed]
         self._versions = table_set.resolve_versions(self._as_of, tables)
-        self._query_db = duck.QueryDatabase(table_set.store) if read_only else None
+        self._query_db = duck.QueryDatabase(table_set.store, memory_mb) if read_only else None
         if self._query_db is not None:
             self.con, self._drop_schema = self._query_db.con, self._query_db.close
         else:

@@ -244,6 +244,30 @@ def test_skill_effect_matches_the_written_out_figures(lake):
         (0, 0, None, None)
 
 
+def test_skill_uses_kept_once_is_what_every_later_query_of_the_connection_reads(lake):
+    """keep_skill_uses (the skills page and skill_to_instruction compute skill_uses once per connection): a temp
+    table with the view's rows, which skill_effect and the instruction views then read instead of the view."""
+    from views.skills import keep_skill_uses
+
+    with lake.snapshot() as snap:
+        uses = snap.arrow("SELECT * FROM skill_uses ORDER BY trajectory_id, skill").to_pylist()
+        effect = snap.arrow("SELECT * FROM skill_effect ORDER BY skill").to_pylist()
+        keep_skill_uses(snap.con)
+        keep_skill_uses(snap.con)  # a second call keeps the first table
+        kept = "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'skill_uses'"
+        assert snap.con.sql(kept).fetchall() == [(1,)]
+        assert snap.arrow("SELECT * FROM skill_uses ORDER BY trajectory_id, skill").to_pylist() == uses
+        again = snap.arrow("SELECT * FROM skill_effect ORDER BY skill").to_pylist()
+        assert [r.keys() for r in again] == [r.keys() for r in effect]
+        for a, b in zip(again, effect):  # sums over the rows in another order: the last bits of a float may differ
+            assert {k: pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for k, v in a.items()} == b
+        snap.con.execute("DELETE FROM temp.skill_uses WHERE skill = 'deploy-check'")  # the views read the table
+        row = snap.arrow("SELECT trajectories FROM skill_effect WHERE skill = 'deploy-check'").to_pylist()
+        assert row == [{"trajectories": 0}] and effect[[r["skill"] for r in effect].index("deploy-check")]["trajectories"] > 0
+    with lake.snapshot() as snap:  # another connection never sees it
+        assert snap.arrow("SELECT * FROM skill_uses ORDER BY trajectory_id, skill").to_pylist() == uses
+
+
 def test_reward_only_trajectories_and_interval_width(tmp_path):
     """Atropos-style rows with a reward and no success count as success when reward >= skill_effect_min_reward;
     a wider confidence level gives a wider interval."""

@@ -9,6 +9,7 @@ import json
 import os
 import random
 import subprocess
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,6 +20,7 @@ from tests.ui_helpers import BASE, CALL_ID, HOSTILE_ID, LATE_REWARDED, build_lak
 
 PIN = {"as_of": str(BASE)}
 QUERY_TIMEOUT = 2.0
+QUERY_MEMORY_MB = 64  # every page of this module answers within it; a query past it is stopped
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +33,10 @@ def lake(tmp_path_factory):
 def client(lake, tmp_path_factory):
     root, _ = lake
     log = tmp_path_factory.mktemp("ui-api-log") / "ui.log"
-    with ServerProcess(root, command="ui", extra=["--query-timeout", str(QUERY_TIMEOUT)], log_path=log) as srv:
+    extra = ["--query-timeout", str(QUERY_TIMEOUT), "--query-memory-mb", str(QUERY_MEMORY_MB)]
+    with ServerProcess(root, command="ui", extra=extra, log_path=log) as srv:
         with httpx.Client(base_url=srv.url, timeout=30) as c:
+            c.server_pid = srv.proc.pid
             yield c
 
 
@@ -265,6 +269,20 @@ def test_an_expensive_where_is_stopped_at_the_query_time_limit(client):
     assert client.get("/v1/trajectories", params={"limit": 1}).status_code == 200
 
 
+@pytest.mark.attack
+def test_a_where_that_needs_more_memory_than_the_bound_is_stopped_and_the_server_stays_small(client):
+    """A filter that builds a 1 GB string (an aggregate DuckDB cannot spill) on a server bounded to 64 MiB a query:
+    a 400 naming the bound, the server's peak memory far below the gigabyte, and the next page answers."""
+    big = "(SELECT length(string_agg(repeat('x', 1000), ',')) FROM range(1000000)) > 0"
+    r = client.get("/v1/trajectories", params={"where": big})
+    assert r.status_code == 400 and r.json()["param"] == "where", r.text
+    assert f"more than {QUERY_MEMORY_MB} MiB" in r.json()["detail"], r.text
+    status = Path(f"/proc/{client.server_pid}/status").read_text()
+    peak_mb = int(next(x for x in status.splitlines() if x.startswith("VmHWM:")).split()[1]) / 1024
+    assert peak_mb < 700, status  # the string alone would be 1,000 MB
+    assert client.get("/v1/trajectories", params={"limit": 1}).status_code == 200
+
+
 def _token_file(tmp_path, token: str):
     path = tmp_path / "tokens"
     path.write_text(f"{token}\n")
@@ -320,7 +338,7 @@ def test_lake_ui_help_lists_its_options_with_help():
     out = subprocess.run(lake_cmd() + ["ui", "--help"], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "COLUMNS": "200"})
     assert out.returncode == 0, out.stderr
-    for flag in ("--lake", "--host", "--port", "--token", "--token-file", "--allowed-hosts", "--query-timeout",
+    for flag in ("--lake", "--host", "--port", "--token", "--token-file", "--allowed-hosts", "--query-timeout", "--query-memory-mb",
                  "--max-connections", "--header-timeout", "--runs", "--exports", "--screenshots"):
         assert flag in out.stdout, flag
     assert "interrupted" in out.stdout and "read-only web UI" in out.stdout

@@ -24,7 +24,7 @@ from transcript.messages import arguments_object
 from ui import params as P
 from ui.conversation import valid_text
 from ui.params import ParamError, read_params
-from ui.reader import LakeReader, QueryTimeout
+from ui.reader import LakeReader, QueryLimit
 
 
 def json_response(obj: Any, status: int = 200) -> Response:
@@ -34,13 +34,13 @@ def json_response(obj: Any, status: int = 200) -> Response:
 
 
 def answered(fn: Callable[[], Any]) -> Response:
-    """fn()'s value as JSON; a ParamError a 400 naming its parameter, a query past the time limit a 400 too (an
-    expensive filter is the request's, not the server's)."""
+    """fn()'s value as JSON; a ParamError a 400 naming its parameter, a query past the time or memory limit a 400
+    too (an expensive filter is the request's, not the server's)."""
     try:
         return json_response(fn())
     except ParamError as exc:
         return json_response(exc.body(), 400)
-    except QueryTimeout as exc:
+    except QueryLimit as exc:
         return json_response({"detail": str(exc), "param": "where"}, 400)
 
 
@@ -80,8 +80,8 @@ def api_router(reader: LakeReader) -> APIRouter:
             row, versions = one()
         except ParamError as exc:
             return json_response(exc.body(), 400)
-        except QueryTimeout as exc:  # a lookup by id takes no filter of the client's: the server is busy
-            return json_response({"detail": f"the lake did not answer in time ({exc}): try again"}, 503)
+        except QueryLimit as exc:  # a lookup by id takes no filter of the client's: the server is busy
+            return json_response({"detail": f"the lake could not answer ({exc}): try again"}, 503)
         if row is None:
             return json_response({"detail": f"no trajectory {trajectory_id[:200]!r} in the lake at these versions",
                                   "versions": versions}, 404)
@@ -139,7 +139,7 @@ def api_router(reader: LakeReader) -> APIRouter:
             v = reader.view(name, q["as_of"], q["limit"])
         except ParamError as exc:
             return json_response(exc.body(), 400)
-        except QueryTimeout as exc:
+        except QueryLimit as exc:
             return json_response({"detail": str(exc), "param": "as_of"}, 400)
         if v is None:
             return json_response({"detail": f"no view {name[:200]!r} in views/*.sql"}, 404)

@@ -52,7 +52,7 @@ def create_app(lake_root: str | Path, config: UiConfig | None = None) -> FastAPI
     def home() -> Response:
         return RedirectResponse("/ui")
 
-    app.include_router(ui_router(lake_root, config.query_timeout, config.runs, config.exports, config.screenshots))
+    app.include_router(ui_router(lake_root, config.query_timeout, config.query_memory_mb, config.runs, config.exports, config.screenshots))
     return app
 
 

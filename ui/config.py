@@ -14,6 +14,7 @@ from ground.ranges import positive
 
 MAX_QUERY_TIMEOUT_S = 3600.0
 QUERY_TIMEOUT_S = 10.0  # `lake serve` carries the UI with this limit (it has no option of its own for it)
+QUERY_MEMORY_MB = 1024.0  # and with this one
 
 
 @dataclass(kw_only=True)
@@ -24,6 +25,10 @@ class UiConfig(ServerOptions):
     query_timeout: float = field(default=QUERY_TIMEOUT_S, **helped(
         "Seconds one query of a page or of the read API may run (a `where` filter included) before it is "
         "interrupted and answered 400: an expensive filter cannot hold a worker."))
+    query_memory_mb: float = field(default=QUERY_MEMORY_MB, **helped(
+        "Most memory (MiB) one query of a page or of the read API may hold; past it DuckDB spills to a temporary "
+        "folder, or the page answers 503 with the reason. With the kept trajectory indexes (two, ~150 MB per million "
+        "trajectories) it bounds the server's memory on any lake."))
     runs: Optional[Path] = field(default=None, **helped(
         "A folder of run folders (runs/ by default for the trainers): a run's page draws its per-step loss from its "
         "train_log.jsonl when the run's recorded folder is inside it (read without following links, regular files "
@@ -39,6 +44,7 @@ class UiConfig(ServerOptions):
 
     def __post_init__(self):
         positive(self, "query_timeout", error=OptionError)
+        positive(self, "query_memory_mb", error=OptionError)
         if self.query_timeout > MAX_QUERY_TIMEOUT_S:  # a timer of inf seconds cannot be set
             raise OptionError(f"--query-timeout must be at most {MAX_QUERY_TIMEOUT_S:g}, got {self.query_timeout}")
         super().__post_init__()

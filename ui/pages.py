@@ -33,7 +33,7 @@ from ui.charts import number as chart_number
 from ui.runview import loop_chart, run_view
 from ui import params as P
 from ui.params import ParamError, read_params
-from ui.reader import LakeReader, QueryTimeout
+from ui.reader import LakeReader, QueryLimit
 
 # no script from anywhere, styles and images from this server only, forms only to it, never framed; a referrer for
 # this server only (with none at all, a browser sends `Origin: null` on the login and logout forms, which
@@ -191,7 +191,7 @@ def pages_router(reader: LakeReader, runs_root: Any = None, csrf: Callable[[Requ
             return build()
         except ParamError as exc:
             return error_page(400, str(exc), raw_as_of(request))
-        except QueryTimeout as exc:
+        except QueryLimit as exc:
             return error_page(400, f"where: {exc}", raw_as_of(request))
 
     @router.get("")

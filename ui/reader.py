@@ -26,6 +26,7 @@ import orjson
 import pyarrow as pa
 
 from lake import Lake
+from lake.duck import spill_folder
 from lake.errors import LakeError
 from lake.maintenance import history
 from lake.query import ident
@@ -51,8 +52,16 @@ SKILL_TABLES = ("SELECT 1 FROM skills_current, skill_stats, skill_effect, instru
                 "instruction_funnel")
 
 
-class QueryTimeout(RuntimeError):
+class QueryLimit(RuntimeError):
+    """A query went past one of the reader's limits and was stopped: the answer is an error page, not a 500."""
+
+
+class QueryTimeout(QueryLimit):
     """A query ran past the reader's time limit and was interrupted."""
+
+
+class QueryMemory(QueryLimit):
+    """A query needed more memory than the reader's bound (`lake ui --query-memory-mb`) and could not spill."""
 
 
 @functools.cache
@@ -82,8 +91,11 @@ class IndexDb:
     """A query database over one trajectory index (an in-memory DuckDB of its own holding only that Arrow table as
     `trajectory_index`): what LakeReader.rows runs the list's and the loop's queries on when they need no more."""
 
-    def __init__(self, table: pa.Table):
+    def __init__(self, table: pa.Table, memory_mb: float | None = None):
         self.con = duckdb.connect(":memory:")
+        if memory_mb is not None:  # as a snapshot's (lake.duck.QueryDatabase)
+            self.con.execute(f"SET memory_limit = '{int(memory_mb * 1024)}KiB'")
+            self.con.execute("SET temp_directory = ?", [spill_folder()])
         self.con.register("trajectory_index", table)
 
     def sql(self, query: str, params: dict[str, Any] | None = None) -> duckdb.DuckDBPyRelation:
@@ -109,9 +121,10 @@ def parse_json_columns(row: dict[str, Any]) -> dict[str, Any]:
 class LakeReader:
     """The UI's queries on the lake at `root` (opened at the first request: `lake serve` creates its lake first)."""
 
-    def __init__(self, root: str | Path, query_timeout: float = QUERY_TIMEOUT_S):
+    def __init__(self, root: str | Path, query_timeout: float = QUERY_TIMEOUT_S, memory_mb: float | None = None):
         self.root = root
         self.query_timeout = query_timeout
+        self.memory_mb = memory_mb  # each snapshot's queries (lake.duck.QueryDatabase); None: DuckDB's default
         self._lake: Lake | None = None
         self._lock = threading.Lock()
         self._indexes: collections.OrderedDict[tuple[int, int], pa.Table] = collections.OrderedDict()
@@ -150,7 +163,8 @@ class LakeReader:
         """A read-only snapshot at `versions` with the tables and views `for_query` reads, closed after use.
         DuckDB cannot list the tables of a text with `$name` parameters (the snapshot would then register every
         view: 0.8 s instead of 0.05), so they are read as NULLs for that."""
-        snap = self.lake.snapshot(versions, for_query=PARAMETER.sub("NULL", for_query), read_only=True)
+        snap = self.lake.snapshot(versions, for_query=PARAMETER.sub("NULL", for_query), read_only=True,
+                                  memory_mb=self.memory_mb)
         try:
             yield snap
         finally:
@@ -159,7 +173,7 @@ class LakeReader:
     @contextlib.contextmanager
     def limited(self, snap: Snapshot | IndexDb, seconds: float | None = None) -> Iterator[None]:
         """What runs inside is interrupted after the time limit (`seconds`, else the reader's query_timeout):
-        QueryTimeout (DuckDB has no statement timeout)."""
+        QueryTimeout (DuckDB has no statement timeout); past the memory bound, QueryMemory."""
         seconds = self.query_timeout if seconds is None else seconds
         timer = threading.Timer(seconds, snap.con.interrupt)
         timer.daemon = True
@@ -168,6 +182,8 @@ class LakeReader:
             yield
         except duckdb.InterruptException:
             raise QueryTimeout(f"the query ran past {seconds:g} s and was stopped") from None
+        except duckdb.OutOfMemoryException:
+            raise QueryMemory(f"the query needed more than {self.memory_mb:g} MiB and was stopped") from None
         finally:
             timer.cancel()
 
@@ -181,7 +197,7 @@ class LakeReader:
                 columns = list(rel.columns)
                 data = rel.fetchall()
         except duckdb.Error as exc:
-            if where is None or isinstance(exc, duckdb.InterruptException):
+            if where is None or isinstance(exc, (duckdb.InterruptException, duckdb.OutOfMemoryException)):
                 raise
             raise ParamError("where", _first_line(exc)) from None
         return [parse_json_columns(dict(zip(columns, r))) for r in data]
@@ -207,7 +223,7 @@ class LakeReader:
 
     @contextlib.contextmanager
     def index_db(self, versions: dict[str, int]) -> Iterator[IndexDb]:
-        db = IndexDb(self.index(versions))
+        db = IndexDb(self.index(versions), self.memory_mb)
         try:
             yield db
         finally:
@@ -332,7 +348,7 @@ class LakeReader:
         `funnel` and `why_none`); `filters` as applied. A bad filter is a ParamError (views/instruction_config.py
         checks it, as for the command)."""
         from views.instruction_config import InstructionInputError, SkillToInstructionConfig
-        from views.skills import instruction_from_connection
+        from views.skills import instruction_from_connection, keep_skill_uses
 
         try:
             cfg = SkillToInstructionConfig(lake=Path("."), min_uses=5 if min_uses is None else min_uses,
@@ -343,6 +359,8 @@ class LakeReader:
 
         def build() -> dict[str, Any]:
             with self.snapshot(versions, SKILL_TABLES) as snap:
+                with self.limited(snap, INDEX_TIMEOUT_S):
+                    keep_skill_uses(snap.con)  # once for the effect table and the selection (they all read it)
                 skills = self.rows(snap, sql_text("skills"), {"limit": SKILL_ROWS}, seconds=INDEX_TIMEOUT_S)
                 effect = self.rows(snap, sql_text("skill_effect"), {"limit": SKILL_ROWS}, seconds=INDEX_TIMEOUT_S)
                 with self.limited(snap, INDEX_TIMEOUT_S):

@@ -10,7 +10,7 @@ from pathlib import Path
 from fastapi import APIRouter
 
 from ui.api import api_router
-from ui.config import QUERY_TIMEOUT_S
+from ui.config import QUERY_MEMORY_MB, QUERY_TIMEOUT_S
 from ui.export_index import ExportIndex
 from ui.exports import csrf_token, exports_router
 from ui.login import login_router
@@ -18,16 +18,16 @@ from ui.pages import pages_router
 from ui.reader import LakeReader
 
 
-def ui_router(lake_root: str | Path, query_timeout: float = QUERY_TIMEOUT_S,
+def ui_router(lake_root: str | Path, query_timeout: float = QUERY_TIMEOUT_S, query_memory_mb: float = QUERY_MEMORY_MB,
               runs_root: str | Path | None = None, exports: str | Path | None = None,
               screenshots: str | Path | None = None) -> APIRouter:
     """The pages and the read API over the lake at `lake_root` (opened at the first request), each query within
-    `query_timeout` seconds; `runs_root`: the folder of run folders whose per-step logs a run page may read (None:
+    `query_timeout` seconds and `query_memory_mb` MiB; `runs_root`: the folder of run folders whose per-step logs a run page may read (None:
     the lake's records only; ui/runfiles.py); `exports`: the folder the views page's export button writes into
     (None: no button, the route a 404; ui/exports.py), whose exports a conversation page links when they hold its
     trajectory (ui/export_index.py); `screenshots`: the folder a web episode's screenshot is served from (None: its
     path shown as text; ui/screenshots.py)."""
-    reader = LakeReader(lake_root, query_timeout)
+    reader = LakeReader(lake_root, query_timeout, query_memory_mb)
     secret = secrets.token_bytes(32)
     csrf = functools.partial(csrf_token, secret) if exports is not None else None
     router = APIRouter()

@@ -130,6 +130,16 @@ class InstructionResult:
         return [c for c in self.candidates if c["status"] != "ok"]
 
 
+def keep_skill_uses(con: duckdb.DuckDBPyConnection) -> None:
+    """Compute the skill_uses view once for this connection: a TEMP table of its rows, which shadows the view in
+    every later query of the connection (DuckDB binds a name to a temp table first, inside views too). Why:
+    skill_uses reads every message of every current trajectory, skill_effect reads it twice, and
+    instruction_candidates, instruction and instruction_funnel each read skill_effect: one selection passed over
+    the messages eight times (85 s on a 1M-row lake). Only for a connection whose tables stay as they are after the
+    call (a pinned snapshot that is not refreshed); a second call keeps the first table."""
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS skill_uses AS SELECT * FROM skill_uses")
+
+
 def instruction_from_connection(con: duckdb.DuckDBPyConnection, *, min_uses: int = 5, provenance: str = "agent",
                                 system_prompt: str | None = None, since: _dt.datetime | None = None,
                                 min_success: float | None = None, min_lift: float | None = None,
@@ -142,6 +152,7 @@ def instruction_from_connection(con: duckdb.DuckDBPyConnection, *, min_uses: int
                 "instruction_min_success": min_success, "instruction_min_lift": min_lift, "skill_effect_z": z}
     variables.update({k: v for k, v in optional.items() if v is not None})
     set_variables(con, variables)
+    keep_skill_uses(con)
     cand = con.sql("SELECT name, category, provenance, uses, uses_source, status, reason, goal_source, headings, "
                    "updated_at, used_in_trajectories, success_rate, success_diff, success_diff_low "
                    "FROM instruction_candidates ORDER BY name").to_arrow_table().to_pylist()
