@@ -145,12 +145,30 @@ class _StoreFS(ArrowFSWrapper):
         return handle
 
 
+class _Position(threading.local):
+    pos = 0
+
+
 class _ReadAt(io.RawIOBase):
-    """A reader's own position over a shared pyarrow handle (lake.duck._StoreFS._handle)."""
+    """A reader's own position over a shared pyarrow handle (lake.duck._StoreFS._handle), one position per thread.
+    Why per thread: DuckDB shares one file handle among the threads scanning a file, and its Python filesystem reads
+    at an offset as a `seek` then a `read`; another thread's `seek` in between (the GIL is free between them, or
+    inside pyarrow's read) made the read return bytes of the wrong place: an intermittent "Out of buffer" or "don't
+    know what type" from the Parquet decoder on large scans (the skills page on a 1M-row lake, one run in two).
+    A thread's seek and its read are always one thread's, so each thread's position is exact."""
 
     def __init__(self, handle: pa.NativeFile):
         super().__init__()
-        self._handle, self._pos, self.size = handle, 0, handle.size()
+        self._handle, self.size = handle, handle.size()
+        self._local = _Position()
+
+    @property
+    def _pos(self) -> int:
+        return self._local.pos
+
+    @_pos.setter
+    def _pos(self, value: int) -> None:
+        self._local.pos = value
 
     def readable(self) -> bool:
         return True
@@ -167,11 +185,12 @@ class _ReadAt(io.RawIOBase):
         return self._pos
 
     def read(self, n: int = -1) -> bytes:
-        n = self.size - self._pos if n is None or n < 0 else min(n, self.size - self._pos)
+        pos = self._pos
+        n = self.size - pos if n is None or n < 0 else min(n, self.size - pos)
         if n <= 0:
             return b""
-        data = self._handle.read_at(n, self._pos)
-        self._pos += len(data)
+        data = self._handle.read_at(n, pos)
+        self._pos = pos + len(data)
         return data
 
     def readinto(self, buffer) -> int:

@@ -81,3 +81,31 @@ def test_a_dropped_snapshot_takes_its_schema_with_it(lake):
     with lake.snapshot() as snap:
         assert len(snapshot_schemas()) == len(before) + 1
     assert snapshot_schemas() == before and snap.files  # close() dropped it while `snap` is still referenced
+
+
+def test_threads_sharing_a_file_handle_each_read_at_their_own_position(tmp_path, monkeypatch):
+    """DuckDB shares one file handle among the threads that scan a file, and reads at an offset as a seek then a
+    read. A seek slowed down here (the GIL free between the two, as a busy machine makes it at random) lets another
+    thread seek in between: with one position per handle that read returned bytes of the wrong place (the Parquet
+    decoder's "Out of buffer" on the skills page of a 1M-row lake); with one position per thread it cannot."""
+    import time
+
+    lk = Lake.init(tmp_path / "lake")
+    for part in range(2):
+        lk.append("trajectories", [trajectory(i) for i in range(part * 6000, (part + 1) * 6000)])
+    query = "SELECT count(*), sum(len(sources)) FROM skill_uses"
+    plain = "SELECT count(*), sum(len(messages)) FROM trajectories"
+    with lk.snapshot(read_only=True) as snap:
+        want = snap.sql(plain).fetchall()
+    seek = duck._ReadAt.seek
+
+    def slow_seek(self, offset, whence=0):
+        out = seek(self, offset, whence)
+        time.sleep(0.0005)
+        return out
+
+    monkeypatch.setattr(duck._ReadAt, "seek", slow_seek)
+    for _ in range(3):
+        with lk.snapshot(read_only=True) as snap:
+            assert snap.sql(plain).fetchall() == want
+            assert snap.sql(query).fetchall() == [(0, None)]  # no skill named anywhere: the scan itself is the test
