@@ -26,10 +26,11 @@ What limits it (profiled on the 1M-row lake, 2 cores shared with other work, loa
   trajectory's events (ui/sql/trajectory_one.sql); through the view as a whole it was 1.8 s (DuckDB does not push a
   trajectory_id filter through its latest-event aggregate; a window instead would push it but was 1.5x slower for
   queries that carry `messages`, the exports');
-* skills: the first request at a pin evaluates skill_uses (every message of every trajectory) four times (the
-  skill_effect table and skill_to_instruction's candidates, pairs and funnel): ~85 s and ~3 GB RSS on 1M rows,
-  then the answer is kept (a few ms). The peak RSS of the server is that build's: DuckDB's memory limit is not set on
-  the read-only snapshots (lake/duck.py), so it is bounded by DuckDB's default (80% of RAM), not by the UI.
+* skills: the first request at a pin computes skill_uses (every message of every trajectory) once, as a temp table
+  the skill_effect and instruction views then read (views.skills.keep_skill_uses; it was evaluated eight times:
+  31 CPU-s and 2.8 GB before, 8 CPU-s and 1.5 GB after, 2026-12-07), then the answer is kept (a few ms);
+* memory: each query runs under `--query-memory-mb` (1,024 MiB by default; DuckDB spills past it or stops the
+  query), so the server's peak is that bound plus the kept trajectory indexes and the Python process.
 
     python bench/ui_pages.py                    # 1M rows vs 1k rows (the reported run)
     python bench/ui_pages.py --rows 100000      # quicker
