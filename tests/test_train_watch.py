@@ -187,7 +187,7 @@ def test_the_instruction_recipe_follows_skills_and_their_usage(lake, tmp_path, t
 
     build_hermes_home(tmp_path / "home")
     ingest_skills_folder(lake, tmp_path / "home")
-    st = trainer(lake, tmp_path, recipe="instruction")
+    st = trainer(lake, tmp_path, recipe="instruction", max_length=512)  # what is fed is the test, not long steps
     try:
         ev = st.step()
         assert st.step() is None
