@@ -154,8 +154,8 @@ class _ReadAt(io.RawIOBase):
     Why per thread: DuckDB shares one file handle among the threads scanning a file, and its Python filesystem reads
     at an offset as a `seek` then a `read`; another thread's `seek` in between (the GIL is free between them, or
     inside pyarrow's read) made the read return bytes of the wrong place: an intermittent "Out of buffer" or "don't
-    know what type" from the Parquet decoder on large scans (the skills page on a 1M-row lake, one run in two).
-    A thread's seek and its read are always one thread's, so each thread's position is exact."""
+    know what type" from the Parquet decoder on large scans (docs/lake-design.md). A thread's seek and its read are
+    always one thread's, so each thread's position is exact."""
 
     def __init__(self, handle: pa.NativeFile):
         super().__init__()
@@ -230,11 +230,16 @@ class _ReadOnlyFS(_StoreFS):
     mkdir = makedirs = rm = rm_file = _rm = rmdir = mv = cp_file = copy = touch = pipe_file = put_file = _refuse
 
 
-def spill_folder() -> str:
-    """Where a memory-bounded QueryDatabase spills: one folder per process under the system's temporary folder
-    (DuckDB creates it at the first spill and removes its files when the database closes). Not the working folder,
-    DuckDB's default (`.tmp`), which a server started anywhere would litter."""
-    return os.path.join(tempfile.gettempdir(), f"lachesis-duckdb-{os.getpid()}")
+def bound_memory(con: duckdb.DuckDBPyConnection, memory_mb: float | None) -> None:
+    """Hold the queries of the database `con` belongs to within `memory_mb` MiB (None: DuckDB's default, 80% of the
+    machine's memory): past it DuckDB spills sorts, joins and aggregates, and what cannot spill fails the query with
+    an OutOfMemoryException. It spills into one folder per process under the system's temporary folder (DuckDB
+    creates it at the first spill and removes its files when the database closes), not into the working folder,
+    DuckDB's default (`.tmp`), which a server started anywhere would litter. Before any lock of the configuration."""
+    if memory_mb is None:
+        return
+    con.execute("SET memory_limit = ?", [f"{int(memory_mb * 1024)}KiB"])
+    con.execute("SET temp_directory = ?", [os.path.join(tempfile.gettempdir(), f"lachesis-duckdb-{os.getpid()}")])
 
 
 class QueryDatabase:
@@ -242,16 +247,12 @@ class QueryDatabase:
     the lake root (`names`), then `lock()`: that filesystem is the only allowed directory, external access is
     off and the configuration is locked, so no later statement can reach another file or undo the settings.
     Costs a `duckdb.connect()` (~14 ms) per snapshot, and no Parquet footer cache shared with other snapshots.
-    `memory_mb`: the most memory (MiB) its queries may hold; past it DuckDB spills sorts, joins and aggregates to a
-    temporary folder of this process (`spill_folder`) or, for what cannot spill, fails the query with an
-    OutOfMemoryException. None: DuckDB's default (80% of the machine's memory)."""
+    `memory_mb`: the most memory (MiB) its queries may hold (`bound_memory`)."""
 
     def __init__(self, store: Store, memory_mb: float | None = None):
         self.con = duckdb.connect()
         self.con.execute("SET parquet_metadata_cache = true")  # the footers read when the views bind, kept
-        if memory_mb is not None:
-            self.con.execute(f"SET memory_limit = '{int(memory_mb * 1024)}KiB'")
-            self.con.execute("SET temp_directory = ?", [spill_folder()])
+        bound_memory(self.con, memory_mb)
         root = str(store.root)
         self.protocol = f"lakeq{hashlib.sha256(root.encode()).hexdigest()[:12]}"
         fs_class = type(f"ReadOnlyFS_{self.protocol}", (_ReadOnlyFS,), {"protocol": self.protocol,

@@ -26,7 +26,7 @@ import orjson
 import pyarrow as pa
 
 from lake import Lake
-from lake.duck import spill_folder
+from lake.duck import bound_memory
 from lake.errors import LakeError
 from lake.maintenance import history
 from lake.query import ident
@@ -93,9 +93,7 @@ class IndexDb:
 
     def __init__(self, table: pa.Table, memory_mb: float | None = None):
         self.con = duckdb.connect(":memory:")
-        if memory_mb is not None:  # as a snapshot's (lake.duck.QueryDatabase)
-            self.con.execute(f"SET memory_limit = '{int(memory_mb * 1024)}KiB'")
-            self.con.execute("SET temp_directory = ?", [spill_folder()])
+        bound_memory(self.con, memory_mb)  # as a snapshot's (lake.duck.QueryDatabase)
         self.con.register("trajectory_index", table)
 
     def sql(self, query: str, params: dict[str, Any] | None = None) -> duckdb.DuckDBPyRelation:
@@ -183,7 +181,8 @@ class LakeReader:
         except duckdb.InterruptException:
             raise QueryTimeout(f"the query ran past {seconds:g} s and was stopped") from None
         except duckdb.OutOfMemoryException:
-            raise QueryMemory(f"the query needed more than {self.memory_mb:g} MiB and was stopped") from None
+            bound = "DuckDB's memory limit" if self.memory_mb is None else f"{self.memory_mb:g} MiB"
+            raise QueryMemory(f"the query needed more than {bound} and was stopped") from None
         finally:
             timer.cancel()
 

@@ -135,7 +135,7 @@ def keep_skill_uses(con: duckdb.DuckDBPyConnection) -> None:
     every later query of the connection (DuckDB binds a name to a temp table first, inside views too). Why:
     skill_uses reads every message of every current trajectory, skill_effect reads it twice, and
     instruction_candidates, instruction and instruction_funnel each read skill_effect: one selection passed over
-    the messages eight times (85 s on a 1M-row lake). Only for a connection whose tables stay as they are after the
+    the messages eight times (bench/ui_pages.py). Only for a connection whose tables stay as they are after the
     call (a pinned snapshot that is not refreshed); a second call keeps the first table."""
     con.execute("CREATE TEMP TABLE IF NOT EXISTS skill_uses AS SELECT * FROM skill_uses")
 
