@@ -75,13 +75,15 @@ def settings_digest(argv: list[str]) -> str:
 
 
 class Commands:
-    """Runs the console scripts of this environment, one torch thread each, every output kept in a log."""
+    """Runs the console scripts of this environment, `threads` torch threads each (1: commands run side by side),
+    every output kept in a log."""
 
-    def __init__(self, work: Path, model: str, resume: bool = False):
+    def __init__(self, work: Path, model: str, resume: bool = False, threads: int = 1):
         self.work, self.model, self.resume = work, model, resume
         self.logs = work / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
-        self.env = {**os.environ, "OMP_NUM_THREADS": "1", "LACHESIS_THREADS": "1", "HF_HUB_OFFLINE": "1",
+        self.env = {**os.environ, "OMP_NUM_THREADS": str(threads), "LACHESIS_THREADS": str(threads),
+                    "HF_HUB_OFFLINE": "1",
                     "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
     def run(self, name: str, *args, log: str) -> str:

@@ -42,11 +42,11 @@ GENERATED = "web_gen_env"  # generated form tasks (envs/web/generated): --genera
 
 
 def run_all(size: Size, model: str, work: Path, expert: int, resume: bool, first_seed: int = 0,
-            accum: int = 1, generated: int = 0, base: dict | None = None) -> dict:
+            accum: int = 1, generated: int = 0, base: dict | None = None, threads: int = 1) -> dict:
     """`accum`: micro-batches of size.sft_batch per optimizer step (the memory lever); `generated`: expert episodes
     of generated form tasks in the same lake (the sft view mixes them in); `base`: the base model's figures from an
-    earlier run of the same limits (its evaluations are skipped)."""
-    c = Commands(work, model, resume)
+    earlier run of the same limits (its evaluations are skipped); `threads`: torch threads per command."""
+    c = Commands(work, model, resume, threads)
     t0 = time.time()
     lake = work / "lake_web"
     c.run("lake", "init", "--lake", lake, log="init-web")
@@ -103,7 +103,7 @@ def table(result: dict, size: Size) -> list[str]:
     return rows
 
 
-FLAGS = ("steps", "batch", "micro_batch", "expert", "generated", "test_limit", "families_limit")  # named in the report when set
+FLAGS = ("steps", "batch", "micro_batch", "expert", "generated", "test_limit", "families_limit", "threads")  # named in the report when set
 
 
 def write_report(result: dict, size: Size, args, out: Path, loads: tuple, flags: str) -> Path:
@@ -115,7 +115,7 @@ def write_report(result: dict, size: Size, args, out: Path, loads: tuple, flags:
              f"{sorted(r['seed'] for r in result['records'])}, one invocation each or together) on "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine()}; 1-minute load average "
              f"{loads[0]:.2f} at the start, {loads[1]:.2f} at the end; {took} ({size.jobs} commands side by side, "
-             "one torch thread each).", "",
+             f"{args.threads} torch thread{'s' if args.threads > 1 else ''} each).", "",
              f"{args.expert} expert episodes of the train split (train task i is training task i % 25)"
              + (f" and {args.generated} of generated form tasks ({GENERATED})" if args.generated else "")
              + " in the lake; "
@@ -154,9 +154,11 @@ def main() -> None:
     ap.add_argument("--families-limit", type=int, default=WEB_SIZE.families_limit,
                     help="test_families tasks evaluated (default 12)")
     ap.add_argument("--out", type=Path, help="table and records (default bench/web_learning/<model>)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads per command (default 1; one seed alone with --base-from may take 2 cores)")
     work_options(ap)
     args = ap.parse_args()
-    for name in ("seeds", "steps", "expert", "test_limit", "families_limit"):
+    for name in ("seeds", "steps", "expert", "test_limit", "families_limit", "threads"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.first_seed < 0 or args.generated < 0:
@@ -178,7 +180,7 @@ def main() -> None:
         base = earlier["base"]
     result = run_in_work(args, work, lambda: run_all(size, args.model, work, args.expert, args.resume,
                                                      args.first_seed, args.batch // args.micro_batch,
-                                                     args.generated, base))
+                                                     args.generated, base, args.threads))
     load1 = os.getloadavg()[0]
     # what trains the same model: the micro-batch only trades memory for time
     setting = {"size": asdict(replace(size, seeds=1, sft_batch=None)), "model": args.model, "expert": args.expert,
