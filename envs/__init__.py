@@ -18,7 +18,7 @@ from envs.core.policies import KINDS as POLICY_KINDS, Policy, make_policy
 from envs.core.registry import (UnknownEnvironmentError, UnknownTagError, aliases, all_tags, env_info, make,
                                 register_environment, resolve_name, unregister)
 from envs.core.rewards import RewardWeights
-from envs.core.suites import builtin_suite, find_task, list_environments, load_tasks
+from envs.core.suites import builtin_suite, find_task, list_environments, load_tasks, reply_tokens
 from envs.core.tasks import SPLITS, Task, TaskFileError, load_tasks_file
 from transcript.recorder import EpisodeRecorder
 from transcript.toolcalls import ParsedAction, ToolCall, format_tool_call, parse_tool_calls
@@ -28,7 +28,7 @@ __all__ = [
     "load_tasks_file", "find_task", "parse_tool_calls", "format_tool_call", "get_policy", "Policy", "POLICY_KINDS",
     "SPLITS", "Task", "TaskFileError", "ToolCall", "ParsedAction", "all_tags", "env_info", "UnknownEnvironmentError",
     "UnknownTagError", "builtin_suite", "ResetInfo", "ResetOptions", "StepInfo", "EpisodeRecorder", "play",
-    "policy_record", "RewardWeights",
+    "policy_record", "RewardWeights", "reply_tokens",
 ]
 
 register_environment(

@@ -146,3 +146,24 @@ def test_reward_weights_of_a_config():
         ProjectConfig(batch_size=0)
     with pytest.raises(TrainerInputError, match="lora_alpha must be an integer"):
         ProjectConfig(lora_alpha=True)
+
+
+def test_the_reply_budget_is_the_environments_unless_a_setting_names_one():
+    """A web expert fills a form in one reply (up to 355 tokens on generated forms): evaluation and online RL give a
+    web environment's turns its budget, the shell's stay at 128, and a budget a user sets wins."""
+    import envs
+    from trainers.eval.config import EvalSettings
+    from trainers.rl.project_config import completion_tokens
+
+    web = ("web_form_env", "web_click_env", "web_fill_env", "web_gen_env", "web_mix_env")
+    assert {envs.reply_tokens(name) for name in web} == {384}
+    assert envs.reply_tokens("bash_exec_env") == envs.reply_tokens("git_repo_env") == 128
+    assert EvalSettings(task="web-form", progress=False).max_new_tokens == 384
+    assert EvalSettings(task="web-gen", progress=False).max_new_tokens == 384
+    assert EvalSettings(task="shell", progress=False).max_new_tokens == 128
+    assert EvalSettings(task="web-form", max_new_tokens=8, progress=False).max_new_tokens == 8
+    assert completion_tokens(ProjectConfig(), "web_mix_env") == 384
+    assert completion_tokens(ProjectConfig(), "bash_exec_env") == 128
+    assert completion_tokens(ProjectConfig(max_completion_length=40), "web_form_env") == 40
+    with pytest.raises(TrainerInputError, match="max_completion_length"):
+        ProjectConfig(max_completion_length=-1)

@@ -90,6 +90,10 @@ class ToolEnv(gymnasium.Env):
     metadata = {"render_modes": ["ansi"]}
     end_tools: tuple[str, ...] = ("submit",)  # calls that end the episode (not run; the first one ends the step)
     max_calls_per_step: int | None = None  # calls run per step at most (the rest: one malformed-call error line)
+    # tokens one reply may need (SmolLM2's tokenizer): the experts' longest reply with room. hermes_eval's and
+    # rl_train_online's per-turn budget unless told; a budget below what the expert writes cuts the replies a
+    # model that imitates it would write, and scores them as failures
+    reply_tokens: int = 128
     env_name = ""
     tools: list[dict] = []
     system_prompt = ""

@@ -32,6 +32,13 @@ def find_task(env_name: str, task_id: str) -> Task:
     return task if task is not None else builtin_suite(env_name).find(task_id)
 
 
+def reply_tokens(env_name: str) -> int:
+    """Tokens one reply of this environment may need (ToolEnv.reply_tokens; 128 for an environment that is not a
+    ToolEnv): the per-turn budget of evaluation and online RL unless a setting names one."""
+    cls = env_info(env_name).env_class()
+    return cls.reply_tokens if isinstance(cls, type) and issubclass(cls, ToolEnv) else ToolEnv.reply_tokens
+
+
 def task_counts(info: EnvInfo) -> dict[str, int]:
     if info.counts is not None:
         return info.counts()

@@ -31,7 +31,8 @@ class EvalSettings:
     limit: int | None = field(default=None, **_help("evaluate only the first N tasks"))
     offset: int = field(default=0, **_help("skip the first N tasks"))
     seed: int = field(default=DEFAULT_SEED, **_help("seed of episode i is seed + i"))
-    max_new_tokens: int = field(default=128, **_help("tokens generated per turn at most"))
+    max_new_tokens: int | None = field(default=None, **_help(
+        "tokens generated per turn at most (default: what the environment's replies need: 128, web forms 384)"))
     max_turns: int = field(default=6, **_help("turns per episode at most (the environment's step limit)"))
     stop_repetition: int = field(default=STOP_REPETITION, **_help(
         "end a reply whose last N tokens are one span of <= 16 tokens repeated (a loop) instead of running to "
@@ -58,6 +59,8 @@ class EvalSettings:
         import envs  # the registry, when settings are made: not when a command line is built
 
         self.task = resolve_env_name(self.task)
+        if self.max_new_tokens is None:
+            self.max_new_tokens = envs.reply_tokens(self.task)
         self.bf16 = check_bf16(self.bf16)
         if self.split not in envs.SPLITS:
             raise TrainerInputError(f"unknown --split {self.split!r}: use {' or '.join(envs.SPLITS)}")

@@ -19,7 +19,7 @@ from trainers.generation.generate import Sampling, Turns
 from trainers.modeling.token_columns import token_columns
 from trainers.rl.config import OnlineConfig
 from trainers.rl.grpo import group_advantages
-from trainers.rl.project_config import ProjectConfig, reward_weights
+from trainers.rl.project_config import ProjectConfig, completion_tokens, reward_weights
 from trainers.rl.rollout import Rollout
 
 GENERATE_BATCH = 64  # episodes generated together (all of a step's episodes for the usual batch x group sizes)
@@ -73,7 +73,7 @@ def play_groups(model, tok, cfg: OnlineConfig, hp: ProjectConfig, stream: TaskSt
                      max_turns=hp.max_turns, tasks_file=cfg.tasks_file)
     model.eval()
     # sampling draws from torch's global RNG, which checkpoints save and --resume restores
-    gen = Turns(model, tok, Sampling(max_new_tokens=hp.max_completion_length, temperature=hp.temperature,
+    gen = Turns(model, tok, Sampling(max_new_tokens=completion_tokens(hp, cfg.env), temperature=hp.temperature,
                                      stop_repetition=hp.stop_repetition))
     try:
         gen_s = play(eps, generate or gen, tok, s.batch_size, s.max_context, forget=None if generate else gen.forget)

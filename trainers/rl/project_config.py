@@ -27,7 +27,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envs import RewardWeights
+from envs import RewardWeights, reply_tokens
 from ground.atomic import write_bytes_atomic
 from ground.files import Refusal, read_named
 from ground.ranges import at_least, positive
@@ -52,7 +52,8 @@ class ProjectConfig:
     group_size: int = field(default=4, **helped("rollouts per task in a GRPO group (the baseline is the group mean)"))
     batch_size: int = field(default=2, **helped("tasks per training step (each played group_size times)"))
     max_turns: int = field(default=4, **helped("an episode ends after this many assistant turns at the latest"))
-    max_completion_length: int = field(default=96, **helped("tokens the policy may generate per turn"))
+    max_completion_length: int = field(default=0, **helped(
+        "tokens the policy may generate per turn (0: what the environment's replies need: 128, web forms 384)"))
     stop_repetition: int = field(default=STOP_REPETITION, **helped(
         "end a turn whose last N tokens are one span of <= 16 tokens repeated (a loop) instead of running to "
         "max_completion_length; 0: off"))
@@ -83,10 +84,10 @@ class ProjectConfig:
             setattr(self, f.name, _typed(f.name, _kind(f), getattr(self, f.name)))
         key = {"error": TrainerInputError, "option": False}  # a key of lachesis.toml, named as written there
         positive(self, "reward_scale", "learning_rate", "temperature", **key)
-        at_least(self, 1, "lora_rank", "lora_alpha", "batch_size", "max_turns", "max_completion_length",
-                 "eval_episodes", "checkpoint_every", **key)
+        at_least(self, 1, "lora_rank", "lora_alpha", "batch_size", "max_turns", "eval_episodes", "checkpoint_every",
+                 **key)
         at_least(self, 2, "group_size", **key)  # a group of one has no baseline: every advantage is 0
-        at_least(self, 0, "stop_repetition", "kl_beta", "seed", "well_formed_call_bonus", "malformed_call_penalty",
+        at_least(self, 0, "max_completion_length", "stop_repetition", "kl_beta", "seed", "well_formed_call_bonus", "malformed_call_penalty",
                  "command_error_penalty", "partial_credit", **key)
         check_stop_repetition(self.stop_repetition)
         if self.partial_credit > 1:
@@ -166,6 +167,12 @@ def reward_weights(cfg: ProjectConfig) -> RewardWeights:
                          malformed_call_penalty=cfg.malformed_call_penalty,
                          command_error_penalty=cfg.command_error_penalty, partial_credit=cfg.partial_credit,
                          reward_scale=cfg.reward_scale)
+
+
+def completion_tokens(cfg: ProjectConfig, env: str) -> int:
+    """Tokens the policy may write per turn in `env`: max_completion_length, or (0) what the environment's replies
+    need (envs' reply_tokens)."""
+    return cfg.max_completion_length or reply_tokens(env)
 
 
 # ----------------------------------------------------------------------------------------------- the file

@@ -26,7 +26,7 @@ from trainers.rl.config import OnlineConfig
 from trainers.rl.curriculum import curriculum_stream, signal_groups
 from trainers.rl.grpo import policy_update
 from trainers.rl.groups import StepResult, TaskStream, play_groups, rollout_rows
-from trainers.rl.project_config import ProjectConfig
+from trainers.rl.project_config import ProjectConfig, completion_tokens
 from trainers.rl.rollout import Rollout
 from trainers.runtime import checkpoint
 from trainers.runtime.device import device as pick_device
@@ -203,7 +203,7 @@ class OnlineTrainer:
     def evaluate(self, step: int) -> dict:
         hp = self.hp
         s = EvalSettings(model=self.cfg.model, task=self.cfg.env, split="test", seed=hp.seed,
-                         max_new_tokens=hp.max_completion_length, stop_repetition=hp.stop_repetition,
+                         max_new_tokens=completion_tokens(hp, self.cfg.env), stop_repetition=hp.stop_repetition,
                          max_turns=hp.max_turns,
                          max_context=self.cfg.max_context, batch_size=EVAL_BATCH, tasks_file=self.cfg.tasks_file,
                          record_in_lake=False, progress=False)
@@ -260,7 +260,7 @@ class OnlineTrainer:
 
     # -------------------------------------------------------------------------------- the run
     def run_all(self, progress=None) -> dict:
-        cfg, hp = self.cfg, self.hp
+        cfg = self.cfg
         try:
             with stop_on_interrupt("this step") as stop:  # Ctrl-C: finish the step, checkpoint it, stop
                 self.before_steps()
