@@ -83,8 +83,7 @@ class Commands:
         self.logs = work / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.env = {**os.environ, "OMP_NUM_THREADS": str(threads), "LACHESIS_THREADS": str(threads),
-                    "HF_HUB_OFFLINE": "1",
-                    "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+                    "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
     def run(self, name: str, *args, log: str) -> str:
         argv = [str(BIN / name), *map(str, args)]

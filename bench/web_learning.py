@@ -103,7 +103,8 @@ def table(result: dict, size: Size) -> list[str]:
     return rows
 
 
-FLAGS = ("steps", "batch", "micro_batch", "expert", "generated", "test_limit", "families_limit", "threads")  # named in the report when set
+# named in the report when set
+FLAGS = ("steps", "batch", "micro_batch", "expert", "generated", "test_limit", "families_limit", "threads")
 
 
 def write_report(result: dict, size: Size, args, out: Path, loads: tuple, flags: str) -> Path:

@@ -27,8 +27,9 @@ class UiConfig(ServerOptions):
         "interrupted and answered 400: an expensive filter cannot hold a worker."))
     query_memory_mb: float = field(default=QUERY_MEMORY_MB, **helped(
         "Most memory (MiB) one query of a page or of the read API may hold; past it DuckDB spills to a temporary "
-        "folder, or the query is stopped and answered with the reason (400; 503 for a trajectory looked up by id). With the kept trajectory indexes (two, ~150 MB per million "
-        "trajectories) it bounds the server's memory on any lake."))
+        "folder, or the query is stopped and answered with the reason (400; 503 for a trajectory looked up by id). "
+        "With the kept trajectory indexes (two, ~150 MB per million trajectories) it bounds the server's memory on "
+        "any lake."))
     runs: Optional[Path] = field(default=None, **helped(
         "A folder of run folders (runs/ by default for the trainers): a run's page draws its per-step loss from its "
         "train_log.jsonl when the run's recorded folder is inside it (read without following links, regular files "

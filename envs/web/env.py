@@ -65,7 +65,7 @@ class WebFormEnv(ToolEnv):
     tools = TOOLS
     end_tools = END_TOOLS
     max_calls_per_step = MAX_CALLS_PER_STEP
-    reply_tokens = 384  # the experts fill a form in one reply: up to 295 tokens here, 355 on web_gen_env's forms
+    reply_tokens = 384  # the experts fill a form in one reply of up to 10 calls (envs/README.md, "Reply budget")
 
     def __init__(self, split: str = "train", tasks=None, max_steps: int = 10, limits=None,
                  render_mode: str | None = None, templates: list[str] | None = None,

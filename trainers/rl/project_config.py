@@ -87,8 +87,8 @@ class ProjectConfig:
         at_least(self, 1, "lora_rank", "lora_alpha", "batch_size", "max_turns", "eval_episodes", "checkpoint_every",
                  **key)
         at_least(self, 2, "group_size", **key)  # a group of one has no baseline: every advantage is 0
-        at_least(self, 0, "max_completion_length", "stop_repetition", "kl_beta", "seed", "well_formed_call_bonus", "malformed_call_penalty",
-                 "command_error_penalty", "partial_credit", **key)
+        at_least(self, 0, "max_completion_length", "stop_repetition", "kl_beta", "seed", "well_formed_call_bonus",
+                 "malformed_call_penalty", "command_error_penalty", "partial_credit", **key)
         check_stop_repetition(self.stop_repetition)
         if self.partial_credit > 1:
             raise TrainerInputError(f"partial_credit must be at most 1 (a success is worth 1), "
