@@ -136,6 +136,22 @@ def table(records: list[dict], arms: list[str], size: Size, init_families: float
     return rows
 
 
+def signal_table(records: list[dict], arms: list[str]) -> list[str]:
+    """Each run's fraction of groups with a reward difference at every step (GRPO learns from those groups only;
+    a step with none makes no update), from the runs' step logs; runs recorded without it are left out."""
+    runs = [r for arm in arms for r in sorted((r for r in records if r["arm"] == arm and "signal" in r),
+                                             key=lambda r: r["seed"])]
+    if not runs:
+        return []
+    rows = ["Groups with a reward difference, per training step (the fraction of the step's groups; none: no update):",
+            "", "| arm | seed | per step | mean | steps with none |", "|---|---|---|---|---|"]
+    for r in runs:
+        sig = r["signal"]
+        rows.append(f"| {ARMS[r['arm']][0]} | {r['seed']} | {' '.join(f'{x:.2f}' for x in sig)} | "
+                    f"{sum(sig) / max(len(sig), 1):.2f} | {sum(x == 0 for x in sig)} of {len(sig)} |")
+    return [*rows, ""]
+
+
 def seeds_before(path: Path, args: argparse.Namespace, size: Size) -> dict:
     """The records of seeds below --seed-from in an earlier arms.json, checked to be of the same experiment."""
     was, recs = earlier_records(
@@ -229,7 +245,8 @@ def main() -> None:
              f"--curriculum from the same SFT model ({'--init: ' + init.name if args.init else f'{size.sft_steps} steps on {size.expert} expert rollouts'}), {size.steps} steps of `batch_size` tasks x `group_size` rollouts (4 unless an arm's keys say); means with "
              "a 95% t-interval over seeds. Each arm's lachesis.toml keys (the rest are the defaults): "
              + "; ".join(f"{ARMS[a][0]}: `{ARMS[a][1]}`" for a in args.arms) + ".", "",
-             *table(records, args.arms, size, init_families), "", "Raw records: arms.json."]
+             *table(records, args.arms, size, init_families), "", *signal_table(records, args.arms),
+             "Raw records: arms.json."]
     (out / "ARMS.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -97,18 +97,29 @@ def strategy_sft(c: Commands, size: Size, lake: Path, seed: int, env: str = BASH
 
 def online_curve(c: Commands, lake: Path, seed: int, init: Path, *, strategy: str, arm: str, run: Path, cfg: Path,
                  steps: int, eval_every: int, micro_batch: int | None, curriculum: bool, env: str = BASH) -> list[dict]:
-    """rl_train_online on `env` from `init` with the project file `cfg`; its own test evaluations as records."""
+    """rl_train_online on `env` from `init` with the project file `cfg`; its own test evaluations as records
+    (online_records)."""
     c.run("rl_train_online", "--env", env, "--steps", steps, "--eval_interval", eval_every,
           "--model", c.model, "--init", init, "--config", cfg, "--seed", seed, "--lake", lake, "--output", run,
           *(("--micro-batch", micro_batch) if micro_batch else ()), *(("--curriculum",) if curriculum else ()),
           "--no-plot", "--quiet", log=f"{run.parent.name}-{run.name}")
-    recs = []
+    return online_records(run, strategy=strategy, arm=arm, seed=seed)
+
+
+def online_records(run: Path, **keys) -> list[dict]:
+    """A rl_train_online run's evaluations from its step log, each with `keys`; the last one also carries `signal`:
+    each training step's fraction of groups with a reward difference, in order."""
+    recs, signal = [], []
     for line in (run / "train_log.jsonl").read_text().splitlines():
         r = json.loads(line)
         if r.get("eval"):
-            recs.append({"strategy": strategy, "arm": arm, "seed": seed, "step": r["step"], "run": str(run),
-                         "success": r["success_rate"], "reward": r["mean_reward"],
-                         "valid": r["valid_tool_call_rate"], "first_valid": r.get("first_call_valid_rate")})
+            recs.append({**keys, "step": r["step"], "run": str(run), "success": r["success_rate"],
+                         "reward": r["mean_reward"], "valid": r["valid_tool_call_rate"],
+                         "first_valid": r.get("first_call_valid_rate")})
+        elif "signal_groups" in r:
+            signal.append(r["signal_groups"])
+    if recs:
+        recs[-1]["signal"] = signal
     return recs
 
 
