@@ -56,6 +56,7 @@ def test_an_edit_rewrites_only_the_line_of_its_key(tmp_path):
     (["reward_scale", "0"], "reward_scale must be positive, got 0.0"),
     (["group_size", "1"], "group_size must be at least 2, got 1"),
     (["seed", "-1"], "seed must be at least 0, got -1"),
+    (["checkpoint_minutes", "-5"], "checkpoint_minutes must be at least 0, got -5"),
     (["partial_credit", "1.5"], "partial_credit must be at most 1"),
     (["temperature", "inf"], "temperature must be a finite number"),
     (["freeze_layers", "8-0"], "runs backwards"),

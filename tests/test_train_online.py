@@ -107,6 +107,24 @@ def test_online_rollouts_in_the_lake_with_versions_and_scaled_step_rewards(tiny_
     assert (tmp_path / "run" / "eval_curve.png").stat().st_size > 0
 
 
+def test_checkpoint_minutes_checkpoints_a_slow_run_between_checkpoint_every(tiny_dir, tmp_path, lake_root):
+    """checkpoint_minutes: a run whose last checkpoint is that old checkpoints after the step under way, although
+    checkpoint_every is far off (a CPU's web RL step takes minutes: at 100 steps a kill lost hours)."""
+    from trainers.rl.config import OnlineConfig
+    from trainers.rl.online import run_online
+
+    cfg = OnlineConfig(env="shell", steps=3, eval_interval=100, tasks_file=str(write_tasks(tmp_path / "tasks.jsonl")),
+                       config=str(write_project(tmp_path / "l.toml", checkpoint_every=1000,
+                                                checkpoint_minutes=1e-9)),  # due after every step
+                       output=str(tmp_path / "run"), lake_root=str(lake_root), progress=False, device="cpu",
+                       plot=False)
+    run_id = run_online(cfg)["run_id"]
+    steps = sql(lake_root, f"""SELECT json_extract(metrics, '$.step')::INT AS step FROM runs
+                               WHERE run_id = '{run_id}' AND kind = 'checkpoint' ORDER BY step""")
+    assert [r["step"] for r in steps] == [1, 2, 3]  # without it: step 3 alone (the last), as checkpoint_every says
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("step-*")) == ["step-00000002", "step-00000003"]
+
+
 def _recorded_config(lake_root: Path, run_dir: Path, run_id: str) -> dict:
     """The config the run folder recorded, checked to be the one its `runs` train event holds."""
     folder = json.loads((run_dir / "config.json").read_text())

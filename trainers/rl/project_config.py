@@ -75,6 +75,9 @@ class ProjectConfig:
     partial_credit: float = field(default=0.5, **helped(
         "total weight of partial credit on a failed episode: this times the share of checks or tests passing"))
     checkpoint_every: int = field(default=100, **helped("write a checkpoint every this many training steps"))
+    checkpoint_minutes: float = field(default=10.0, **helped(
+        "also write one when the last is this many minutes old (0 = by checkpoint_every alone): at most what a "
+        "killed run loses, however slow its steps"))
     ray: str = field(default="", **helped(
         "the Ray cluster rl_train_online's actors run on when --ray is not given: local, auto or the head's address "
         "(empty = actor processes on this machine)"))
@@ -88,7 +91,7 @@ class ProjectConfig:
                  **key)
         at_least(self, 2, "group_size", **key)  # a group of one has no baseline: every advantage is 0
         at_least(self, 0, "max_completion_length", "stop_repetition", "kl_beta", "seed", "well_formed_call_bonus",
-                 "malformed_call_penalty", "command_error_penalty", "partial_credit", **key)
+                 "malformed_call_penalty", "command_error_penalty", "partial_credit", "checkpoint_minutes", **key)
         check_stop_repetition(self.stop_repetition)
         if self.partial_credit > 1:
             raise TrainerInputError(f"partial_credit must be at most 1 (a success is worth 1), "
@@ -109,6 +112,7 @@ UPPER_BOUNDS = {
     "temperature": 100.0,
     "kl_beta": 1e6, "eval_episodes": 1_000_000, "seed": 2**32 - 1, "well_formed_call_bonus": 1e6,
     "malformed_call_penalty": 1e6, "command_error_penalty": 1e6, "checkpoint_every": 10**9,
+    "checkpoint_minutes": 1e6,
 }
 MAX_LAYER = 4095  # the highest layer index a freeze spec may name
 MAX_LAYER_SPEC = 1000  # characters of a freeze spec

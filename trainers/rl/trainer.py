@@ -72,6 +72,7 @@ class OnlineTrainer:
         self.log_lines = 0
         self.step, self.position = 0, 0
         self.checkpoint_every, self.keep_checkpoints = hp.checkpoint_every, 2
+        self.last_checkpoint = time.monotonic()  # this process's start counts as one for checkpoint_minutes
         self.evals: list[dict] = []
         self.train_returns: list[tuple[int, float]] = []
         self.totals = {"rollouts": 0, "rollout_s": 0.0, "update_s": 0.0, "train_tokens": 0, "sampled_tokens": 0,
@@ -230,8 +231,15 @@ class OnlineTrainer:
         self.log(point)
         return point
 
+    def checkpoint_due(self) -> bool:
+        """The last checkpoint (or this process's start) is `checkpoint_minutes` old: a step of minutes on a CPU
+        would otherwise leave hours of a run behind checkpoint_every's next multiple."""
+        minutes = self.hp.checkpoint_minutes
+        return minutes > 0 and time.monotonic() - self.last_checkpoint >= 60 * minutes
+
     def save_checkpoint(self, step: int, record: bool = True) -> Path:
         """The atomic checkpoint of `step`, then (`record`) its `runs` event."""
+        self.last_checkpoint = time.monotonic()
         self.flush()  # the lake holds every rollout up to this step before the checkpoint says so
         state = {"run_id": self.run_id, "position": self.position, "log_lines": self.log_lines, "totals": self.totals,
                  "curriculum": self.stream.state() if self.cfg.curriculum else None, **self.checkpoint_state()}
@@ -271,7 +279,8 @@ class OnlineTrainer:
                     self.step = step
                     if step % cfg.eval_interval == 0 or step == cfg.steps:
                         self.evaluate(step)
-                    if step % self.checkpoint_every == 0 or step == cfg.steps or stop.requested:
+                    if (step % self.checkpoint_every == 0 or step == cfg.steps or stop.requested
+                            or self.checkpoint_due()):
                         self.save_checkpoint(step)
                     if progress:
                         progress(step, rec)

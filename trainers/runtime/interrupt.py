@@ -4,7 +4,8 @@ A KeyboardInterrupt raised at an arbitrary point may land inside an optimizer st
 weights and the data position disagree; a checkpoint written from there could not be trusted. So the first
 Ctrl-C only asks the loop to stop after the step it is in (one line says so); the loop checkpoints that step and
 raises `TrainingInterrupted` naming the command that resumes it. A second Ctrl-C stops at once: the latest
-checkpoint already written stands (periodic ones, every `checkpoint_every` steps), and the message says which.
+checkpoint already written stands (periodic ones, every `checkpoint_every` steps or `checkpoint_minutes`), and the
+message says which.
 Signal handlers exist only in the main thread; elsewhere (an actor's thread, a test's worker) Ctrl-C behaves as
 Python's default.
 """
