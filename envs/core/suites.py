@@ -12,11 +12,17 @@ from envs.core.task_suite import Suite
 from envs.core.tasks import Task, loaded_task
 
 
+def tool_env_class(info: EnvInfo) -> type[ToolEnv] | None:
+    """The registered environment's ToolEnv class; None when its entry point is another class or a factory."""
+    cls = info.env_class()
+    return cls if isinstance(cls, type) and issubclass(cls, ToolEnv) else None
+
+
 def builtin_suite(env_name: str) -> Suite:
     """The built-in Suite of a registered environment (count, task(split, i), find(task_id), all(split))."""
     info = env_info(env_name)
-    cls = info.env_class()
-    if not (isinstance(cls, type) and issubclass(cls, ToolEnv)):
+    cls = tool_env_class(info)
+    if cls is None:
         raise TypeError(f"{info.name} is not a ToolEnv: it has no built-in task suite")
     return cls.builtin_suite()
 
@@ -35,15 +41,15 @@ def find_task(env_name: str, task_id: str) -> Task:
 def reply_tokens(env_name: str) -> int:
     """Tokens one reply of this environment may need (ToolEnv.reply_tokens; 128 for an environment that is not a
     ToolEnv): the per-turn budget of evaluation and online RL unless a setting names one."""
-    cls = env_info(env_name).env_class()
-    return cls.reply_tokens if isinstance(cls, type) and issubclass(cls, ToolEnv) else ToolEnv.reply_tokens
+    cls = tool_env_class(env_info(env_name))
+    return (cls or ToolEnv).reply_tokens
 
 
 def task_counts(info: EnvInfo) -> dict[str, int]:
     if info.counts is not None:
         return info.counts()
-    cls = info.env_class()
-    return dict(cls.builtin_suite().counts) if isinstance(cls, type) and issubclass(cls, ToolEnv) else {}
+    cls = tool_env_class(info)
+    return dict(cls.builtin_suite().counts) if cls is not None else {}
 
 
 def list_environments(tag: str | None = None) -> list[dict]:
